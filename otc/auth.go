@@ -1,0 +1,118 @@
+package otc
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+)
+
+// authorized checks transport credentials when any are configured and
+// answers 401 when they are missing or bad. With no APIKey and no
+// JWTSecret, every request passes and Authorization is ignored.
+func (h *Handler) authorized(w http.ResponseWriter, r *http.Request) bool {
+	if h.opts.APIKey == "" && len(h.opts.JWTSecret) == 0 {
+		return true
+	}
+	reason := h.checkCredentials(r)
+	if reason == "" {
+		return true
+	}
+	if h.opts.JWTSecret != nil {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="otc"`)
+	}
+	writeJSON(w, http.StatusUnauthorized, map[string]string{"message": "Unauthorized: " + reason})
+	return false
+}
+
+// checkCredentials returns "" when the request carries a valid API key or
+// JWT, else a reason that names no secret.
+func (h *Handler) checkCredentials(r *http.Request) string {
+	if h.opts.APIKey != "" {
+		for _, name := range []string{APIKeyHeader, oldAPIKeyHeader, rfcAPIKeyHeader} {
+			if v := r.Header.Get(name); v != "" {
+				if equalSecret(v, h.opts.APIKey) {
+					return ""
+				}
+				return "the API key is not valid"
+			}
+		}
+	}
+	bearer, hasBearer := bearerToken(r)
+	if !hasBearer {
+		if h.opts.APIKey != "" {
+			return "send the API key in the OXP-API-Key header or a bearer token"
+		}
+		return "send a bearer JWT in the Authorization header"
+	}
+	// OXP SDK clients send their API key as a bearer token.
+	if h.opts.APIKey != "" && equalSecret(bearer, h.opts.APIKey) {
+		return ""
+	}
+	if len(h.opts.JWTSecret) == 0 {
+		return "the bearer token is not valid"
+	}
+	if err := h.checkJWT(bearer); err != nil {
+		return "the bearer token is not valid: " + err.Error()
+	}
+	return ""
+}
+
+// checkJWT verifies an HS256 JWT: signature, exp (required), nbf/iat, and
+// aud against the allow-list when the token has one.
+func (h *Handler) checkJWT(token string) error {
+	claims := jwt.MapClaims{}
+	_, err := jwt.ParseWithClaims(token, claims, func(*jwt.Token) (any, error) { return h.opts.JWTSecret, nil },
+		jwt.WithValidMethods([]string{"HS256"}),
+		jwt.WithExpirationRequired(),
+		jwt.WithLeeway(30*time.Second),
+		jwt.WithTimeFunc(h.opts.Now),
+	)
+	if err != nil {
+		switch {
+		case errors.Is(err, jwt.ErrTokenExpired):
+			return errors.New("expired")
+		case errors.Is(err, jwt.ErrTokenRequiredClaimMissing):
+			return errors.New("exp is required")
+		case errors.Is(err, jwt.ErrTokenSignatureInvalid), errors.Is(err, jwt.ErrTokenUnverifiable):
+			return errors.New("bad signature")
+		case errors.Is(err, jwt.ErrTokenMalformed):
+			return errors.New("malformed")
+		}
+		return errors.New("rejected")
+	}
+	aud, err := claims.GetAudience()
+	if err != nil {
+		return errors.New("aud is malformed")
+	}
+	if len(aud) == 0 {
+		return nil
+	}
+	for _, a := range aud {
+		if slices.Contains(h.opts.JWTAudiences, a) {
+			return nil
+		}
+	}
+	return errors.New("audience not allowed")
+}
+
+func bearerToken(r *http.Request) (string, bool) {
+	v := r.Header.Get("Authorization")
+	scheme, token, ok := strings.Cut(v, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	token = strings.TrimSpace(token)
+	return token, token != ""
+}
+
+// equalSecret compares in constant time, also with respect to length.
+func equalSecret(a, b string) bool {
+	ha, hb := sha256.Sum256([]byte(a)), sha256.Sum256([]byte(b))
+	return subtle.ConstantTimeCompare(ha[:], hb[:]) == 1
+}

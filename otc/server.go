@@ -1,0 +1,696 @@
+package otc
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"runtime/debug"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+// DefaultMaxBodyBytes bounds a call's request body when Options.MaxBodyBytes is zero.
+const DefaultMaxBodyBytes = 4 << 20
+
+// ToolFunc runs one call of a tool. The input has been validated against
+// the tool's input schema and its requirements checked.
+//
+// It returns the value as raw JSON (nil: no value; "null": JSON null), or an
+// error: a *ToolError becomes 200 success:false as it is; a
+// *ServerErrorResponse becomes a 400 and a *ValidationErrorResponse a 422
+// (for tools that learn only when running that the call could not reach
+// them); any other error becomes 200 success:false with a generic message
+// and the error in developer_message.
+type ToolFunc func(ctx context.Context, call *Call) (json.RawMessage, error)
+
+// Call is what a ToolFunc receives.
+type Call struct {
+	// Tool is the definition of the version the tool id resolved to.
+	Tool *ToolDefinition
+	// Request is the caller's request; Request.CallID is always set (the
+	// caller's or a generated UUID) and Request.Input is never empty ({}
+	// when absent).
+	Request *CallToolRequest
+	// HTTP is the incoming request, for its headers; its body has been read.
+	HTTP *http.Request
+}
+
+// ChallengeFunc makes the authorization challenge for a provider a call has
+// no token for, or returns nil when the tool offers none.
+type ChallengeFunc func(r *http.Request, tool *ToolDefinition, providerID string) *ToolAuthorizationChallenge
+
+// Tool is one version of one tool served by a Handler.
+type Tool struct {
+	Definition ToolDefinition
+	Func       ToolFunc
+	// Challenge, when set, offers the client a challenge (URL and check URL)
+	// for each missing authorization; nil: the 400 only names the provider.
+	Challenge ChallengeFunc
+}
+
+// Options configure a Handler. A nil *Options is the zero value.
+type Options struct {
+	// MaxBodyBytes bounds a request body; zero means DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+	// APIKey, when set, is accepted in OXP-API-Key (or the older
+	// OTC-API-Key / X-API-Key headers) or as a bearer token, compared in
+	// constant time. Empty: no static key.
+	APIKey string
+	// JWTSecret, when set, accepts HS256 bearer JWTs signed with it, with
+	// exp required. Empty: no JWTs. When APIKey and JWTSecret are both
+	// empty, transport auth is off and Authorization headers are ignored.
+	JWTSecret []byte
+	// JWTAudiences is the allow-list for the aud claim: a token with aud
+	// is accepted only when one of its audiences is listed. Empty: tokens
+	// that carry aud are refused (the spec requires aud to be checked).
+	JWTAudiences []string
+	// Health reports readiness for GET /health: ok false answers 503.
+	// body (any JSON value) is sent as the answer. Nil: always 200 {"status":"ok"}.
+	Health func(ctx context.Context) (ok bool, body any)
+	// Now is the clock (tests); nil means time.Now.
+	Now func() time.Time
+	// Observe, when set, is told about every call that named a tool once it
+	// has been answered (for logs and metrics; it must not block).
+	Observe func(*CallRecord)
+}
+
+// CallRecord describes one answered call for Options.Observe. It never
+// carries context secrets or tokens.
+type CallRecord struct {
+	CallID   string
+	TraceID  string
+	ToolID   string // as requested
+	Resolved string // the exact id it resolved to, if it did
+	Status   int
+	Success  bool
+	Duration time.Duration
+	// DeveloperMessage of a failure, for the log.
+	DeveloperMessage string
+	// PanicStack is the stack of a tool that panicked, else "".
+	PanicStack string
+}
+
+// Handler serves OTC over HTTP: GET /health, GET /tools, POST /tools/call
+// (and POST /call, the docs' alias). It is safe for concurrent use; SetTools
+// may replace the catalog at any time.
+type Handler struct {
+	opts    Options
+	maxBody int64
+	catalog atomic.Pointer[catalog]
+	mux     *http.ServeMux
+}
+
+// catalog is an immutable snapshot of the served tools, built by SetTools.
+type catalog struct {
+	byKey    map[string]*toolVersions // Toolkit.Tool → versions
+	toolsRaw json.RawMessage          // the ToolDefinition array, encoded once
+}
+
+type toolVersions struct {
+	versions []string // sorted ascending
+	byVer    map[string]*servedTool
+}
+
+type servedTool struct {
+	Tool
+	validator *inputValidator
+}
+
+// NewHandler serves tools. It fails when a tool's definition is not valid
+// (id, name, version, input schema) or two tools share an id.
+func NewHandler(tools []Tool, opts *Options) (*Handler, error) {
+	h := &Handler{}
+	if opts != nil {
+		h.opts = *opts
+	}
+	h.maxBody = h.opts.MaxBodyBytes
+	if h.maxBody <= 0 {
+		h.maxBody = DefaultMaxBodyBytes
+	}
+	if h.opts.Now == nil {
+		h.opts.Now = time.Now
+	}
+	if err := h.SetTools(tools); err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /health", h.serveHealth)
+	mux.HandleFunc("GET /tools", h.serveTools)
+	mux.HandleFunc("POST /tools/call", h.serveCall)
+	mux.HandleFunc("POST /call", h.serveCall)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusNotFound, map[string]string{"message": "not found: " + r.Method + " " + r.URL.Path + " (OTC serves GET /health, GET /tools, POST /tools/call)"})
+	})
+	h.mux = mux
+	return h, nil
+}
+
+// SetTools replaces the catalog. Input schemas are compiled here, once per
+// tool version, never per call. On error the old catalog stays.
+func (h *Handler) SetTools(tools []Tool) error {
+	c := &catalog{byKey: map[string]*toolVersions{}}
+	defs := make([]ToolDefinition, 0, len(tools))
+	for i := range tools {
+		t := tools[i]
+		d := &t.Definition
+		id, err := ParseToolID(d.ID)
+		if err != nil {
+			return fmt.Errorf("tool %d: %w", i, err)
+		}
+		if d.Version == "" {
+			d.Version = id.Version
+		}
+		if !ValidVersion(d.Version) || (id.Version != "" && id.Version != d.Version) {
+			return fmt.Errorf("tool %s: version %q must be x.y.z and match the id", d.ID, d.Version)
+		}
+		if !ValidToolName(d.Name) {
+			return fmt.Errorf("tool %s: name %q does not match [A-Za-z0-9_-]{1,64}", d.ID, d.Name)
+		}
+		if t.Func == nil {
+			return fmt.Errorf("tool %s: no function", d.ID)
+		}
+		v, err := compileInputSchema(d.ID, d.InputSchema)
+		if err != nil {
+			return err
+		}
+		tv := c.byKey[id.Key()]
+		if tv == nil {
+			tv = &toolVersions{byVer: map[string]*servedTool{}}
+			c.byKey[id.Key()] = tv
+		}
+		if _, dup := tv.byVer[d.Version]; dup {
+			return fmt.Errorf("tool %s@%s is defined twice", id.Key(), d.Version)
+		}
+		tv.byVer[d.Version] = &servedTool{Tool: t, validator: v}
+		tv.versions = append(tv.versions, d.Version)
+		defs = append(defs, *d)
+	}
+	for _, tv := range c.byKey {
+		sort.Slice(tv.versions, func(i, j int) bool { return CompareVersions(tv.versions[i], tv.versions[j]) < 0 })
+	}
+	raw, err := marshal(defs)
+	if err != nil {
+		return err
+	}
+	c.toolsRaw = raw
+	h.catalog.Store(c)
+	return nil
+}
+
+// ServeHTTP implements http.Handler.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+
+func (h *Handler) serveHealth(w http.ResponseWriter, r *http.Request) {
+	if h.opts.Health == nil {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+		return
+	}
+	ok, body := h.opts.Health(r.Context())
+	status := http.StatusOK
+	if !ok {
+		status = http.StatusServiceUnavailable
+	}
+	writeJSON(w, status, body)
+}
+
+// reply is how one request is answered: its dialect decides the shape.
+type reply struct {
+	w      http.ResponseWriter
+	flat   bool   // oxp-flat: bare bodies
+	schema string // envelope $schema
+	header string // OXP-Version sent by the caller, echoed
+}
+
+func (h *Handler) newReply(w http.ResponseWriter, r *http.Request) (*reply, bool) {
+	rp := &reply{w: w, schema: SchemaOXP10}
+	if vals := r.Header.Values(VersionHeader); len(vals) > 0 {
+		rp.header = vals[0]
+		rp.flat = true
+		if !validVersionHeader(rp.header) {
+			rp.header = HeaderVersion10
+			rp.error(http.StatusBadRequest, &ServerErrorResponse{
+				Message:          "Unsupported OXP version",
+				DeveloperMessage: fmt.Sprintf("OXP-Version %q is not supported; this server speaks 1.0", vals[0]),
+			})
+			return nil, false
+		}
+	}
+	return rp, true
+}
+
+func (rp *reply) headers() {
+	if rp.header != "" {
+		rp.w.Header().Set(VersionHeader, rp.header)
+	}
+}
+
+// error writes a 400 / 422 body in the caller's dialect.
+func (rp *reply) error(status int, body any) {
+	rp.headers()
+	if !rp.flat {
+		switch b := body.(type) {
+		case *ServerErrorResponse:
+			c := *b
+			c.Schema = rp.schema
+			body = &c
+		case *ValidationErrorResponse:
+			c := *b
+			c.Schema = rp.schema
+			body = &c
+		}
+	}
+	writeJSON(rp.w, status, body)
+}
+
+func (rp *reply) result(resp *CallToolResponse) {
+	rp.headers()
+	if rp.flat {
+		writeJSON(rp.w, http.StatusOK, resp)
+		return
+	}
+	writeJSON(rp.w, http.StatusOK, struct {
+		Schema string            `json:"$schema"`
+		Result *CallToolResponse `json:"result"`
+	}{rp.schema, resp})
+}
+
+func (h *Handler) serveTools(w http.ResponseWriter, r *http.Request) {
+	rp, ok := h.newReply(w, r)
+	if !ok {
+		return
+	}
+	if !h.authorized(w, r) {
+		return
+	}
+	// A list request may carry {"$schema": …} in its body (OTC 1.0).
+	if r.ContentLength != 0 && r.Body != nil {
+		var body struct {
+			Schema string `json:"$schema"`
+		}
+		data, _ := io.ReadAll(io.LimitReader(r.Body, 64<<10))
+		if len(bytes.TrimSpace(data)) > 0 && json.Unmarshal(data, &body) == nil && body.Schema != "" {
+			if _, known := dialectOfSchema(body.Schema); !known {
+				rp.error(http.StatusBadRequest, &ServerErrorResponse{Message: "Unsupported OTC version", DeveloperMessage: fmt.Sprintf("$schema %q is not supported", body.Schema)})
+				return
+			}
+			rp.schema = body.Schema
+		}
+	}
+	tools := h.catalog.Load().toolsRaw
+	rp.headers()
+	if rp.flat {
+		writeJSON(w, http.StatusOK, struct {
+			Items json.RawMessage `json:"items"`
+		}{tools})
+		return
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Schema string          `json:"$schema"`
+		Tools  json.RawMessage `json:"tools"`
+		Items  json.RawMessage `json:"items"`
+	}{rp.schema, tools, tools})
+}
+
+func (h *Handler) serveCall(w http.ResponseWriter, r *http.Request) {
+	start := h.opts.Now()
+	rp, ok := h.newReply(w, r)
+	if !ok {
+		return
+	}
+	if !h.authorized(w, r) {
+		return
+	}
+	req, status, failure := h.decodeCall(rp, r)
+	if failure != nil {
+		rp.error(status, failure)
+		h.observe(req, "", status, false, start, failure)
+		return
+	}
+	h.call(rp, r, req, start)
+}
+
+// decodeCall reads and checks the request body. On failure it returns the
+// status and body to answer with; the request (possibly partial) is returned
+// for the record.
+func (h *Handler) decodeCall(rp *reply, r *http.Request) (*CallToolRequest, int, any) {
+	bad := func(msg, dev string) (*CallToolRequest, int, any) {
+		return nil, http.StatusBadRequest, &ServerErrorResponse{Message: msg, DeveloperMessage: dev}
+	}
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		mt, _, err := mime.ParseMediaType(ct)
+		if err != nil || (mt != contentTypeJSON && !strings.HasSuffix(mt, "+json")) {
+			return bad("Request body must be JSON", fmt.Sprintf("Content-Type %q is not application/json", ct))
+		}
+	}
+	data, err := io.ReadAll(http.MaxBytesReader(rp.w, r.Body, h.maxBody))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return bad("Request body is too large", fmt.Sprintf("the body exceeds the limit of %d bytes", tooBig.Limit))
+		}
+		return bad("Request body could not be read", err.Error())
+	}
+	var top map[string]json.RawMessage
+	if err := strictUnmarshal(data, &top); err != nil {
+		return bad("Request body is not valid JSON", describeJSONError(data, err))
+	}
+	if top == nil {
+		return bad("Request body must be a JSON object", "the body is null")
+	}
+	if raw, ok := top["$schema"]; ok {
+		var schema string
+		if json.Unmarshal(raw, &schema) != nil {
+			return bad("Request body is malformed", "$schema must be a string")
+		}
+		if _, known := dialectOfSchema(schema); !known {
+			return bad("Unsupported OTC version", fmt.Sprintf("$schema %q is not supported; use %q or %q", schema, SchemaOTC10, SchemaOXP10))
+		}
+		rp.schema = schema
+	}
+	body := top
+	prefix := ""
+	if raw, ok := top["request"]; ok {
+		// Envelope: the body shape decides the answer's shape.
+		rp.flat = false
+		prefix = "request."
+		body = nil
+		if err := json.Unmarshal(raw, &body); err != nil || body == nil {
+			return bad("Request body is malformed", "request must be an object")
+		}
+	} else if _, ok := top["tool_id"]; ok && rp.header == "" {
+		// A bare CallToolRequest without OXP-Version: answer flat, and say so.
+		rp.flat = true
+		rp.header = HeaderVersion10
+	} else if rp.header == "" {
+		return bad("Request body is malformed", `expected {"$schema": …, "request": {"tool_id": …}} or a bare CallToolRequest with the OXP-Version header`)
+	}
+	req, dev := decodeCallFields(body, prefix)
+	if dev != "" {
+		return req, http.StatusBadRequest, &ServerErrorResponse{Message: "Request body is malformed", DeveloperMessage: dev}
+	}
+	return req, 0, nil
+}
+
+// decodeCallFields reads a CallToolRequest from its members, checking each
+// member's type and accepting "inputs" as an alias of "input".
+func decodeCallFields(body map[string]json.RawMessage, prefix string) (*CallToolRequest, string) {
+	req := &CallToolRequest{}
+	str := func(key string, dst *string) string {
+		raw, ok := body[key]
+		if !ok || isJSONNull(raw) {
+			return ""
+		}
+		if json.Unmarshal(raw, dst) != nil {
+			return prefix + key + " must be a string"
+		}
+		return ""
+	}
+	for _, f := range []struct {
+		key string
+		dst *string
+	}{{"tool_id", &req.ToolID}, {"call_id", &req.CallID}, {"trace_id", &req.TraceID}} {
+		if msg := str(f.key, f.dst); msg != "" {
+			return req, msg
+		}
+	}
+	if req.ToolID == "" {
+		return req, prefix + "tool_id is required"
+	}
+	input, hasInput := body["input"]
+	inputs, hasInputs := body["inputs"]
+	switch {
+	case hasInput && hasInputs:
+		return req, prefix + "input and inputs are both present; send one"
+	case hasInputs:
+		input = inputs
+	}
+	if len(input) > 0 && !isJSONNull(input) {
+		req.Input = input
+	}
+	if raw, ok := body["context"]; ok && !isJSONNull(raw) {
+		req.Context = &CallContext{}
+		if err := json.Unmarshal(raw, req.Context); err != nil {
+			return req, prefix + "context is malformed: " + err.Error()
+		}
+	}
+	return req, ""
+}
+
+// call resolves the tool, checks requirements and input, runs it and answers.
+func (h *Handler) call(rp *reply, r *http.Request, req *CallToolRequest, start time.Time) {
+	if req.CallID == "" {
+		req.CallID = newUUID()
+	}
+	c := h.catalog.Load()
+	id, err := ParseToolID(req.ToolID)
+	if err != nil {
+		failure := &ServerErrorResponse{Message: fmt.Sprintf("Tool '%s' was not found", req.ToolID), DeveloperMessage: err.Error()}
+		rp.error(http.StatusBadRequest, failure)
+		h.observe(req, "", http.StatusBadRequest, false, start, failure)
+		return
+	}
+	tv := c.byKey[id.Key()]
+	var st *servedTool
+	if tv != nil {
+		if v, ok := ResolveVersion(id.Version, tv.versions); ok {
+			st = tv.byVer[v]
+		}
+	}
+	if st == nil {
+		dev := fmt.Sprintf("no tool %s is served", id.Key())
+		if tv != nil {
+			dev = fmt.Sprintf("%s is not available; available versions of %s: %s", id, id.Key(), strings.Join(tv.versions, ", "))
+		}
+		failure := &ServerErrorResponse{Message: fmt.Sprintf("Tool '%s' was not found", req.ToolID), DeveloperMessage: dev}
+		rp.error(http.StatusBadRequest, failure)
+		h.observe(req, "", http.StatusBadRequest, false, start, failure)
+		return
+	}
+	def := &st.Definition
+	if perrs := st.validator.validate(req.Input); perrs != nil {
+		failure := &ValidationErrorResponse{Message: validationMessage(perrs), ParameterErrors: perrs}
+		rp.error(http.StatusUnprocessableEntity, failure)
+		h.observe(req, def.ID, http.StatusUnprocessableEntity, false, start, failure)
+		return
+	}
+	if failure := missingRequirements(r, &st.Tool, req.Context); failure != nil {
+		rp.error(http.StatusBadRequest, failure)
+		h.observe(req, def.ID, http.StatusBadRequest, false, start, failure)
+		return
+	}
+	if len(req.Input) == 0 {
+		req.Input = json.RawMessage("{}")
+	}
+	value, err, stack := runTool(r.Context(), st.Func, &Call{Tool: def, Request: req, HTTP: r})
+	resp := &CallToolResponse{CallID: req.CallID}
+	var sErr *ServerErrorResponse
+	var vErr *ValidationErrorResponse
+	var tErr *ToolError
+	switch {
+	case err == nil:
+		resp.Success = true
+		resp.Value = value
+	case errors.As(err, &sErr):
+		rp.error(http.StatusBadRequest, sErr)
+		h.observe(req, def.ID, http.StatusBadRequest, false, start, sErr)
+		return
+	case errors.As(err, &vErr):
+		rp.error(http.StatusUnprocessableEntity, vErr)
+		h.observe(req, def.ID, http.StatusUnprocessableEntity, false, start, vErr)
+		return
+	case errors.As(err, &tErr):
+		resp.Error = tErr
+	case stack != "":
+		resp.Error = &ToolError{Message: "The tool failed unexpectedly", DeveloperMessage: err.Error()}
+	default:
+		// A plain Go error: the text may hold internals, so it goes to
+		// developer_message only.
+		resp.Error = &ToolError{Message: "The tool failed", DeveloperMessage: err.Error()}
+	}
+	resp.Duration = millis(h.opts.Now().Sub(start))
+	rp.result(resp)
+	rec := h.record(req, def.ID, http.StatusOK, resp.Success, start, resp.Error)
+	if rec != nil {
+		rec.PanicStack = stack
+		h.opts.Observe(rec)
+	}
+}
+
+// runTool calls f, turning a panic into an error; the stack is returned
+// apart, for the log only (a client never sees it).
+func runTool(ctx context.Context, f ToolFunc, call *Call) (value json.RawMessage, err error, stack string) {
+	defer func() {
+		if p := recover(); p != nil {
+			value, err, stack = nil, fmt.Errorf("panic: %v", p), string(debug.Stack())
+		}
+	}()
+	value, err = f(ctx, call)
+	return value, err, ""
+}
+
+// missingRequirements checks the call's context against the tool's
+// requirements and returns the 400 body when anything is missing.
+func missingRequirements(r *http.Request, t *Tool, cc *CallContext) *ServerErrorResponse {
+	req := t.Definition.Requirements
+	if req == nil {
+		return nil
+	}
+	var missing MissingRequirements
+	var named []string
+	for _, a := range req.Authorization {
+		if cc.Token(a.ID) != "" {
+			continue
+		}
+		named = append(named, "authorization '"+a.ID+"'")
+		if t.Challenge != nil {
+			if ch := t.Challenge(r, &t.Definition, a.ID); ch != nil {
+				missing.Authorization = append(missing.Authorization, *ch)
+			}
+		}
+	}
+	for _, s := range req.Secrets {
+		if _, ok := cc.Secret(s.ID); !ok {
+			named = append(named, "secret '"+s.ID+"'")
+			missing.Secrets = append(missing.Secrets, s)
+		}
+	}
+	if req.UserID && (cc == nil || cc.UserID == "") {
+		named = append(named, "user_id")
+		missing.UserID = true
+	}
+	if len(named) == 0 {
+		return nil
+	}
+	msg := "The tool needs " + strings.Join(named, ", ") + " in the call's context"
+	if len(missing.Authorization) > 0 {
+		msg = "Authorization is required: open the authorization URL, then call the tool again"
+	}
+	return &ServerErrorResponse{
+		Message:             msg,
+		DeveloperMessage:    fmt.Sprintf("%s requires %s; context lacks it", t.Definition.ID, strings.Join(named, ", ")),
+		MissingRequirements: &missing,
+	}
+}
+
+func validationMessage(perrs map[string]string) string {
+	keys := make([]string, 0, len(perrs))
+	for k := range perrs {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = k + ": " + perrs[k]
+	}
+	return "Some input parameters are invalid: " + strings.Join(parts, "; ")
+}
+
+func (h *Handler) record(req *CallToolRequest, resolved string, status int, success bool, start time.Time, failure any) *CallRecord {
+	if h.opts.Observe == nil {
+		return nil
+	}
+	rec := &CallRecord{Resolved: resolved, Status: status, Success: success, Duration: h.opts.Now().Sub(start)}
+	if req != nil {
+		rec.CallID, rec.TraceID, rec.ToolID = req.CallID, req.TraceID, req.ToolID
+	}
+	switch f := failure.(type) {
+	case *ServerErrorResponse:
+		rec.DeveloperMessage = f.DeveloperMessage
+	case *ToolError:
+		if f != nil {
+			rec.DeveloperMessage = f.DeveloperMessage
+		}
+	case *ValidationErrorResponse:
+		rec.DeveloperMessage = f.Message
+	}
+	return rec
+}
+
+func (h *Handler) observe(req *CallToolRequest, resolved string, status int, success bool, start time.Time, failure any) {
+	if rec := h.record(req, resolved, status, success, start, failure); rec != nil {
+		h.opts.Observe(rec)
+	}
+}
+
+// millis is a duration in milliseconds, to the microsecond.
+func millis(d time.Duration) float64 {
+	return float64(d.Microseconds()) / 1000
+}
+
+// newUUID returns a random (version 4) UUID.
+func newUUID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
+
+// NewCallID returns a fresh call id (a random UUID).
+func NewCallID() string { return newUUID() }
+
+// marshal encodes v as JSON without HTML escaping.
+func marshal(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimRight(buf.Bytes(), "\n"), nil
+}
+
+// writeJSON writes v with status. Encoding errors cannot happen for the
+// package's own types; if one does, the client gets a 500 with a message.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	data, err := marshal(v)
+	if err != nil {
+		status = http.StatusInternalServerError
+		data = []byte(`{"message":"the response could not be encoded"}`)
+	}
+	w.Header().Set("Content-Type", contentTypeJSON)
+	w.WriteHeader(status)
+	_, _ = w.Write(append(data, '\n'))
+}
+
+// strictUnmarshal decodes exactly one JSON value from data.
+func strictUnmarshal(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return errors.New("unexpected data after the JSON value")
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("unexpected data after the JSON value")
+	}
+	return nil
+}
+
+// describeJSONError says where the JSON went wrong.
+func describeJSONError(data []byte, err error) string {
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		return fmt.Sprintf("invalid JSON at byte %d: %v", se.Offset, err)
+	}
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		return fmt.Sprintf("expected a JSON object, got %s", te.Value)
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		return "the body is empty"
+	}
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		return "invalid JSON: the body ends too early"
+	}
+	return err.Error()
+}
