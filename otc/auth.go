@@ -15,18 +15,17 @@ import (
 // authorized checks transport credentials when any are configured and
 // answers 401 when they are missing or bad. With no APIKey and no
 // JWTSecret, every request passes and Authorization is ignored.
-func (h *Handler) authorized(w http.ResponseWriter, r *http.Request) bool {
+func (h *Handler) authorized(rp *reply) bool {
 	if h.opts.APIKey == "" && len(h.opts.JWTSecret) == 0 {
 		return true
 	}
-	reason := h.checkCredentials(r)
+	reason := h.checkCredentials(rp.r)
 	if reason == "" {
 		return true
 	}
-	if h.opts.JWTSecret != nil {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="otc"`)
-	}
-	writeJSON(w, http.StatusUnauthorized, map[string]string{"message": "Unauthorized: " + reason})
+	rp.w.Header().Set("WWW-Authenticate", `Bearer realm="otc"`)
+	rp.headers()
+	writeJSON(rp.w, http.StatusUnauthorized, map[string]string{"message": "Unauthorized: " + reason})
 	return false
 }
 

@@ -76,9 +76,9 @@ func dialectOfSchema(schema string) (Dialect, bool) {
 		return "", false
 	}
 	switch {
-	case strings.Contains(lower, "openexecprotocol"), strings.Contains(lower, "oxp"):
+	case strings.Contains(lower, "/openexecprotocol/"):
 		return DialectOXP10, true
-	case strings.Contains(lower, "opentoolcalling"):
+	case strings.Contains(lower, "/opentoolcalling/"):
 		return DialectOTC10, true
 	}
 	return "", false

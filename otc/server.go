@@ -110,8 +110,11 @@ type Handler struct {
 
 // catalog is an immutable snapshot of the served tools, built by SetTools.
 type catalog struct {
-	byKey    map[string]*toolVersions // Toolkit.Tool → versions
-	toolsRaw json.RawMessage          // the ToolDefinition array, encoded once
+	byKey map[string]*toolVersions // Toolkit.Tool → versions
+	// The ToolDefinition array, encoded once per input-schema style: plain
+	// JSON Schemas for OXP callers, the {"parameters": …} wrapper for
+	// otc-1.0 callers (each spec requires its own).
+	toolsPlain, toolsWrapped json.RawMessage
 }
 
 type toolVersions struct {
@@ -146,6 +149,12 @@ func NewHandler(tools []Tool, opts *Options) (*Handler, error) {
 	mux.HandleFunc("GET /tools", h.serveTools)
 	mux.HandleFunc("POST /tools/call", h.serveCall)
 	mux.HandleFunc("POST /call", h.serveCall)
+	for path, allow := range map[string]string{"/health": "GET", "/tools": "GET", "/tools/call": "POST", "/call": "POST"} {
+		mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Allow", allow)
+			writeJSON(w, http.StatusMethodNotAllowed, map[string]string{"message": r.Method + " is not allowed on " + path + "; use " + allow})
+		})
+	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, map[string]string{"message": "not found: " + r.Method + " " + r.URL.Path + " (OTC serves GET /health, GET /tools, POST /tools/call)"})
 	})
@@ -196,11 +205,13 @@ func (h *Handler) SetTools(tools []Tool) error {
 	for _, tv := range c.byKey {
 		sort.Slice(tv.versions, func(i, j int) bool { return CompareVersions(tv.versions[i], tv.versions[j]) < 0 })
 	}
-	raw, err := marshal(defs)
-	if err != nil {
+	var err error
+	if c.toolsPlain, err = marshal(withInputSchemas(defs, false)); err != nil {
 		return err
 	}
-	c.toolsRaw = raw
+	if c.toolsWrapped, err = marshal(withInputSchemas(defs, true)); err != nil {
+		return err
+	}
 	h.catalog.Store(c)
 	return nil
 }
@@ -224,18 +235,18 @@ func (h *Handler) serveHealth(w http.ResponseWriter, r *http.Request) {
 // reply is how one request is answered: its dialect decides the shape.
 type reply struct {
 	w      http.ResponseWriter
+	r      *http.Request
 	flat   bool   // oxp-flat: bare bodies
 	schema string // envelope $schema
-	header string // OXP-Version sent by the caller, echoed
+	header string // OXP-Version answered (1.0) when the caller sent one
 }
 
 func (h *Handler) newReply(w http.ResponseWriter, r *http.Request) (*reply, bool) {
-	rp := &reply{w: w, schema: SchemaOXP10}
+	rp := &reply{w: w, r: r, schema: SchemaOXP10}
 	if vals := r.Header.Values(VersionHeader); len(vals) > 0 {
-		rp.header = vals[0]
+		rp.header = HeaderVersion10
 		rp.flat = true
-		if !validVersionHeader(rp.header) {
-			rp.header = HeaderVersion10
+		if !validVersionHeader(vals[0]) {
 			rp.error(http.StatusBadRequest, &ServerErrorResponse{
 				Message:          "Unsupported OXP version",
 				DeveloperMessage: fmt.Sprintf("OXP-Version %q is not supported; this server speaks 1.0", vals[0]),
@@ -287,7 +298,7 @@ func (h *Handler) serveTools(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if !h.authorized(w, r) {
+	if !h.authorized(rp) {
 		return
 	}
 	// A list request may carry {"$schema": …} in its body (OTC 1.0).
@@ -304,7 +315,10 @@ func (h *Handler) serveTools(w http.ResponseWriter, r *http.Request) {
 			rp.schema = body.Schema
 		}
 	}
-	tools := h.catalog.Load().toolsRaw
+	tools := h.catalog.Load().toolsPlain
+	if d, _ := dialectOfSchema(rp.schema); d == DialectOTC10 {
+		tools = h.catalog.Load().toolsWrapped
+	}
 	rp.headers()
 	if rp.flat {
 		writeJSON(w, http.StatusOK, struct {
@@ -325,7 +339,7 @@ func (h *Handler) serveCall(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if !h.authorized(w, r) {
+	if !h.authorized(rp) {
 		return
 	}
 	req, status, failure := h.decodeCall(rp, r)
@@ -360,6 +374,10 @@ func (h *Handler) decodeCall(rp *reply, r *http.Request) (*CallToolRequest, int,
 	}
 	var top map[string]json.RawMessage
 	if err := strictUnmarshal(data, &top); err != nil {
+		var notObject *json.UnmarshalTypeError
+		if errors.As(err, &notObject) {
+			return bad("Request body must be a JSON object", describeJSONError(data, err))
+		}
 		return bad("Request body is not valid JSON", describeJSONError(data, err))
 	}
 	if top == nil {
@@ -693,4 +711,19 @@ func describeJSONError(data []byte, err error) string {
 		return "invalid JSON: the body ends too early"
 	}
 	return err.Error()
+}
+
+// withInputSchemas returns copies of defs whose input schemas are all plain
+// JSON Schemas, or all wrapped in {"parameters": …}.
+func withInputSchemas(defs []ToolDefinition, wrapped bool) []ToolDefinition {
+	out := make([]ToolDefinition, len(defs))
+	for i, d := range defs {
+		plain := PlainInputSchema(d.InputSchema)
+		if wrapped {
+			plain = append(append(json.RawMessage(`{"parameters":`), plain...), '}')
+		}
+		d.InputSchema = plain
+		out[i] = d
+	}
+	return out
 }
