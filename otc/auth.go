@@ -1,12 +1,14 @@
 package otc
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"errors"
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -114,4 +116,40 @@ func bearerToken(r *http.Request) (string, bool) {
 func equalSecret(a, b string) bool {
 	ha, hb := sha256.Sum256([]byte(a)), sha256.Sum256([]byte(b))
 	return subtle.ConstantTimeCompare(ha[:], hb[:]) == 1
+}
+
+// NewJWTSource returns a BearerTokenFunc that signs HS256 JWTs with secret,
+// each valid for ttl (zero: 5 minutes; the spec recommends at most 15) and
+// carrying aud when audience is set. A token is reused until less than a
+// third of its life is left.
+func NewJWTSource(secret []byte, audience string, ttl time.Duration, now func() time.Time) func(context.Context) (string, error) {
+	if ttl <= 0 {
+		ttl = 5 * time.Minute
+	}
+	if now == nil {
+		now = time.Now
+	}
+	var (
+		mu      sync.Mutex
+		token   string
+		expires time.Time
+	)
+	return func(context.Context) (string, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		t := now()
+		if token != "" && expires.Sub(t) > ttl/3 {
+			return token, nil
+		}
+		claims := jwt.MapClaims{"iat": t.Unix(), "exp": t.Add(ttl).Unix()}
+		if audience != "" {
+			claims["aud"] = audience
+		}
+		signed, err := jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString(secret)
+		if err != nil {
+			return "", err
+		}
+		token, expires = signed, t.Add(ttl)
+		return token, nil
+	}
 }

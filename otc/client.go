@@ -109,6 +109,10 @@ type ClientOptions struct {
 	APIKey string
 	// BearerToken, when set, is sent as "Authorization: Bearer …". Empty: not sent.
 	BearerToken string
+	// BearerTokenFunc, when set, gives the bearer token of each request
+	// (for example a short-lived JWT from NewJWTSource); it wins over
+	// BearerToken. Nil: BearerToken is used.
+	BearerTokenFunc func(ctx context.Context) (string, error)
 	// Header holds extra headers sent with every request. Headers the
 	// client sets itself (Accept, Content-Type, OXP-Version, and
 	// OXP-API-Key / Authorization when APIKey / BearerToken are set) take
@@ -127,6 +131,7 @@ type Client struct {
 	configured Dialect
 	dialect    atomic.Value  // Dialect: configured, or learned in auto mode
 	learning   chan struct{} // a one-slot lock that waits with a context
+	bearer     func(context.Context) (string, error)
 
 	healthURL, toolsURL, callURL string
 }
@@ -199,6 +204,7 @@ func NewClient(baseURL string, opts *ClientOptions) (*Client, error) {
 	if o.BearerToken != "" {
 		c.header.Set("Authorization", "Bearer "+o.BearerToken)
 	}
+	c.bearer = o.BearerTokenFunc
 	return c, nil
 }
 
@@ -357,6 +363,13 @@ func (c *Client) do(ctx context.Context, method, target string, body []byte, fla
 	}
 	if flat {
 		req.Header.Set(VersionHeader, HeaderVersion10)
+	}
+	if c.bearer != nil {
+		token, err := c.bearer(ctx)
+		if err != nil {
+			return nil, nil, fmt.Errorf("otc: bearer token: %w", err)
+		}
+		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {

@@ -80,6 +80,17 @@ type Options struct {
 	// Observe, when set, is told about every call that named a tool once it
 	// has been answered (for logs and metrics; it must not block).
 	Observe func(*CallRecord)
+	// IdempotencyTTL, when positive, makes a caller's call_id an
+	// idempotency key: a repeat of a call that ran (HTTP 200) within the TTL
+	// gets the first answer without running the tool again, and a repeat
+	// while the first runs waits for it. A call_id reused for another tool
+	// or input is a 400. Zero: off.
+	IdempotencyTTL time.Duration
+	// IdempotencyMaxEntries bounds the answers kept (oldest dropped first);
+	// zero means 10,000. IdempotencyMaxBytes bounds their total size; zero
+	// means 64 MiB. An answer larger than a tenth of it is not kept.
+	IdempotencyMaxEntries int
+	IdempotencyMaxBytes   int64
 }
 
 // CallRecord describes one answered call for Options.Observe. It never
@@ -96,6 +107,8 @@ type CallRecord struct {
 	DeveloperMessage string
 	// PanicStack is the stack of a tool that panicked, else "".
 	PanicStack string
+	// Replayed: the answer is the first answer to this call_id (idempotency).
+	Replayed bool
 }
 
 // Handler serves OTC over HTTP: GET /health, GET /tools, POST /tools/call
@@ -104,6 +117,7 @@ type CallRecord struct {
 type Handler struct {
 	opts    Options
 	maxBody int64
+	idem    *idempotency // nil when off
 	catalog atomic.Pointer[catalog]
 	mux     *http.ServeMux
 }
@@ -140,6 +154,9 @@ func NewHandler(tools []Tool, opts *Options) (*Handler, error) {
 	}
 	if h.opts.Now == nil {
 		h.opts.Now = time.Now
+	}
+	if h.opts.IdempotencyTTL > 0 {
+		h.idem = newIdempotency(h.opts.IdempotencyTTL, h.opts.IdempotencyMaxEntries, h.opts.IdempotencyMaxBytes, h.opts.Now)
 	}
 	if err := h.SetTools(tools); err != nil {
 		return nil, err
@@ -464,7 +481,8 @@ func decodeCallFields(body map[string]json.RawMessage, prefix string) (*CallTool
 
 // call resolves the tool, checks requirements and input, runs it and answers.
 func (h *Handler) call(rp *reply, r *http.Request, req *CallToolRequest, start time.Time) {
-	if req.CallID == "" {
+	callerCallID := req.CallID != ""
+	if !callerCallID {
 		req.CallID = newUUID()
 	}
 	c := h.catalog.Load()
@@ -507,7 +525,38 @@ func (h *Handler) call(rp *reply, r *http.Request, req *CallToolRequest, start t
 	if len(req.Input) == 0 {
 		req.Input = json.RawMessage("{}")
 	}
-	value, err, stack := runTool(r.Context(), st.Func, &Call{Tool: def, Request: req, HTTP: r})
+	run := func() outcome { return h.execute(r, st, req, start) }
+	var out outcome
+	if h.idem != nil && callerCallID {
+		out = h.idem.do(r.Context(), req.CallID, fingerprint(def.ID, req.Input), run)
+	} else {
+		out = run()
+	}
+	if out.status == http.StatusOK {
+		rp.result(out.resp)
+	} else {
+		rp.error(out.status, out.failure)
+	}
+	rec := h.record(req, def.ID, out.status, out.status == http.StatusOK && out.resp.Success, start, out.failure)
+	if rec != nil {
+		rec.PanicStack = out.stack
+		rec.Replayed = out.replayed
+		h.opts.Observe(rec)
+	}
+}
+
+// outcome is the answer to one call that reached its tool's function.
+type outcome struct {
+	status   int               // 200, or 400 / 422 from the tool function
+	resp     *CallToolResponse // when 200
+	failure  any               // the 400 / 422 body otherwise; for 200, the *ToolError if any
+	stack    string            // a panic's stack, for the log
+	replayed bool              // answered from the idempotency cache
+}
+
+// execute runs the tool's function and classifies what it returned.
+func (h *Handler) execute(r *http.Request, st *servedTool, req *CallToolRequest, start time.Time) outcome {
+	value, err, stack := runTool(r.Context(), st.Func, &Call{Tool: &st.Definition, Request: req, HTTP: r})
 	resp := &CallToolResponse{CallID: req.CallID}
 	var sErr *ServerErrorResponse
 	var vErr *ValidationErrorResponse
@@ -517,13 +566,9 @@ func (h *Handler) call(rp *reply, r *http.Request, req *CallToolRequest, start t
 		resp.Success = true
 		resp.Value = value
 	case errors.As(err, &sErr):
-		rp.error(http.StatusBadRequest, sErr)
-		h.observe(req, def.ID, http.StatusBadRequest, false, start, sErr)
-		return
+		return outcome{status: http.StatusBadRequest, failure: sErr}
 	case errors.As(err, &vErr):
-		rp.error(http.StatusUnprocessableEntity, vErr)
-		h.observe(req, def.ID, http.StatusUnprocessableEntity, false, start, vErr)
-		return
+		return outcome{status: http.StatusUnprocessableEntity, failure: vErr}
 	case errors.As(err, &tErr):
 		resp.Error = tErr
 	case stack != "":
@@ -534,12 +579,11 @@ func (h *Handler) call(rp *reply, r *http.Request, req *CallToolRequest, start t
 		resp.Error = &ToolError{Message: "The tool failed", DeveloperMessage: err.Error()}
 	}
 	resp.Duration = millis(h.opts.Now().Sub(start))
-	rp.result(resp)
-	rec := h.record(req, def.ID, http.StatusOK, resp.Success, start, resp.Error)
-	if rec != nil {
-		rec.PanicStack = stack
-		h.opts.Observe(rec)
+	out := outcome{status: http.StatusOK, resp: resp, stack: stack}
+	if resp.Error != nil {
+		out.failure = resp.Error
 	}
+	return out
 }
 
 // runTool calls f, turning a panic into an error; the stack is returned

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -415,4 +416,117 @@ func FuzzDecodeCall(f *testing.F) {
 			t.Fatalf("tool panicked for %q: %s", body, rec.Body.String())
 		}
 	})
+}
+
+func TestJWTSourceIsAcceptedAndReused(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	secret := []byte("shared")
+	h := newTestHandler(t, &Options{JWTSecret: secret, JWTAudiences: []string{"tools"}, Now: clock})
+	src := NewJWTSource(secret, "tools", 3*time.Minute, clock)
+	first, err := src(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if status, _, body := do(t, h, "GET", "/tools", map[string]string{"Authorization": "Bearer " + first}, ""); status != 200 {
+		t.Fatalf("minted token refused: %d %v", status, body)
+	}
+	now = now.Add(time.Minute)
+	if again, _ := src(context.Background()); again != first {
+		t.Error("token not reused while fresh")
+	}
+	now = now.Add(time.Minute + time.Second) // less than a third of 3 min left
+	if renewed, _ := src(context.Background()); renewed == first {
+		t.Error("token not renewed near expiry")
+	}
+}
+
+func TestIdempotentCallID(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var mu sync.Mutex
+	runs := 0
+	release := make(chan struct{})
+	h := newTestHandler(t, &Options{IdempotencyTTL: 10 * time.Minute, Now: func() time.Time { mu.Lock(); defer mu.Unlock(); return now }},
+		testTool("T.Count@1.0.0", func(_ context.Context, c *Call) (json.RawMessage, error) {
+			mu.Lock()
+			runs++
+			n := runs
+			mu.Unlock()
+			if strings.Contains(string(c.Request.Input), "slow") {
+				<-release
+			}
+			if strings.Contains(string(c.Request.Input), "refuse") {
+				return nil, &ServerErrorResponse{Message: "unavailable"}
+			}
+			return json.RawMessage(strconv.Itoa(n)), nil
+		}))
+	call := func(callID, input string) (int, map[string]any) {
+		body := `{"tool_id":"T.Count","call_id":"` + callID + `","input":` + input + `}`
+		status, _, got := do(t, h, "POST", "/tools/call", flatHeader, body)
+		return status, got
+	}
+	runsNow := func() int { mu.Lock(); defer mu.Unlock(); return runs }
+
+	_, first := call("a", `{"x":1}`)
+	_, again := call("a", `{ "x" : 1 }`) // same call, other spacing
+	if first["value"] != 1.0 || again["value"] != 1.0 || runsNow() != 1 {
+		t.Errorf("repeat ran the tool: first %v again %v runs %d", first, again, runsNow())
+	}
+	if status, got := call("a", `{"x":2}`); status != 400 || !strings.Contains(got["message"].(string), "already used") {
+		t.Errorf("reuse for another input: %d %v", status, got)
+	}
+	// Calls without a caller call_id are never deduplicated.
+	for i := 0; i < 2; i++ {
+		do(t, h, "POST", "/tools/call", flatHeader, `{"tool_id":"T.Count","input":{}}`)
+	}
+	if runsNow() != 3 {
+		t.Errorf("runs = %d, want 3", runsNow())
+	}
+	// A refused call (400) is not remembered: the repeat runs again.
+	call("r", `{"refuse":1}`)
+	call("r", `{"refuse":1}`)
+	if runsNow() != 5 {
+		t.Errorf("runs after two refused calls = %d, want 5", runsNow())
+	}
+	// A repeat while the first runs waits for it and gets its answer.
+	results := make(chan float64, 3)
+	for i := 0; i < 3; i++ {
+		go func() {
+			_, got := call("s", `{"slow":1}`)
+			v, _ := got["value"].(float64)
+			results <- v
+		}()
+	}
+	time.Sleep(50 * time.Millisecond) // let the three arrive; correctness does not depend on it
+	close(release)
+	var vals []float64
+	for i := 0; i < 3; i++ {
+		vals = append(vals, <-results)
+	}
+	if runsNow() != 6 || vals[0] != 6 || vals[1] != 6 || vals[2] != 6 {
+		t.Errorf("concurrent repeats: runs %d, values %v", runsNow(), vals)
+	}
+	// After the TTL the call_id is free again.
+	mu.Lock()
+	now = now.Add(11 * time.Minute)
+	mu.Unlock()
+	if _, got := call("a", `{"x":1}`); got["value"] != 7.0 {
+		t.Errorf("after TTL: %v", got)
+	}
+}
+
+func TestIdempotencyBounded(t *testing.T) {
+	c := newIdempotency(time.Hour, 3, 0, time.Now)
+	for i := 0; i < 10; i++ {
+		id := strconv.Itoa(i)
+		c.do(context.Background(), id, fingerprint("T", json.RawMessage(id)), func() outcome {
+			return outcome{status: 200, resp: &CallToolResponse{CallID: id, Success: true}}
+		})
+	}
+	if len(c.byID) != 3 || c.order.Len() != 3 {
+		t.Errorf("kept %d entries, want 3", len(c.byID))
+	}
+	if _, ok := c.byID["9"]; !ok {
+		t.Error("newest entry dropped")
+	}
 }
