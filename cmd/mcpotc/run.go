@@ -48,6 +48,7 @@ type command struct {
 // commands lists the subcommands in the order help shows them.
 func commands() []command {
 	return []command{
+		{"serve-mcp", "MCP front: serve OTC tool servers to MCP clients (stdio, HTTP, SSE)", (*Main).serveMCP},
 		{"sample-otc", "serve the built-in sample OTC toolkit over HTTP", (*Main).sampleOTC},
 		{"version", "print the version", (*Main).version},
 		{"help", "show help for mcpotc or one of its commands", (*Main).help},
@@ -211,6 +212,12 @@ func logCall(log zerolog.Logger) func(*otc.CallRecord) {
 // serveHTTP serves h on addr until ctx ends, then lets in-flight requests
 // finish for at most shutdownGrace.
 func (m *Main) serveHTTP(ctx context.Context, log zerolog.Logger, addr string, h http.Handler, what string) error {
+	return m.serveHTTPWith(ctx, log, addr, h, what, func(ctx context.Context, srv *http.Server) error { return srv.Shutdown(ctx) })
+}
+
+// serveHTTPWith is serveHTTP with a shutdown of the caller's (the MCP
+// transports close their streams and sessions themselves).
+func (m *Main) serveHTTPWith(ctx context.Context, log zerolog.Logger, addr string, h http.Handler, what string, shutdown func(context.Context, *http.Server) error) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err
@@ -236,7 +243,7 @@ func (m *Main) serveHTTP(ctx context.Context, log zerolog.Logger, addr string, h
 	log.Info().Msg("shutting down")
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
+	if err := shutdown(sctx, srv); err != nil {
 		_ = srv.Close()
 		return fmt.Errorf("shutdown: %w", err)
 	}

@@ -1,0 +1,378 @@
+// Package bridge runs the two fronts as services: catalogs of upstream tools
+// and their refresh, call routing, timeouts, cancellation and logging.
+package bridge
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	mcpgo "github.com/mark3labs/mcp-go/mcp"
+	mcpserver "github.com/mark3labs/mcp-go/server"
+	"github.com/rs/zerolog"
+
+	"github.com/mcpotc/mcpotc/mapping"
+	"github.com/mcpotc/mcpotc/mcp"
+	"github.com/mcpotc/mcpotc/otc"
+)
+
+// Defaults of MCPFrontOptions.
+const (
+	DefaultCallTimeout = 60 * time.Second
+	DefaultRefresh     = 30 * time.Second
+	// listTimeout bounds one GET /tools.
+	listTimeout = 15 * time.Second
+)
+
+// OTCUpstream is one OTC tool server behind the MCP front, with what
+// satisfies its tools' requirements. Values are resolved (secrets read from
+// the environment) before they get here; none is ever logged.
+type OTCUpstream struct {
+	// Name identifies the upstream in logs and errors.
+	Name string
+	// Client calls it.
+	Client *otc.Client
+	// Prefix is put before each tool's name. Empty: none.
+	Prefix string
+	// Secrets maps secret ids to values sent in context.secrets.
+	Secrets map[string]string
+	// Tokens maps authorization provider ids to tokens sent in
+	// context.authorization.
+	Tokens map[string]string
+	// CallerTokenProviders lists the providers for which the MCP caller's
+	// own bearer token (HTTP transports) is sent, when the configuration has
+	// no token for them. Empty: never.
+	CallerTokenProviders []string
+	// UserID is sent as context.user_id when a tool requires one. Empty: none.
+	UserID string
+	// CallTimeout bounds each call; zero means MCPFrontOptions.CallTimeout.
+	CallTimeout time.Duration
+}
+
+// MCPFrontOptions configure an MCPFront. A nil *MCPFrontOptions is the zero value.
+type MCPFrontOptions struct {
+	// CallTimeout bounds each call (-32001 when exceeded). Zero: DefaultCallTimeout.
+	CallTimeout time.Duration
+	// Refresh is how often every upstream's catalog is listed again. Zero: DefaultRefresh.
+	Refresh time.Duration
+	// InputErrorsAsResult answers input validation failures (OTC 422) with an
+	// isError result instead of JSON-RPC -32602. Zero: -32602.
+	InputErrorsAsResult bool
+	// Logger receives one line per call and catalog change. Zero: no logs.
+	Logger zerolog.Logger
+	// Version is the server version announced to MCP clients. Empty: "dev".
+	Version string
+}
+
+// MCPFront serves the tools of OTC upstreams to MCP clients.
+type MCPFront struct {
+	opts      MCPFrontOptions
+	log       zerolog.Logger
+	upstreams []*otcUpstream
+	front     *mcp.Front
+
+	mu          sync.Mutex // guards fingerprint and each upstream's tools on refresh
+	fingerprint [32]byte
+}
+
+type otcUpstream struct {
+	OTCUpstream
+	// tools is the upstream's last good catalog, keyed by MCP name.
+	tools map[string]*frontTool
+	// err is the last listing error (nil when the catalog is fresh).
+	err error
+}
+
+// frontTool is one MCP tool and where its calls go.
+type frontTool struct {
+	mapping.MCPTool
+	up  *otcUpstream
+	def *otc.ToolDefinition
+}
+
+// NewMCPFront lists every upstream once and fails when two of them expose
+// the same tool name (naming both). An upstream that cannot be listed does
+// not fail it: its tools appear when a later refresh reaches it.
+func NewMCPFront(ctx context.Context, upstreams []OTCUpstream, opts *MCPFrontOptions) (*MCPFront, error) {
+	f := &MCPFront{}
+	if opts != nil {
+		f.opts = *opts
+	}
+	if f.opts.CallTimeout <= 0 {
+		f.opts.CallTimeout = DefaultCallTimeout
+	}
+	if f.opts.Refresh <= 0 {
+		f.opts.Refresh = DefaultRefresh
+	}
+	if f.opts.Version == "" {
+		f.opts.Version = "dev"
+	}
+	f.log = f.opts.Logger
+	seen := map[string]bool{}
+	for _, u := range upstreams {
+		if seen[u.Name] {
+			return nil, fmt.Errorf("two upstreams are named %q", u.Name)
+		}
+		seen[u.Name] = true
+		f.upstreams = append(f.upstreams, &otcUpstream{OTCUpstream: u, tools: map[string]*frontTool{}})
+	}
+	f.front = mcp.NewFront("mcpotc", f.opts.Version, &mcp.FrontOptions{Logger: slog.New(zerolog.NewSlogHandler(f.log))})
+	if err := f.refresh(ctx, true); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// Front is the MCP server, for its transports.
+func (f *MCPFront) Front() *mcp.Front { return f.front }
+
+// Run refreshes the catalogs every Refresh until ctx ends.
+func (f *MCPFront) Run(ctx context.Context) {
+	t := time.NewTicker(f.opts.Refresh)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := f.refresh(ctx, false); err != nil {
+				f.log.Error().Err(err).Msg("catalog not updated")
+			}
+		}
+	}
+}
+
+// refresh lists every upstream (concurrently) and installs the new catalog
+// when it changed, which notifies clients (tools/list_changed). At start a
+// name clash is an error; later it keeps the clashing upstream's old tools.
+func (f *MCPFront) refresh(ctx context.Context, atStart bool) error {
+	type listing struct {
+		tools map[string]*frontTool
+		err   error
+	}
+	results := make([]listing, len(f.upstreams))
+	var wg sync.WaitGroup
+	for i, u := range f.upstreams {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			lctx, cancel := context.WithTimeout(ctx, listTimeout)
+			defer cancel()
+			defs, err := u.Client.ListTools(lctx)
+			if err != nil {
+				results[i].err = err
+				return
+			}
+			results[i].tools, results[i].err = latestTools(u, defs)
+		}()
+	}
+	wg.Wait()
+
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	owner := map[string]toolOwner{}
+	var all []*frontTool
+	for i, u := range f.upstreams {
+		r := results[i]
+		switch {
+		case r.err != nil && u.err == nil:
+			f.log.Warn().Str("upstream", u.Name).Err(r.err).Msg("upstream catalog unavailable; keeping its last tools")
+		case r.err == nil && u.err != nil:
+			f.log.Info().Str("upstream", u.Name).Int("tools", len(r.tools)).Msg("upstream catalog available again")
+		}
+		u.err = r.err
+		if r.err == nil {
+			if clash := clashes(owner, u.Name, r.tools); clash == nil {
+				u.tools = r.tools
+			} else if atStart {
+				return clash
+			} else {
+				// Keep the old tools; they held their names before.
+				f.log.Error().Str("upstream", u.Name).Err(clash).Msg("catalog change refused")
+				r.err = clash
+			}
+		}
+		if r.err != nil {
+			if clash := clashes(owner, u.Name, u.tools); clash != nil {
+				f.log.Error().Str("upstream", u.Name).Err(clash).Msg("tools withheld")
+				u.tools = map[string]*frontTool{}
+			}
+		}
+		tools := u.tools
+		for _, t := range tools {
+			all = append(all, t)
+		}
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].Tool.Name < all[j].Tool.Name })
+	server := make([]mcpserver.ServerTool, len(all))
+	h := sha256.New()
+	for i, t := range all {
+		server[i] = mcpserver.ServerTool{Tool: t.Tool, Handler: f.handler(t)}
+		b, _ := json.Marshal(t.Tool)
+		h.Write(b)
+		h.Write([]byte(t.OTCID))
+	}
+	var fp [32]byte
+	copy(fp[:], h.Sum(nil))
+	if fp != f.fingerprint || atStart {
+		f.fingerprint = fp
+		f.front.Server().SetTools(server...)
+		if !atStart {
+			f.log.Info().Int("tools", len(all)).Msg("catalog changed")
+		}
+	}
+	return nil
+}
+
+// latestTools maps an upstream's definitions to MCP tools: one per OTC name,
+// bound to the latest version.
+func latestTools(u *otcUpstream, defs []otc.ToolDefinition) (map[string]*frontTool, error) {
+	latest := map[string]*otc.ToolDefinition{} // Toolkit.Tool → latest version
+	for i := range defs {
+		d := &defs[i]
+		id, err := otc.ParseToolID(d.ID)
+		if err != nil {
+			continue // a tool we could not call: not listed
+		}
+		if cur, ok := latest[id.Key()]; !ok || otc.CompareVersions(d.Version, cur.Version) > 0 {
+			latest[id.Key()] = d
+		}
+	}
+	tools := map[string]*frontTool{}
+	for _, d := range latest {
+		name := u.Prefix + d.Name
+		if prev, ok := tools[name]; ok {
+			return nil, fmt.Errorf("upstream %s lists two tools named %q: %s and %s", u.Name, name, prev.def.ID, d.ID)
+		}
+		tools[name] = &frontTool{MCPTool: mapping.MCPToolFromOTC(d, name), up: u, def: d}
+	}
+	return tools, nil
+}
+
+// toolOwner says which upstream's tool holds an MCP name.
+type toolOwner struct{ upstream, id string }
+
+// clashes reports a tool name that another upstream already holds in
+// owner, else records the tools' names there.
+func clashes(owner map[string]toolOwner, upstream string, tools map[string]*frontTool) error {
+	for name, t := range tools {
+		if prev, ok := owner[name]; ok {
+			return fmt.Errorf("tool name %q is exposed twice: by upstream %s (%s) and by upstream %s (%s); set a prefix for one of them", name, prev.upstream, prev.id, upstream, t.OTCID)
+		}
+	}
+	for name, t := range tools {
+		owner[name] = toolOwner{upstream, t.OTCID}
+	}
+	return nil
+}
+
+// handler calls the OTC tool behind one MCP tool.
+func (f *MCPFront) handler(t *frontTool) mcpserver.ToolHandlerFunc {
+	return func(ctx context.Context, req mcpgo.CallToolRequest) (*mcpgo.CallToolResult, error) {
+		start := time.Now()
+		callReq := &otc.CallToolRequest{
+			ToolID: t.OTCID,
+			CallID: otc.NewCallID(),
+			Input:  arguments(req),
+		}
+		if tp := traceparent(req); tp != "" {
+			callReq.TraceID = tp
+		}
+		callReq.Context = t.up.callContext(ctx, t.def.Requirements)
+		timeout := t.up.CallTimeout
+		if timeout <= 0 {
+			timeout = f.opts.CallTimeout
+		}
+		cctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		resp, err := t.up.Client.Call(cctx, callReq)
+		ev := f.log.Info().Str("call_id", callReq.CallID).Str("tool", t.Tool.Name).Str("tool_id", t.OTCID).Str("upstream", t.up.Name)
+		if callReq.TraceID != "" {
+			ev = ev.Str("trace_id", callReq.TraceID)
+		}
+		defer func() { ev.Dur("duration", time.Since(start)).Msg("call") }()
+		if err == nil {
+			ev = ev.Bool("success", resp.Success)
+			if !resp.Success && resp.Error != nil && resp.Error.DeveloperMessage != "" {
+				ev = ev.Str("developer_message", resp.Error.DeveloperMessage)
+			}
+			return mapping.MCPResult(resp, t.Shape), nil
+		}
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
+			err = ctx.Err() // the host's own deadline or cancellation, not ours
+		}
+		if errors.Is(err, context.Canceled) {
+			ev = ev.Str("outcome", "cancelled by the client")
+		} else {
+			ev = ev.Str("outcome", "error").Err(err)
+			var se *otc.StatusError
+			if errors.As(err, &se) && se.DeveloperMessage != "" {
+				ev = ev.Str("developer_message", se.DeveloperMessage)
+			}
+		}
+		return mapping.MCPError(err, t.Tool.Name, mapping.MCPOptions{
+			InputErrorsAsResult: f.opts.InputErrorsAsResult,
+			URLElicitation:      mcp.ClientSupportsURLElicitation(ctx),
+		})
+	}
+}
+
+// arguments are the call's arguments as sent, byte for byte ({} when absent).
+func arguments(req mcpgo.CallToolRequest) json.RawMessage {
+	if raw := req.Params.RawArguments; len(raw) > 0 && string(raw) != "null" {
+		return raw
+	}
+	if req.Params.Arguments != nil {
+		if b, err := json.Marshal(req.Params.Arguments); err == nil {
+			return b
+		}
+	}
+	return json.RawMessage("{}")
+}
+
+// traceparent is the W3C traceparent in the request's _meta, if any.
+func traceparent(req mcpgo.CallToolRequest) string {
+	if req.Params.Meta == nil {
+		return ""
+	}
+	tp, _ := req.Params.Meta.AdditionalFields["traceparent"].(string)
+	if len(tp) != 55 || strings.Count(tp, "-") != 3 {
+		return ""
+	}
+	return tp
+}
+
+// callContext satisfies a tool's requirements from the configuration (and,
+// for opted-in providers, the MCP caller's own bearer token).
+func (u *otcUpstream) callContext(ctx context.Context, req *otc.Requirements) *otc.CallContext {
+	if req == nil {
+		return nil
+	}
+	cc := &otc.CallContext{}
+	for _, a := range req.Authorization {
+		token := u.Tokens[a.ID]
+		if token == "" && slices.Contains(u.CallerTokenProviders, a.ID) {
+			token, _ = mcp.CallerBearerToken(ctx)
+		}
+		if token != "" {
+			cc.Authorization = append(cc.Authorization, otc.AuthorizationToken{ID: a.ID, Token: token})
+		}
+	}
+	for _, s := range req.Secrets {
+		if v, ok := u.Secrets[s.ID]; ok {
+			cc.Secrets = append(cc.Secrets, otc.Secret{ID: s.ID, Value: v})
+		}
+	}
+	if req.UserID {
+		cc.UserID = u.UserID
+	}
+	return cc
+}

@@ -1,0 +1,190 @@
+package bridge
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mcpotc/mcpotc/otc"
+)
+
+// switchable is a fake OTC upstream whose catalog (or failure) the test sets.
+type switchable struct {
+	mu     sync.Mutex
+	status int
+	tools  string
+}
+
+func (s *switchable) set(status int, tools string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.status, s.tools = status, tools
+}
+
+func (s *switchable) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	status, tools := s.status, s.tools
+	s.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	io.WriteString(w, `{"$schema":"urn:oxp:1.0","items":`+tools+`}`)
+}
+
+func toolDef(id, name string) string {
+	version := id[strings.IndexByte(id, '@')+1:]
+	return `{"id":"` + id + `","name":"` + name + `","description":"d","version":"` + version + `","input_schema":{"type":"object"},"output_schema":{}}`
+}
+
+func upstream(t *testing.T, name, prefix string, h http.Handler) OTCUpstream {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	c, err := otc.NewClient(srv.URL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return OTCUpstream{Name: name, Client: c, Prefix: prefix}
+}
+
+func toolNames(f *MCPFront) []string {
+	var names []string
+	for name := range f.Front().Server().ListTools() {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return names
+}
+
+func TestUpstreamDownAtStartJoinsLater(t *testing.T) {
+	ctx := context.Background()
+	down := &switchable{}
+	down.set(http.StatusServiceUnavailable, `[]`)
+	up := &switchable{}
+	up.set(http.StatusOK, `[`+toolDef("A.One@1.0.0", "A_One")+`]`)
+	f, err := NewMCPFront(ctx, []OTCUpstream{upstream(t, "up", "", up), upstream(t, "down", "", down)}, nil)
+	if err != nil {
+		t.Fatalf("an upstream that is down stopped the bridge: %v", err)
+	}
+	if got := toolNames(f); strings.Join(got, ",") != "A_One" {
+		t.Fatalf("tools at start = %v", got)
+	}
+	down.set(http.StatusOK, `[`+toolDef("B.Two@1.0.0", "B_Two")+`,`+toolDef("B.Two@1.2.0", "B_Two")+`]`)
+	if err := f.refresh(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	if got := toolNames(f); strings.Join(got, ",") != "A_One,B_Two" {
+		t.Fatalf("tools after the upstream came back = %v", got)
+	}
+	if id := f.upstreams[1].tools["B_Two"].OTCID; id != "B.Two@1.2.0" {
+		t.Errorf("B_Two bound to %s, want the latest B.Two@1.2.0", id)
+	}
+	// Going down again keeps the last good tools.
+	down.set(http.StatusInternalServerError, `[]`)
+	if err := f.refresh(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	if got := toolNames(f); strings.Join(got, ",") != "A_One,B_Two" {
+		t.Errorf("tools after a failed listing = %v", got)
+	}
+}
+
+func TestNameClashAtStartNamesBoth(t *testing.T) {
+	a, b := &switchable{}, &switchable{}
+	a.set(http.StatusOK, `[`+toolDef("Calculator.Add@1.0.0", "Calculator_Add")+`]`)
+	b.set(http.StatusOK, `[`+toolDef("Calculator.Add@2.0.0", "Calculator_Add")+`]`)
+	_, err := NewMCPFront(context.Background(), []OTCUpstream{upstream(t, "one", "", a), upstream(t, "two", "", b)}, nil)
+	if err == nil || !strings.Contains(err.Error(), "Calculator.Add@1.0.0") || !strings.Contains(err.Error(), "Calculator.Add@2.0.0") ||
+		!strings.Contains(err.Error(), "one") || !strings.Contains(err.Error(), "two") {
+		t.Fatalf("err = %v; want a clash naming both tools and upstreams", err)
+	}
+	// A prefix resolves it.
+	f, err := NewMCPFront(context.Background(), []OTCUpstream{upstream(t, "one", "", a), upstream(t, "two", "v2_", b)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := toolNames(f); strings.Join(got, ",") != "Calculator_Add,v2_Calculator_Add" {
+		t.Errorf("tools = %v", got)
+	}
+	// A clash that appears later is refused, and the first holder keeps the name.
+	c := &switchable{}
+	c.set(http.StatusOK, `[]`)
+	f, err = NewMCPFront(context.Background(), []OTCUpstream{upstream(t, "one", "", a), upstream(t, "three", "", c)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.set(http.StatusOK, `[`+toolDef("Other.Add@1.0.0", "Calculator_Add")+`]`)
+	if err := f.refresh(context.Background(), false); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.upstreams[0].tools["Calculator_Add"]; got == nil || len(f.upstreams[1].tools) != 0 {
+		t.Errorf("later clash: one has %v, three has %v", f.upstreams[0].tools, f.upstreams[1].tools)
+	}
+}
+
+// TestCatalogChangeNotifiesClients checks that a refresh that changes the
+// catalog sends notifications/tools/list_changed, and one that does not
+// sends nothing.
+func TestCatalogChangeNotifiesClients(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	s := &switchable{}
+	s.set(http.StatusOK, `[`+toolDef("A.One@1.0.0", "A_One")+`]`)
+	f, err := NewMCPFront(ctx, []OTCUpstream{upstream(t, "up", "", s)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	done := make(chan error, 1)
+	go func() { done <- f.Front().ServeStdio(ctx, inR, outW); outW.Close() }()
+	lines := make(chan string, 16)
+	go func() {
+		sc := bufio.NewScanner(outR)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	write := func(s string) {
+		if _, err := io.WriteString(inW, s+"\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	next := func() string {
+		select {
+		case l := <-lines:
+			return l
+		case <-time.After(5 * time.Second):
+			return ""
+		}
+	}
+	write(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+	if l := next(); !strings.Contains(l, `"id":1`) {
+		t.Fatalf("initialize answer: %q", l)
+	}
+	write(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	if err := f.refresh(ctx, false); err != nil { // unchanged: no notification
+		t.Fatal(err)
+	}
+	s.set(http.StatusOK, `[`+toolDef("A.One@1.0.0", "A_One")+`,`+toolDef("A.Two@1.0.0", "A_Two")+`]`)
+	if err := f.refresh(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	write(`{"jsonrpc":"2.0","id":2,"method":"ping"}`)
+	var got []string
+	for l := next(); l != "" && !strings.Contains(l, `"id":2`); l = next() {
+		got = append(got, l)
+	}
+	if len(got) != 1 || !strings.Contains(got[0], `"method":"notifications/tools/list_changed"`) {
+		t.Errorf("frames before the ping answer = %q; want exactly one tools/list_changed", got)
+	}
+	inW.Close()
+	<-done
+}

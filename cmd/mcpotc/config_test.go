@@ -1,0 +1,83 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func writeConfig(t *testing.T, body string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "config.json")
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestMCPFrontConfigExample(t *testing.T) {
+	env := map[string]string{"TOOLS_OXP_API_KEY": "k", "TWILIO_API_KEY": "t", "GOOGLE_ACCESS_TOKEN": "g", "BILLING_JWT_SECRET": "s"}
+	m := &Main{Getenv: func(k string) string { return env[k] }}
+	var cfg mcpFrontConfig
+	if err := loadConfig("../../testdata/config/serve-mcp.json", &cfg); err != nil {
+		t.Fatal(err)
+	}
+	ups, err := m.otcUpstreams("serve-mcp.json", cfg.Upstreams, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ups) != 2 || ups[0].Secrets["TWILIO_API_KEY"] != "t" || ups[0].Tokens["google"] != "g" || ups[0].UserID != "user_123" ||
+		ups[0].CallTimeout.String() != "30s" || ups[1].Prefix != "billing_" {
+		t.Errorf("upstreams = %+v", ups)
+	}
+}
+
+func TestMCPFrontConfigErrors(t *testing.T) {
+	tests := []struct {
+		name, body string
+		env        map[string]string
+		http       bool
+		want       string
+	}{
+		{"unknown top key", `{"upstream":[]}`, nil, false, `config.json: upstream: unknown key (known: upstreams)`},
+		{"unknown nested key", `{"upstreams":[{"url":"http://h","api_key":"inline"}]}`, nil, false, `upstreams[0].api_key: unknown key`},
+		{"wrong type", `{"upstreams":[{"url":5}]}`, nil, false, `upstreams[0].url: want a string`},
+		{"not a list", `{"upstreams":{}}`, nil, false, `upstreams: want a list`},
+		{"bad duration", `{"upstreams":[{"url":"http://h","call_timeout":"soon"}]}`, nil, false, `upstreams[0].call_timeout: "soon" is not a positive duration`},
+		{"bad url", `{"upstreams":[{"url":"ftp://h"}]}`, nil, false, `upstreams[0].url: "ftp://h" is not an http(s) URL`},
+		{"credentials in url", `{"upstreams":[{"url":"http://u:p@h"}]}`, nil, false, `upstreams[0].url: must not carry credentials`},
+		{"bad dialect", `{"upstreams":[{"url":"http://h","dialect":"otc-2"}]}`, nil, false, `upstreams[0].dialect: unknown OTC dialect`},
+		{"bad prefix", `{"upstreams":[{"url":"http://h","prefix":"a b"}]}`, nil, false, `upstreams[0].prefix`},
+		{"duplicate name", `{"upstreams":[{"url":"http://h"},{"url":"http://h"}]}`, nil, false, `upstreams[1].name: "h" is used twice`},
+		{"inline secret", `{"upstreams":[{"url":"http://h","secrets":{"K":"sk-live-123"}}]}`, nil, false, `upstreams[0].secrets.K: must name an environment variable`},
+		{"unset env", `{"upstreams":[{"url":"http://h","api_key_env":"NOPE"}]}`, nil, false, `upstreams[0].api_key_env: environment variable NOPE is not set`},
+		{"audience without secret", `{"upstreams":[{"url":"http://h","jwt_audience":"a"}]}`, nil, false, `upstreams[0].jwt_audience: needs jwt_secret_env`},
+		{"caller token on stdio", `{"upstreams":[{"url":"http://h","forward_caller_token":["google"]}]}`, nil, false, `forward_caller_token: needs an HTTP transport`},
+		{"caller token on http", `{"upstreams":[{"url":"http://h","forward_caller_token":["google"]}]}`, nil, true, ``},
+		{"not JSON", `{`, nil, false, `config.json: want an object`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := writeConfig(t, tt.body)
+			m := &Main{Getenv: func(k string) string { return tt.env[k] }}
+			var cfg mcpFrontConfig
+			err := loadConfig(path, &cfg)
+			if err == nil {
+				_, err = m.otcUpstreams(path, cfg.Upstreams, tt.http)
+			}
+			if tt.want == "" {
+				if err != nil {
+					t.Fatalf("unexpected error: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), "config.json") {
+				t.Errorf("error = %v, want it to name the file and contain %q", err, tt.want)
+			}
+			if err != nil && strings.Contains(err.Error(), "sk-live-123") {
+				t.Errorf("error echoes a secret: %v", err)
+			}
+		})
+	}
+}
