@@ -1,0 +1,85 @@
+package mapping
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/mcpotc/mcpotc/mcp"
+	"github.com/mcpotc/mcpotc/otc"
+)
+
+// OTCError maps a failed MCP upstream call to what the OTC client receives,
+// as an error the otc.Handler writes (see otc.ToolFunc):
+//
+//	MCP upstream says                      OTC client gets
+//	-32602                                 422, parameter_errors from data when present
+//	-32601, or -32602 "tool not found"     400
+//	-32042 URL elicitation required        400, missing_requirements.authorization [{id, url}]
+//	other JSON-RPC codes                   200 success:false, developer_message code + message
+//	unreachable before the call was sent   400 "tool server temporarily unavailable"
+//	HTTP 401/403 from the upstream         400 "rejected the bridge's credentials"
+//	died or timed out after it was sent    200 success:false, can_retry, retry_after_ms
+func OTCError(err error) error {
+	var ue *mcp.UpstreamError
+	switch {
+	case errors.As(err, &ue):
+		return otcErrorFromRPC(ue)
+	case errors.Is(err, mcp.ErrUpstreamUnauthorized):
+		return &otc.ServerErrorResponse{Message: "The tool server rejected the bridge's credentials", DeveloperMessage: err.Error()}
+	case errors.Is(err, mcp.ErrUnavailable):
+		return &otc.ServerErrorResponse{Message: msgUnavailableToolServe, DeveloperMessage: err.Error()}
+	case errors.Is(err, mcp.ErrLost), errors.Is(err, context.DeadlineExceeded):
+		retry := int64(1000)
+		return &otc.ToolError{
+			Message:          "The tool server did not answer; the call may or may not have run",
+			DeveloperMessage: err.Error(),
+			CanRetry:         true,
+			RetryAfterMS:     &retry,
+		}
+	default:
+		return &otc.ToolError{Message: "The tool failed", DeveloperMessage: err.Error()}
+	}
+}
+
+func otcErrorFromRPC(ue *mcp.UpstreamError) error {
+	switch ue.Code {
+	case CodeMethodNotFound:
+		return &otc.ServerErrorResponse{Message: "Tool was not found", DeveloperMessage: fmt.Sprintf("MCP error %d: %s", ue.Code, ue.Message)}
+	case CodeInvalidParams:
+		lower := strings.ToLower(ue.Message)
+		if strings.Contains(lower, "not found") || strings.Contains(lower, "unknown tool") {
+			return &otc.ServerErrorResponse{Message: "Tool was not found", DeveloperMessage: fmt.Sprintf("MCP error %d: %s", ue.Code, ue.Message)}
+		}
+		var data struct {
+			ParameterErrors map[string]string `json:"parameter_errors"`
+		}
+		_ = json.Unmarshal(ue.Data, &data)
+		return &otc.ValidationErrorResponse{Message: orText(ue.Message, "Some input parameters are invalid"), ParameterErrors: data.ParameterErrors}
+	case CodeURLElicitationReq:
+		var data struct {
+			Elicitations []struct {
+				ElicitationID string `json:"elicitationId"`
+				URL           string `json:"url"`
+			} `json:"elicitations"`
+		}
+		_ = json.Unmarshal(ue.Data, &data)
+		mr := &otc.MissingRequirements{}
+		for _, e := range data.Elicitations {
+			if e.URL != "" {
+				mr.Authorization = append(mr.Authorization, otc.ToolAuthorizationChallenge{ID: e.ElicitationID, URL: e.URL})
+			}
+		}
+		if len(mr.Authorization) == 0 {
+			return &otc.ToolError{Message: "The tool requires an authorization the server did not describe", DeveloperMessage: fmt.Sprintf("MCP error %d: %s", ue.Code, ue.Message)}
+		}
+		return &otc.ServerErrorResponse{
+			Message:             "Authorization is required: open the authorization URL, then call the tool again",
+			DeveloperMessage:    fmt.Sprintf("MCP error %d: %s", ue.Code, ue.Message),
+			MissingRequirements: mr,
+		}
+	}
+	return &otc.ToolError{Message: "The tool failed", DeveloperMessage: fmt.Sprintf("MCP error %d: %s", ue.Code, ue.Message)}
+}

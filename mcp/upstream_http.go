@@ -1,0 +1,326 @@
+package mcp
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"maps"
+	"mime"
+	"net/http"
+	"net/http/httptrace"
+	"net/url"
+	"strings"
+	"sync/atomic"
+)
+
+// upProbeKey marks the context of a request whose first HTTP exchange is
+// observed by upRoundTripper.
+type upProbeKey struct{}
+
+// upHeaderKey carries per-call HTTP headers to headerFunc.
+type upHeaderKey struct{}
+
+// upProbe records whether a request was written to the network and the
+// status it got: a request that was never written did not reach the tool.
+type upProbe struct {
+	first  atomic.Bool
+	wrote  atomic.Bool
+	status atomic.Int32
+}
+
+// upRoundTripper observes the first HTTP exchange of a probed request and,
+// for a legacy SSE upstream (sse set), filters the event stream.
+type upRoundTripper struct {
+	base http.RoundTripper
+	sse  *Upstream
+}
+
+func (rt *upRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
+	var resp *http.Response
+	var err error
+	p, _ := req.Context().Value(upProbeKey{}).(*upProbe)
+	if p == nil || !p.first.CompareAndSwap(false, true) {
+		resp, err = rt.base.RoundTrip(req)
+	} else {
+		trace := &httptrace.ClientTrace{WroteRequest: func(i httptrace.WroteRequestInfo) {
+			if i.Err == nil {
+				p.wrote.Store(true)
+			}
+		}}
+		resp, err = rt.base.RoundTrip(req.WithContext(httptrace.WithClientTrace(req.Context(), trace)))
+		if resp != nil {
+			p.wrote.Store(true)
+			p.status.Store(int32(resp.StatusCode))
+		}
+	}
+	if rt.sse != nil && err == nil && req.Method == http.MethodGet && resp.StatusCode == http.StatusOK {
+		if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt == "text/event-stream" {
+			resp.Body = &upSSEBody{u: rt.sse, stream: req.URL, src: resp.Body, br: bufio.NewReader(resp.Body)}
+		}
+	}
+	return resp, err
+}
+
+func (rt *upRoundTripper) CloseIdleConnections() {
+	if c, ok := rt.base.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+}
+
+// upNewHTTPClient returns the client of one upstream: base (or a pooled
+// default) with its transport observed; sse is the upstream when it is a
+// legacy SSE one.
+func upNewHTTPClient(base *http.Client, sse *Upstream) *http.Client {
+	var c http.Client
+	var rt http.RoundTripper
+	if base != nil {
+		c = *base
+		rt = base.Transport
+	}
+	if rt == nil {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.MaxIdleConnsPerHost = 64
+		rt = t
+	}
+	c.Transport = &upRoundTripper{base: rt, sse: sse}
+	return &c
+}
+
+// upReservedHeader reports headers the transports set themselves.
+func upReservedHeader(canonical string) bool {
+	switch canonical {
+	case "Content-Type", "Accept", "Mcp-Session-Id", "Mcp-Protocol-Version", "Host",
+		"Content-Length", "Last-Event-Id", "Connection", "Transfer-Encoding":
+		return true
+	}
+	return false
+}
+
+// staticHeaders flattens UpstreamConfig.Headers for mcp-go's header hooks.
+func (u *Upstream) staticHeaders(h http.Header) map[string]string {
+	m := make(map[string]string, len(h))
+	for k, vs := range h {
+		ck := http.CanonicalHeaderKey(k)
+		if upReservedHeader(ck) {
+			u.log.Warn("ignoring a configured header that the transport sets itself", "header", ck)
+			continue
+		}
+		if len(vs) > 0 {
+			m[ck] = strings.Join(vs, ", ")
+		}
+	}
+	return m
+}
+
+// headerFunc gives mcp-go's HTTP transports the headers of a request: the
+// static ones, overridden by the per-call ones carried in ctx. The
+// transports apply them after their own, hence the reserved names.
+func (u *Upstream) headerFunc(ctx context.Context) map[string]string {
+	h, _ := ctx.Value(upHeaderKey{}).(http.Header)
+	if len(h) == 0 {
+		return u.headers // read only
+	}
+	m := maps.Clone(u.headers)
+	if m == nil {
+		m = make(map[string]string, len(h))
+	}
+	for k, vs := range h {
+		ck := http.CanonicalHeaderKey(k)
+		if upReservedHeader(ck) || len(vs) == 0 {
+			continue
+		}
+		m[ck] = strings.Join(vs, ", ")
+	}
+	return m
+}
+
+// transportLogger is the logger given to mcp-go's transports: their lines
+// go out at debug level (they retry on their own and would be noisy).
+func (u *Upstream) transportLogger() *slog.Logger {
+	return slog.New(upDebugHandler{u.log.Handler()})
+}
+
+type upDebugHandler struct{ h slog.Handler }
+
+func (d upDebugHandler) Enabled(ctx context.Context, _ slog.Level) bool {
+	return d.h.Enabled(ctx, slog.LevelDebug)
+}
+
+func (d upDebugHandler) Handle(ctx context.Context, r slog.Record) error {
+	r.Level = slog.LevelDebug
+	return d.h.Handle(ctx, r)
+}
+
+func (d upDebugHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return upDebugHandler{d.h.WithAttrs(attrs)}
+}
+
+func (d upDebugHandler) WithGroup(name string) slog.Handler {
+	return upDebugHandler{d.h.WithGroup(name)}
+}
+
+// upSafeError is the text of a transport error fit for logs, status and
+// error messages: a URL in it loses its query and credentials, and the
+// text is bounded (an HTTP error may quote the response body).
+func upSafeError(err error) string {
+	if err == nil {
+		return ""
+	}
+	s := err.Error()
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		s = ue.Op + " " + upRedactURLString(ue.URL) + ": " + ue.Err.Error()
+	}
+	const limit = 300
+	if len(s) > limit {
+		s = strings.ToValidUTF8(s[:limit], "") + "…"
+	}
+	return s
+}
+
+func upRedactURLString(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "(url)"
+	}
+	return upRedactURL(u)
+}
+
+// upRedactURL drops the credentials, query and fragment of u.
+func upRedactURL(u *url.URL) string {
+	c := *u
+	c.User = nil
+	c.RawQuery, c.ForceQuery = "", false
+	c.Fragment, c.RawFragment = "", ""
+	return c.String()
+}
+
+// upSSEBody is the event stream of a legacy SSE upstream as mcp-go's SSE
+// transport reads it. That transport cannot answer server→client requests
+// (it would take one for the response of a pending request with the same
+// id, or drop it, and the server would wait): they are answered here and
+// taken out of the stream. Every other event passes byte for byte.
+type upSSEBody struct {
+	u      *Upstream
+	stream *url.URL // the GET's URL, against which the endpoint is resolved
+	src    io.ReadCloser
+	br     *bufio.Reader
+
+	out         []byte // ready for the reader
+	ev          []byte // the raw lines of the event being read
+	event, data string
+	endpoint    *url.URL // where messages are POSTed, from the endpoint event
+	err         error
+}
+
+func (b *upSSEBody) Read(p []byte) (int, error) {
+	for len(b.out) == 0 {
+		if b.err != nil {
+			return 0, b.err
+		}
+		line, err := b.br.ReadBytes('\n')
+		if len(line) > 0 {
+			b.line(line)
+		}
+		if err != nil {
+			b.out = append(b.out, b.ev...) // an unfinished event, as it came
+			b.ev = nil
+			b.err = err
+		}
+	}
+	n := copy(p, b.out)
+	b.out = b.out[n:]
+	return n, nil
+}
+
+func (b *upSSEBody) Close() error { return b.src.Close() }
+
+// line takes one line of the stream, '\n' included.
+func (b *upSSEBody) line(line []byte) {
+	b.ev = append(b.ev, line...)
+	s := strings.TrimRight(string(line), "\r\n")
+	if s != "" {
+		if v, ok := strings.CutPrefix(s, "event:"); ok {
+			b.event = strings.TrimSpace(v)
+		} else if v, ok := strings.CutPrefix(s, "data:"); ok {
+			v = strings.TrimPrefix(v, " ")
+			if b.data != "" {
+				b.data += "\n"
+			}
+			b.data += v
+		}
+		return
+	}
+	ev, event, data := b.ev, b.event, b.data
+	b.ev, b.event, b.data = nil, "", ""
+	switch event {
+	case "endpoint":
+		if e, err := b.stream.Parse(data); err == nil && e.Host == b.stream.Host {
+			b.endpoint = e
+		}
+	case "", "message":
+		if b.serverRequest(data) {
+			return
+		}
+	}
+	b.out = append(b.out, ev...)
+}
+
+// serverRequest answers data in the background when it is a server→client
+// request, and reports whether it was one.
+func (b *upSSEBody) serverRequest(data string) bool {
+	var m struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+		Params json.RawMessage `json:"params"`
+	}
+	if json.Unmarshal([]byte(data), &m) != nil || m.Method == "" || len(m.ID) == 0 || string(m.ID) == "null" {
+		return false
+	}
+	if b.endpoint == nil {
+		return false
+	}
+	endpoint := *b.endpoint
+	go b.u.answerOverSSE(&endpoint, m.ID, m.Method, m.Params)
+	return true
+}
+
+// answerOverSSE POSTs the answer to a server→client request of a legacy
+// SSE upstream.
+func (u *Upstream) answerOverSSE(endpoint *url.URL, id json.RawMessage, method string, params json.RawMessage) {
+	result, code, msg := u.answerServerRequest(method, params)
+	answer := map[string]any{"jsonrpc": "2.0", "id": id}
+	if code != 0 {
+		answer["error"] = map[string]any{"code": code, "message": msg}
+	} else {
+		answer["result"] = result
+	}
+	body, err := json.Marshal(answer)
+	if err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(u.ctx, upPingTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint.String(), bytes.NewReader(body))
+	if err != nil {
+		return
+	}
+	for k, v := range u.headers {
+		req.Header.Set(k, v)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := u.httpClient.Do(req)
+	if err != nil {
+		u.log.Debug("answer to a server request not sent", "method", method, "err", upSafeError(err))
+		return
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		u.log.Debug("answer to a server request refused", "method", method, "status", resp.StatusCode)
+	}
+}
