@@ -11,7 +11,6 @@ import (
 	"log/slog"
 	"slices"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -344,7 +343,7 @@ func traceparent(req mcpgo.CallToolRequest) string {
 		return ""
 	}
 	tp, _ := req.Params.Meta.AdditionalFields["traceparent"].(string)
-	if len(tp) != 55 || strings.Count(tp, "-") != 3 {
+	if !isTraceparent(tp) {
 		return ""
 	}
 	return tp

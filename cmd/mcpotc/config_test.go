@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func writeConfig(t *testing.T, body string) string {
@@ -77,6 +78,63 @@ func TestMCPFrontConfigErrors(t *testing.T) {
 			}
 			if err != nil && strings.Contains(err.Error(), "sk-live-123") {
 				t.Errorf("error echoes a secret: %v", err)
+			}
+		})
+	}
+}
+
+func TestOTCFrontConfigExample(t *testing.T) {
+	m := &Main{Getenv: func(k string) string { return map[string]string{"GITHUB_MCP_TOKEN": "ghp_x"}[k] }}
+	var cfg otcFrontConfig
+	if err := loadConfig("../../testdata/config/serve-otc.json", &cfg); err != nil {
+		t.Fatal(err)
+	}
+	ups, err := m.mcpUpstreams("serve-otc.json", cfg, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ups) != 3 {
+		t.Fatalf("%d upstreams", len(ups))
+	}
+	everything, github, notes := ups[0], ups[1], ups[2]
+	if everything.Config.Command != "npx" || strings.Join(everything.Config.Env, ",") != "LOG_LEVEL=warn" || everything.Toolkit != "Everything" ||
+		everything.Config.CallTimeout != 30*time.Second || everything.Deny[0] != "trigger-sampling-request" {
+		t.Errorf("everything = %+v", everything)
+	}
+	if github.Config.Headers.Get("Authorization") != "Bearer ghp_x" || github.Version != "2.1.0" || github.Config.CallTimeout != time.Minute || len(github.Allow) != 2 {
+		t.Errorf("github = %+v", github)
+	}
+	if !notes.Config.SSE || !notes.ForwardAuthorization {
+		t.Errorf("notes = %+v", notes)
+	}
+}
+
+func TestOTCFrontConfigErrors(t *testing.T) {
+	tests := []struct{ name, body, want string }{
+		{"unknown key", `{"mcpServers":{"a":{"command":"x","autoApprove":[]}}}`, `mcpServers.a.autoApprove: unknown key`},
+		{"top key", `{"servers":{}}`, `servers: unknown key (known: mcpServers)`},
+		{"neither", `{"mcpServers":{"a":{}}}`, `mcpServers.a: needs a command (stdio) or a url (HTTP)`},
+		{"both", `{"mcpServers":{"a":{"command":"x","url":"http://h"}}}`, `mcpServers.a: has both command and url`},
+		{"bad type", `{"mcpServers":{"a":{"url":"http://h","type":"ws"}}}`, `mcpServers.a.type: "ws" is not one of`},
+		{"headers on stdio", `{"mcpServers":{"a":{"command":"x","headers":{"A":"b"}}}}`, `a command server is stdio`},
+		{"env on http", `{"mcpServers":{"a":{"url":"http://h","env":{"A":"b"}}}}`, `a url server is HTTP`},
+		{"bad version", `{"mcpServers":{"a":{"command":"x","version":"1.0"}}}`, `mcpServers.a.version: "1.0" is not x.y.z`},
+		{"unset var", `{"mcpServers":{"a":{"url":"http://h","headers":{"Authorization":"Bearer ${NOPE}"}}}}`, `mcpServers.a.headers.Authorization: environment variable NOPE is not set`},
+		{"forward on stdio", `{"mcpServers":{"a":{"command":"x","forward_authorization":true}}}`, `forward_authorization: needs a url server`},
+		{"bad timeout", `{"mcpServers":{"a":{"command":"x","call_timeout":"0s"}}}`, `call_timeout: "0s" is not a positive duration`},
+		{"args type", `{"mcpServers":{"a":{"command":"x","args":"-y"}}}`, `mcpServers.a.args: want a list`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := writeConfig(t, tt.body)
+			m := &Main{Getenv: func(string) string { return "" }}
+			var cfg otcFrontConfig
+			err := loadConfig(path, &cfg)
+			if err == nil {
+				_, err = m.mcpUpstreams(path, cfg, time.Minute)
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), "config.json") {
+				t.Errorf("error = %v, want it to name the file and contain %q", err, tt.want)
 			}
 		})
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/mcpotc/mcpotc/bridge"
 	"github.com/mcpotc/mcpotc/otc"
 	"github.com/mcpotc/mcpotc/otc/sample"
 )
@@ -49,7 +50,9 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"serve-mcp", "MCP front: serve OTC tool servers to MCP clients (stdio, HTTP, SSE)", (*Main).serveMCP},
+		{"serve-otc", "OTC front: serve MCP servers (stdio children or URLs) to OTC clients", (*Main).serveOTC},
 		{"sample-otc", "serve the built-in sample OTC toolkit over HTTP", (*Main).sampleOTC},
+		{"sample-mcp", "serve the built-in sample MCP server over stdio", (*Main).sampleMCP},
 		{"version", "print the version", (*Main).version},
 		{"help", "show help for mcpotc or one of its commands", (*Main).help},
 	}
@@ -179,34 +182,11 @@ func (m *Main) sampleOTC(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	h, err := sample.New(nil).Handler(&otc.Options{Observe: logCall(log)})
+	h, err := sample.New(nil).Handler(&otc.Options{Observe: bridge.LogOTCCalls(log)})
 	if err != nil {
 		return err
 	}
 	return m.serveHTTP(ctx, log, *listen, h, "sample OTC toolkit")
-}
-
-// logCall logs every answered OTC call: call id, tool, outcome, duration.
-// Context (tokens, secrets) is never part of the record.
-func logCall(log zerolog.Logger) func(*otc.CallRecord) {
-	return func(rec *otc.CallRecord) {
-		ev := log.Info()
-		if rec.PanicStack != "" || rec.Status >= 500 {
-			ev = log.Error().Str("stack", rec.PanicStack)
-		}
-		ev = ev.Str("call_id", rec.CallID).Str("tool_id", rec.ToolID).Int("status", rec.Status).
-			Bool("success", rec.Success).Dur("duration", rec.Duration)
-		if rec.Resolved != "" && rec.Resolved != rec.ToolID {
-			ev = ev.Str("resolved", rec.Resolved)
-		}
-		if rec.TraceID != "" {
-			ev = ev.Str("trace_id", rec.TraceID)
-		}
-		if rec.DeveloperMessage != "" {
-			ev = ev.Str("developer_message", rec.DeveloperMessage)
-		}
-		ev.Msg("call")
-	}
 }
 
 // serveHTTP serves h on addr until ctx ends, then lets in-flight requests

@@ -1,0 +1,312 @@
+package bridge
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/rs/zerolog"
+
+	"github.com/mcpotc/mcpotc/mapping"
+	"github.com/mcpotc/mcpotc/mcp"
+	"github.com/mcpotc/mcpotc/otc"
+)
+
+// MCPUpstream is one MCP server behind the OTC front: one OTC toolkit.
+type MCPUpstream struct {
+	// Config says how to reach it (stdio child, URL or in-process).
+	Config mcp.UpstreamConfig
+	// Toolkit is its OTC toolkit name. Empty: its serverInfo.name.
+	Toolkit string
+	// Version is its tools' OTC version. Empty: serverInfo.version when it
+	// is x.y.z, else 1.0.0.
+	Version string
+	// Allow, when not empty, lists the only MCP tools exposed; Deny lists
+	// tools never exposed. Both name MCP tools as the server does.
+	Allow, Deny []string
+	// ForwardAuthorization sends the first token of a call's
+	// context.authorization to an HTTP upstream as "Authorization: Bearer".
+	// Zero: never.
+	ForwardAuthorization bool
+}
+
+// OTCFrontOptions configure an OTCFront. A nil *OTCFrontOptions is the zero value.
+type OTCFrontOptions struct {
+	// Server configures the OTC handler (transport auth, idempotency, body
+	// limit). Its Health and Observe are set by the front.
+	Server otc.Options
+	// Logger receives call lines, catalog changes and the upstreams' own
+	// logs (a stdio child's stderr prefixed with its name). Zero: no logs.
+	Logger zerolog.Logger
+	// Version is the clientInfo version sent to upstreams. Empty: "dev".
+	Version string
+}
+
+// OTCFront serves the tools of MCP servers to OTC clients.
+type OTCFront struct {
+	log     zerolog.Logger
+	handler *otc.Handler
+	ups     []*mcpUpstream
+
+	mu sync.Mutex // serializes catalog rebuilds
+}
+
+type mcpUpstream struct {
+	MCPUpstream
+	up    *mcp.Upstream
+	mu    sync.Mutex
+	tools []json.RawMessage // the latest raw tools/list
+}
+
+// NewOTCFront starts every upstream (in the background: one that is down
+// does not fail the start) and serves their tools as they arrive. It fails
+// for an invalid configuration or two upstreams with the same name or
+// configured toolkit.
+func NewOTCFront(ctx context.Context, upstreams []MCPUpstream, opts *OTCFrontOptions) (*OTCFront, error) {
+	var o OTCFrontOptions
+	if opts != nil {
+		o = *opts
+	}
+	if o.Version == "" {
+		o.Version = "dev"
+	}
+	f := &OTCFront{log: o.Logger}
+	names, toolkits := map[string]bool{}, map[string]bool{}
+	for _, u := range upstreams {
+		if names[u.Config.Name] {
+			return nil, fmt.Errorf("two MCP servers are named %q", u.Config.Name)
+		}
+		names[u.Config.Name] = true
+		if u.Toolkit != "" {
+			tk := mapping.Sanitize(u.Toolkit)
+			if toolkits[tk] {
+				return nil, fmt.Errorf("two MCP servers have the toolkit name %q", tk)
+			}
+			toolkits[tk] = true
+		}
+		f.ups = append(f.ups, &mcpUpstream{MCPUpstream: u})
+	}
+	server := o.Server
+	server.Health = f.health
+	server.Observe = LogOTCCalls(f.log)
+	h, err := otc.NewHandler(nil, &server)
+	if err != nil {
+		return nil, err
+	}
+	f.handler = h
+	for _, u := range f.ups {
+		cfg := u.Config
+		up, err := mcp.StartUpstream(ctx, &cfg, &mcp.UpstreamOptions{
+			Logger:         slog.New(zerolog.NewSlogHandler(f.log)),
+			ClientName:     "mcpotc",
+			ClientVersion:  o.Version,
+			OnToolsChanged: func(tools []json.RawMessage) { f.toolsChanged(u, tools) },
+			OnElicitation: func(e mcp.UpstreamElicitation) {
+				f.log.Warn().Str("upstream", e.Upstream).Str("mode", e.Mode).Str("url", e.URL).Str("answer", e.Action).
+					Msg("upstream asked for an elicitation during a call; OTC cannot carry it, so it was refused")
+			},
+		})
+		if err != nil {
+			_ = f.Close(context.Background())
+			return nil, fmt.Errorf("MCP server %s: %w", cfg.Name, err)
+		}
+		u.up = up
+	}
+	return f, nil
+}
+
+// Handler serves OTC.
+func (f *OTCFront) Handler() http.Handler { return f.handler }
+
+// Close stops every upstream: in-flight calls get a bound, then stdio
+// children are stopped (process groups killed when they do not exit).
+func (f *OTCFront) Close(ctx context.Context) error {
+	var errs []error
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for _, u := range f.ups {
+		if u.up == nil {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := u.up.Close(ctx); err != nil {
+				mu.Lock()
+				errs = append(errs, fmt.Errorf("%s: %w", u.Config.Name, err))
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// health answers GET /health: 200 when every upstream is ready, else 503
+// naming the ones that are not and why.
+func (f *OTCFront) health(context.Context) (bool, any) {
+	ready := true
+	status := map[string]string{}
+	for _, u := range f.ups {
+		s := u.up.Status()
+		if s.Ready {
+			status[u.Config.Name] = "ready"
+			continue
+		}
+		ready = false
+		status[u.Config.Name] = s.Reason
+	}
+	if ready {
+		return true, map[string]any{"status": "ok", "upstreams": status}
+	}
+	return false, map[string]any{"status": "unavailable", "upstreams": status}
+}
+
+// toolsChanged records an upstream's new tool list and rebuilds the
+// catalog (validators are compiled there, once per change).
+func (f *OTCFront) toolsChanged(u *mcpUpstream, tools []json.RawMessage) {
+	u.mu.Lock()
+	u.tools = tools
+	u.mu.Unlock()
+	f.rebuild()
+}
+
+func (f *OTCFront) rebuild() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var all []otc.Tool
+	toolkits := map[string]string{} // toolkit → upstream, for clashes
+	for _, u := range f.ups {
+		if u.up == nil {
+			continue
+		}
+		u.mu.Lock()
+		raw := u.tools
+		u.mu.Unlock()
+		if raw == nil {
+			continue
+		}
+		info := u.up.ServerInfo()
+		toolkit := mapping.Toolkit(u.Toolkit, info.Name)
+		if other, ok := toolkits[toolkit]; ok {
+			f.log.Error().Str("upstream", u.Config.Name).Str("toolkit", toolkit).Str("other", other).
+				Msg("two MCP servers map to the same toolkit name; this one's tools are withheld (set a toolkit name in the config)")
+			continue
+		}
+		toolkits[toolkit] = u.Config.Name
+		tools := f.otcTools(u, toolkit, mapping.OTCVersion(u.Version, info.Version), raw)
+		all = append(all, tools...)
+	}
+	if err := f.handler.SetTools(all); err != nil {
+		f.log.Error().Err(err).Msg("catalog not updated")
+		return
+	}
+	f.log.Info().Int("tools", len(all)).Msg("catalog updated")
+}
+
+// otcTools maps one upstream's raw tools to OTC tools.
+func (f *OTCFront) otcTools(u *mcpUpstream, toolkit, version string, raw []json.RawMessage) []otc.Tool {
+	var names []string
+	byName := map[string]json.RawMessage{}
+	for _, r := range raw {
+		name, err := mapping.MCPToolName(r)
+		if err != nil {
+			f.log.Warn().Str("upstream", u.Config.Name).Err(err).Msg("tool skipped")
+			continue
+		}
+		if _, dup := byName[name]; dup || !u.exposes(name) {
+			continue
+		}
+		byName[name] = r
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	var out []otc.Tool
+	for _, id := range mapping.OTCIdentities(toolkit, version, names) {
+		def, notes, err := mapping.OTCToolFromMCP(byName[id.MCPName], id, version)
+		if err != nil {
+			f.log.Warn().Str("upstream", u.Config.Name).Str("tool", id.MCPName).Err(err).Msg("tool skipped")
+			continue
+		}
+		if len(notes.CutRefs) > 0 {
+			f.log.Info().Str("upstream", u.Config.Name).Str("tool", id.MCPName).Strs("refs", notes.CutRefs).
+				Msg("recursive or remote $refs replaced by {} in the OTC schema")
+		}
+		out = append(out, otc.Tool{Definition: def, Func: f.call(u, id.MCPName)})
+	}
+	return out
+}
+
+func (u *mcpUpstream) exposes(name string) bool {
+	if len(u.Allow) > 0 && !slices.Contains(u.Allow, name) {
+		return false
+	}
+	return !slices.Contains(u.Deny, name)
+}
+
+// call is the OTC tool function of one MCP tool: the original name, the
+// exact arguments, and the outcome mapped by the OTC-front table.
+func (f *OTCFront) call(u *mcpUpstream, mcpName string) otc.ToolFunc {
+	return func(ctx context.Context, c *otc.Call) (json.RawMessage, error) {
+		var meta map[string]any
+		if tp := c.Request.TraceID; isTraceparent(tp) {
+			meta = map[string]any{"traceparent": tp}
+		}
+		var header http.Header
+		if u.ForwardAuthorization && c.Request.Context != nil && len(c.Request.Context.Authorization) > 0 {
+			header = http.Header{"Authorization": {"Bearer " + c.Request.Context.Authorization[0].Token}}
+		}
+		raw, err := u.up.CallTool(ctx, mcpName, c.Request.Input, meta, header)
+		if err != nil {
+			return nil, mapping.OTCError(err)
+		}
+		value, toolErr, err := mapping.OTCResult(raw)
+		switch {
+		case err != nil:
+			return nil, &otc.ToolError{Message: "The tool server sent an unreadable result", DeveloperMessage: err.Error()}
+		case toolErr != nil:
+			return nil, toolErr
+		}
+		return value, nil
+	}
+}
+
+// isTraceparent reports whether s looks like a W3C traceparent
+// (version-traceid-parentid-flags).
+func isTraceparent(s string) bool {
+	parts := strings.Split(s, "-")
+	return len(s) == 55 && len(parts) == 4 && len(parts[1]) == 32 && len(parts[2]) == 16
+}
+
+// LogOTCCalls logs every answered OTC call: call id, tool, outcome,
+// duration. Context (tokens, secrets) is never part of the record.
+func LogOTCCalls(log zerolog.Logger) func(*otc.CallRecord) {
+	return func(rec *otc.CallRecord) {
+		ev := log.Info()
+		if rec.PanicStack != "" || rec.Status >= 500 {
+			ev = log.Error().Str("stack", rec.PanicStack)
+		}
+		ev = ev.Str("call_id", rec.CallID).Str("tool_id", rec.ToolID).Int("status", rec.Status).
+			Bool("success", rec.Success).Dur("duration", rec.Duration)
+		if rec.Resolved != "" && rec.Resolved != rec.ToolID {
+			ev = ev.Str("resolved", rec.Resolved)
+		}
+		if rec.TraceID != "" {
+			ev = ev.Str("trace_id", rec.TraceID)
+		}
+		if rec.Replayed {
+			ev = ev.Bool("replayed", true)
+		}
+		if rec.DeveloperMessage != "" {
+			ev = ev.Str("developer_message", rec.DeveloperMessage)
+		}
+		ev.Msg("call")
+	}
+}

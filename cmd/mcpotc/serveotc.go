@@ -1,0 +1,253 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/mcpotc/mcpotc/bridge"
+	"github.com/mcpotc/mcpotc/mcp"
+	mcpsample "github.com/mcpotc/mcpotc/mcp/sample"
+	"github.com/mcpotc/mcpotc/otc"
+)
+
+// otcFrontConfig is the config file of serve-otc: the mcpServers object MCP
+// hosts use, with a few keys of mcpotc's own per server.
+type otcFrontConfig struct {
+	MCPServers map[string]mcpServerConfig `json:"mcpServers"`
+}
+
+// mcpServerConfig is one MCP server. Values of env and headers may name
+// environment variables as ${VAR}, so that the file holds no secrets.
+type mcpServerConfig struct {
+	// As MCP hosts write it.
+	Type    string            `json:"type"` // stdio, http, streamable-http, sse; empty: by command / url
+	Command string            `json:"command"`
+	Args    []string          `json:"args"`
+	Env     map[string]string `json:"env"`
+	Cwd     string            `json:"cwd"`
+	URL     string            `json:"url"`
+	Headers map[string]string `json:"headers"`
+	// mcpotc's own.
+	Toolkit              string   `json:"toolkit"`
+	Version              string   `json:"version"`
+	Allow                []string `json:"allow"`
+	Deny                 []string `json:"deny"`
+	CallTimeout          Duration `json:"call_timeout"`
+	ForwardAuthorization bool     `json:"forward_authorization"`
+}
+
+var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+
+// expandEnv replaces ${VAR} in s; an unset variable is an error.
+func expandEnv(getenv func(string) string, file, key, s string) (string, error) {
+	var missing string
+	out := envRef.ReplaceAllStringFunc(s, func(ref string) string {
+		name := envRef.FindStringSubmatch(ref)[1]
+		v := getenv(name)
+		if v == "" && missing == "" {
+			missing = name
+		}
+		return v
+	})
+	if missing != "" {
+		return "", &configError{file, key, fmt.Sprintf("environment variable %s is not set", missing)}
+	}
+	return out, nil
+}
+
+func (m *Main) serveOTC(ctx context.Context, args []string) error {
+	fs := m.flags("serve-otc", "[--listen 127.0.0.1:8080] [--config FILE] [--mcp URL]... [flags] [-- COMMAND [ARGS...]]")
+	listen := fs.String("listen", "127.0.0.1:8080", "address to serve OTC on")
+	configPath := fs.String("config", "", "JSON config file with an mcpServers object (see README)")
+	var mcpURLs stringList
+	fs.Var(&mcpURLs, "mcp", "URL of an MCP server over streamable HTTP, or legacy SSE when the path ends in /sse (repeatable)")
+	forceSSE := fs.Bool("mcp-sse", false, "use the legacy SSE transport for every --mcp URL")
+	name := fs.String("name", "", "toolkit name of the '-- COMMAND' server (default: its serverInfo.name)")
+	callTimeout := fs.Duration("call-timeout", 60*time.Second, "bound on each tool call")
+	apiKeyEnv := fs.String("api-key-env", "", "environment variable holding the API key OTC clients must send (OXP-API-Key or bearer)")
+	jwtSecretEnv := fs.String("jwt-secret-env", "", "environment variable holding the HS256 secret of the bearer JWTs OTC clients may send")
+	jwtAudiences := fs.String("jwt-audience", "", "comma-separated audiences a JWT's aud may name (tokens with aud need one)")
+	idemTTL := fs.Duration("idempotency-ttl", 10*time.Minute, "how long a call_id's answer is kept and replayed (0: off)")
+	level := fs.String("log-level", "info", "log level: debug, info, warn, error (logs go to stderr)")
+	var command []string
+	if i := slices.Index(args, "--"); i >= 0 {
+		if i == len(args)-1 {
+			return fmt.Errorf("%w: '--' must be followed by a command", errUsage)
+		}
+		args, command = args[:i], args[i+1:]
+	}
+	if err := m.parse(fs, args); err != nil {
+		return err
+	}
+	log, err := m.logger(*level)
+	if err != nil {
+		return err
+	}
+	if *callTimeout <= 0 {
+		return fmt.Errorf("%w: --call-timeout must be positive", errUsage)
+	}
+	server := otc.Options{IdempotencyTTL: *idemTTL}
+	if *apiKeyEnv != "" {
+		if server.APIKey, err = requireEnv(m.Getenv, "--api-key-env", "", *apiKeyEnv); err != nil {
+			return err
+		}
+	}
+	if *jwtSecretEnv != "" {
+		secret, err := requireEnv(m.Getenv, "--jwt-secret-env", "", *jwtSecretEnv)
+		if err != nil {
+			return err
+		}
+		server.JWTSecret = []byte(secret)
+	}
+	for _, a := range strings.Split(*jwtAudiences, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			server.JWTAudiences = append(server.JWTAudiences, a)
+		}
+	}
+
+	var ups []bridge.MCPUpstream
+	if *configPath != "" {
+		var cfg otcFrontConfig
+		if err := loadConfig(*configPath, &cfg); err != nil {
+			return err
+		}
+		if ups, err = m.mcpUpstreams(*configPath, cfg, *callTimeout); err != nil {
+			return err
+		}
+	}
+	for _, u := range mcpURLs {
+		if err := checkURL("--mcp", "", u); err != nil {
+			return err
+		}
+		ups = append(ups, bridge.MCPUpstream{Config: mcp.UpstreamConfig{Name: u, URL: u, SSE: *forceSSE, CallTimeout: *callTimeout}})
+	}
+	if len(command) > 0 {
+		n := *name
+		if n == "" {
+			n = command[0]
+		}
+		ups = append(ups, bridge.MCPUpstream{Toolkit: *name, Config: mcp.UpstreamConfig{Name: n, Command: command[0], Args: command[1:], CallTimeout: *callTimeout}})
+	} else if *name != "" {
+		return fmt.Errorf("%w: --name names the '-- COMMAND' server; there is none", errUsage)
+	}
+	if len(ups) == 0 {
+		log.Info().Msg("no upstream named: serving the built-in sample MCP server")
+		ups = []bridge.MCPUpstream{{Toolkit: "Sample", Config: mcp.UpstreamConfig{Name: "sample", InProcess: mcpsample.NewServer(), CallTimeout: *callTimeout}}}
+	}
+
+	front, err := bridge.NewOTCFront(ctx, ups, &bridge.OTCFrontOptions{Server: server, Logger: log, Version: buildVersion()})
+	if err != nil {
+		return err
+	}
+	serveErr := m.serveHTTPWith(ctx, log, *listen, front.Handler(), "OTC for MCP servers",
+		func(sctx context.Context, srv *http.Server) error { return srv.Shutdown(sctx) })
+	// In-flight calls are done (or the grace ran out): stop the upstreams.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownGrace)
+	defer cancel()
+	if err := front.Close(cctx); err != nil {
+		log.Error().Err(err).Msg("stopping MCP servers")
+	}
+	return serveErr
+}
+
+// checkURL checks an http(s) URL without credentials.
+func checkURL(file, key, raw string) error {
+	u, err := url.Parse(raw)
+	if raw == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return &configError{file, key, fmt.Sprintf("%q is not an http(s) URL", raw)}
+	}
+	if u.User != nil {
+		return &configError{file, key, "must not carry credentials: use headers"}
+	}
+	return nil
+}
+
+// mcpUpstreams checks the configured MCP servers and expands ${VAR}s.
+func (m *Main) mcpUpstreams(file string, cfg otcFrontConfig, callTimeout time.Duration) ([]bridge.MCPUpstream, error) {
+	names := make([]string, 0, len(cfg.MCPServers))
+	for n := range cfg.MCPServers {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var out []bridge.MCPUpstream
+	for _, n := range names {
+		c := cfg.MCPServers[n]
+		key := "mcpServers." + n
+		u := bridge.MCPUpstream{Toolkit: c.Toolkit, Version: c.Version, Allow: c.Allow, Deny: c.Deny, ForwardAuthorization: c.ForwardAuthorization}
+		u.Config = mcp.UpstreamConfig{Name: n, CallTimeout: time.Duration(c.CallTimeout)}
+		if u.Config.CallTimeout == 0 {
+			u.Config.CallTimeout = callTimeout
+		}
+		if c.Version != "" && !otc.ValidVersion(c.Version) {
+			return nil, &configError{file, key + ".version", fmt.Sprintf("%q is not x.y.z", c.Version)}
+		}
+		if err := oneOf(file, key+".type", c.Type, "", "stdio", "http", "streamable-http", "streamableHttp", "sse"); err != nil {
+			return nil, err
+		}
+		switch {
+		case c.Command != "" && c.URL != "":
+			return nil, &configError{file, key, "has both command and url: give one"}
+		case c.Command != "":
+			if c.Type != "" && c.Type != "stdio" || len(c.Headers) > 0 {
+				return nil, &configError{file, key, "a command server is stdio: type and headers do not apply"}
+			}
+			u.Config.Command, u.Config.Args, u.Config.Dir = c.Command, c.Args, c.Cwd
+			envKeys := make([]string, 0, len(c.Env))
+			for k := range c.Env {
+				envKeys = append(envKeys, k)
+			}
+			sort.Strings(envKeys)
+			for _, k := range envKeys {
+				v, err := expandEnv(m.Getenv, file, key+".env."+k, c.Env[k])
+				if err != nil {
+					return nil, err
+				}
+				u.Config.Env = append(u.Config.Env, k+"="+v)
+			}
+		case c.URL != "":
+			if err := checkURL(file, key+".url", c.URL); err != nil {
+				return nil, err
+			}
+			if c.Type == "stdio" || len(c.Env) > 0 || len(c.Args) > 0 || c.Cwd != "" {
+				return nil, &configError{file, key, "a url server is HTTP: type stdio, args, env and cwd do not apply"}
+			}
+			u.Config.URL, u.Config.SSE = c.URL, c.Type == "sse"
+			u.Config.Headers = http.Header{}
+			for k, v := range c.Headers {
+				ev, err := expandEnv(m.Getenv, file, key+".headers."+k, v)
+				if err != nil {
+					return nil, err
+				}
+				u.Config.Headers.Set(k, ev)
+			}
+		default:
+			return nil, &configError{file, key, "needs a command (stdio) or a url (HTTP)"}
+		}
+		if c.ForwardAuthorization && c.URL == "" {
+			return nil, &configError{file, key + ".forward_authorization", "needs a url server: a stdio child has no Authorization header"}
+		}
+		out = append(out, u)
+	}
+	return out, nil
+}
+
+// sampleMCP serves the built-in sample MCP server over stdio.
+func (m *Main) sampleMCP(ctx context.Context, args []string) error {
+	fs := m.flags("sample-mcp", "")
+	if err := m.parse(fs, args); err != nil {
+		return err
+	}
+	err := mcpsample.ServeStdio(ctx, m.Stdin, m.Stdout)
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
