@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -54,6 +55,10 @@ type OTCUpstream struct {
 	UserID string
 	// CallTimeout bounds each call; zero means MCPFrontOptions.CallTimeout.
 	CallTimeout time.Duration
+	// Credentials are transport credential values (API key, JWT secret)
+	// that must never reach a log line, should an upstream echo them;
+	// Secrets and Tokens values are redacted too. Zero: only those.
+	Credentials []string
 }
 
 // MCPFrontOptions configure an MCPFront. A nil *MCPFrontOptions is the zero value.
@@ -155,7 +160,8 @@ func (f *MCPFront) Run(ctx context.Context) {
 func (f *MCPFront) refresh(ctx context.Context, atStart bool) error {
 	type listing struct {
 		tools map[string]*frontTool
-		err   error
+		err   error // the listing failed, or
+		clash error // it names two tools alike
 	}
 	results := make([]listing, len(f.upstreams))
 	var wg sync.WaitGroup
@@ -170,7 +176,7 @@ func (f *MCPFront) refresh(ctx context.Context, atStart bool) error {
 				results[i].err = err
 				return
 			}
-			results[i].tools, results[i].err = latestTools(u, defs)
+			results[i].tools, results[i].clash = latestTools(u, defs)
 		}()
 	}
 	wg.Wait()
@@ -181,6 +187,12 @@ func (f *MCPFront) refresh(ctx context.Context, atStart bool) error {
 	var all []*frontTool
 	for i, u := range f.upstreams {
 		r := results[i]
+		if r.clash != nil {
+			if atStart {
+				return r.clash
+			}
+			r.err = r.clash
+		}
 		switch {
 		case r.err != nil && u.err == nil:
 			f.log.Warn().Str("upstream", u.Name).Err(r.err).Msg("upstream catalog unavailable; keeping its last tools")
@@ -251,7 +263,11 @@ func latestTools(u *otcUpstream, defs []otc.ToolDefinition) (map[string]*frontTo
 		if prev, ok := tools[name]; ok {
 			return nil, fmt.Errorf("upstream %s lists two tools named %q: %s and %s", u.Name, name, prev.def.ID, d.ID)
 		}
-		tools[name] = &frontTool{MCPTool: mapping.MCPToolFromOTC(d, name), up: u, def: d}
+		mt := mapping.MCPToolFromOTC(d, name)
+		if id, _ := otc.ParseToolID(d.ID); id.Version == "" && otc.ValidVersion(d.Version) {
+			mt.OTCID = id.Key() + "@" + d.Version // always call the exact version listed
+		}
+		tools[name] = &frontTool{MCPTool: mt, up: u, def: d}
 	}
 	return tools, nil
 }
@@ -301,7 +317,7 @@ func (f *MCPFront) handler(t *frontTool) mcpserver.ToolHandlerFunc {
 		if err == nil {
 			ev = ev.Bool("success", resp.Success)
 			if !resp.Success && resp.Error != nil && resp.Error.DeveloperMessage != "" {
-				ev = ev.Str("developer_message", resp.Error.DeveloperMessage)
+				ev = ev.Str("developer_message", t.up.redact(resp.Error.DeveloperMessage))
 			}
 			return mapping.MCPResult(resp, t.Shape), nil
 		}
@@ -311,10 +327,10 @@ func (f *MCPFront) handler(t *frontTool) mcpserver.ToolHandlerFunc {
 		if errors.Is(err, context.Canceled) {
 			ev = ev.Str("outcome", "cancelled by the client")
 		} else {
-			ev = ev.Str("outcome", "error").Err(err)
+			ev = ev.Str("outcome", "error").Str("error", t.up.redact(err.Error()))
 			var se *otc.StatusError
 			if errors.As(err, &se) && se.DeveloperMessage != "" {
-				ev = ev.Str("developer_message", se.DeveloperMessage)
+				ev = ev.Str("developer_message", t.up.redact(se.DeveloperMessage))
 			}
 		}
 		return mapping.MCPError(err, t.Tool.Name, mapping.MCPOptions{
@@ -374,4 +390,26 @@ func (u *otcUpstream) callContext(ctx context.Context, req *otc.Requirements) *o
 		cc.UserID = u.UserID
 	}
 	return cc
+}
+
+// redact removes the upstream's credential, secret and token values from a
+// text bound for the log (an upstream may echo what it was sent).
+func (u *otcUpstream) redact(s string) string {
+	for _, v := range u.secretValues() {
+		if len(v) >= 4 {
+			s = strings.ReplaceAll(s, v, "[redacted]")
+		}
+	}
+	return s
+}
+
+func (u *otcUpstream) secretValues() []string {
+	out := append([]string(nil), u.Credentials...)
+	for _, v := range u.Secrets {
+		out = append(out, v)
+	}
+	for _, v := range u.Tokens {
+		out = append(out, v)
+	}
+	return out
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -278,11 +279,13 @@ func (f *OTCFront) call(u *mcpUpstream, mcpName string) otc.ToolFunc {
 	}
 }
 
-// isTraceparent reports whether s looks like a W3C traceparent
-// (version-traceid-parentid-flags).
+var traceparentPattern = regexp.MustCompile(`^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$`)
+
+// isTraceparent reports whether s is a valid W3C traceparent
+// (version-traceid-parentid-flags; version ff and all-zero ids are invalid).
 func isTraceparent(s string) bool {
-	parts := strings.Split(s, "-")
-	return len(s) == 55 && len(parts) == 4 && len(parts[1]) == 32 && len(parts[2]) == 16
+	return traceparentPattern.MatchString(s) && s[:2] != "ff" &&
+		s[3:35] != strings.Repeat("0", 32) && s[36:52] != strings.Repeat("0", 16)
 }
 
 // LogOTCCalls logs every answered OTC call: call id, tool, outcome,

@@ -77,6 +77,9 @@ func MCPError(err error, tool string, opts MCPOptions) (*mcpgo.CallToolResult, e
 		if mr := se.MissingRequirements; mr != nil && len(mr.Authorization) > 0 {
 			return authorizationRequired(mr.Authorization, tool, opts.URLElicitation)
 		}
+		if mr := se.MissingRequirements; mr != nil && (len(mr.Secrets) > 0 || mr.UserID) {
+			return nil, &mcp.RPCError{Code: CodeInternal, Message: configureMessage(se), Data: map[string]any{"message": se.Message}}
+		}
 		if unknownTool(se) {
 			return nil, &mcp.RPCError{Code: CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q: %s", tool, orText(se.Message, "the OTC tool server does not serve it"))}
 		}

@@ -285,6 +285,10 @@ func MCPOutputSchema(raw json.RawMessage) (json.RawMessage, OutputShape) {
 		return nil, OutputAny
 	}
 	if isObjectSchema(m) {
+		if _, typed := m["type"]; !typed {
+			m["type"] = "object" // MCP requires an object root to say so
+			return encode(m), OutputObject
+		}
 		return raw, OutputObject
 	}
 	return encode(map[string]any{

@@ -179,16 +179,19 @@ func (m *Main) otcUpstreams(file string, cfgs []otcUpstreamConfig, httpTransport
 			return nil, &configError{file, key + ".prefix", fmt.Sprintf("%q may hold only letters, digits, _, - and .", c.Prefix)}
 		}
 		opts := &otc.ClientOptions{Dialect: dialect}
+		var credentials []string
 		if c.APIKeyEnv != "" {
 			if opts.APIKey, err = requireEnv(m.Getenv, file, key+".api_key_env", c.APIKeyEnv); err != nil {
 				return nil, err
 			}
+			credentials = append(credentials, opts.APIKey)
 		}
 		if c.JWTSecretEnv != "" {
 			secret, err := requireEnv(m.Getenv, file, key+".jwt_secret_env", c.JWTSecretEnv)
 			if err != nil {
 				return nil, err
 			}
+			credentials = append(credentials, secret)
 			opts.BearerTokenFunc = otc.NewJWTSource([]byte(secret), c.JWTAudience, 5*time.Minute, nil)
 		} else if c.JWTAudience != "" {
 			return nil, &configError{file, key + ".jwt_audience", "needs jwt_secret_env"}
@@ -198,7 +201,7 @@ func (m *Main) otcUpstreams(file string, cfgs []otcUpstreamConfig, httpTransport
 			return nil, &configError{file, key + ".url", err.Error()}
 		}
 		up := bridge.OTCUpstream{Name: name, Client: client, Prefix: c.Prefix, UserID: c.UserID, CallTimeout: time.Duration(c.CallTimeout),
-			Secrets: map[string]string{}, Tokens: map[string]string{}}
+			Secrets: map[string]string{}, Tokens: map[string]string{}, Credentials: credentials}
 		for id, env := range c.Secrets {
 			if up.Secrets[id], err = requireEnv(m.Getenv, file, key+".secrets."+id, env); err != nil {
 				return nil, err
