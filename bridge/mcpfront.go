@@ -302,6 +302,12 @@ func (f *MCPFront) handler(t *frontTool) mcpserver.ToolHandlerFunc {
 			callReq.TraceID = tp
 		}
 		callReq.Context = t.up.callContext(ctx, t.def.Requirements)
+		if missing := t.up.unconfigured(t.def.Requirements); missing != "" {
+			// Calling would only earn a 400: say what to configure now.
+			f.log.Warn().Str("call_id", callReq.CallID).Str("tool", t.Tool.Name).Str("tool_id", t.OTCID).Str("upstream", t.up.Name).
+				Str("missing", missing).Msg("call refused: requirement not configured")
+			return nil, &mcp.RPCError{Code: mapping.CodeInternal, Message: fmt.Sprintf("the OTC tool %s needs %s: configure it for upstream %s", t.OTCID, missing, t.up.Name)}
+		}
 		timeout := t.up.CallTimeout
 		if timeout <= 0 {
 			timeout = f.opts.CallTimeout
@@ -412,4 +418,24 @@ func (u *otcUpstream) secretValues() []string {
 		out = append(out, v)
 	}
 	return out
+}
+
+// unconfigured names the secrets and user id a tool requires that the
+// configuration does not provide ("" when none). Authorization is not
+// checked here: without a token the upstream answers with a challenge
+// the client can act on.
+func (u *otcUpstream) unconfigured(req *otc.Requirements) string {
+	if req == nil {
+		return ""
+	}
+	var missing []string
+	for _, s := range req.Secrets {
+		if _, ok := u.Secrets[s.ID]; !ok {
+			missing = append(missing, fmt.Sprintf("secret %q (config: secrets.%s)", s.ID, s.ID))
+		}
+	}
+	if req.UserID && u.UserID == "" {
+		missing = append(missing, "a user id (config: user_id)")
+	}
+	return strings.Join(missing, " and ")
 }
