@@ -118,7 +118,20 @@ func NewOTCFront(ctx context.Context, upstreams []MCPUpstream, opts *OTCFrontOpt
 			_ = f.Close(context.Background())
 			return nil, fmt.Errorf("MCP server %s: %w", cfg.Name, err)
 		}
+		f.mu.Lock() // rebuild, run by the upstream's goroutine, reads u.up
 		u.up = up
+		f.mu.Unlock()
+	}
+	// A tool list that arrived before its upstream was recorded above was
+	// skipped by that rebuild: build again.
+	for _, u := range f.ups {
+		u.mu.Lock()
+		early := u.tools != nil
+		u.mu.Unlock()
+		if early {
+			f.rebuild()
+			break
+		}
 	}
 	return f, nil
 }
@@ -232,6 +245,10 @@ func (f *OTCFront) otcTools(u *mcpUpstream, toolkit, version string, raw []json.
 	var out []otc.Tool
 	for _, id := range mapping.OTCIdentities(toolkit, version, names) {
 		def, notes, err := mapping.OTCToolFromMCP(byName[id.MCPName], id, version)
+		if err == nil {
+			// One tool whose schema cannot be compiled must not withhold the rest.
+			err = otc.CheckInputSchema(def.ID, def.InputSchema)
+		}
 		if err != nil {
 			f.log.Warn().Str("upstream", u.Config.Name).Str("tool", id.MCPName).Err(err).Msg("tool skipped")
 			continue

@@ -50,7 +50,7 @@ func otcErrorFromRPC(ue *mcp.UpstreamError) error {
 		return &otc.ServerErrorResponse{Message: "Tool was not found", DeveloperMessage: fmt.Sprintf("MCP error %d: %s", ue.Code, ue.Message)}
 	case CodeInvalidParams:
 		lower := strings.ToLower(ue.Message)
-		if strings.Contains(lower, "not found") || strings.Contains(lower, "unknown tool") {
+		if strings.Contains(lower, "unknown tool") || (strings.Contains(lower, "tool") && strings.Contains(lower, "not found") && len(ue.Data) == 0) {
 			return &otc.ServerErrorResponse{Message: "Tool was not found", DeveloperMessage: fmt.Sprintf("MCP error %d: %s", ue.Code, ue.Message)}
 		}
 		var data struct {

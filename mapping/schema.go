@@ -56,6 +56,7 @@ func OTCInputSchema(raw json.RawMessage) (json.RawMessage, SchemaNotes, error) {
 	if err != nil {
 		return nil, notes, err
 	}
+	fillDescriptions(v, &notes)
 	m, ok := v.(map[string]any)
 	if !ok {
 		return nil, notes, fmt.Errorf("inputSchema is not a JSON object")
@@ -66,8 +67,8 @@ func OTCInputSchema(raw json.RawMessage) (json.RawMessage, SchemaNotes, error) {
 	return encode(m), notes, nil
 }
 
-// OTCOutputSchema turns an MCP outputSchema into an OTC output_schema (refs
-// inlined, descriptions filled). No outputSchema is {} (any value).
+// OTCOutputSchema turns an MCP outputSchema into an OTC output_schema: as
+// is, with refs inlined. No outputSchema is {} (any value).
 func OTCOutputSchema(raw json.RawMessage) (json.RawMessage, SchemaNotes, error) {
 	if len(bytes.TrimSpace(raw)) == 0 || isNull(raw) {
 		return json.RawMessage(`{}`), SchemaNotes{}, nil
@@ -86,9 +87,7 @@ func otcSchema(raw json.RawMessage) (any, SchemaNotes, error) {
 		return nil, notes, fmt.Errorf("schema is not valid JSON: %w", err)
 	}
 	in := &inliner{root: root, notes: &notes}
-	out := in.walk(root, nil)
-	fillDescriptions(out, &notes)
-	return out, notes, nil
+	return in.walk(root, nil), notes, nil
 }
 
 // maxInlinedNodes bounds the size of a schema with refs inlined.

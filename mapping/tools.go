@@ -104,6 +104,7 @@ func OTCToolFromMCP(raw json.RawMessage, id OTCIdentity, version string) (otc.To
 		Version:      version,
 		InputSchema:  in,
 		OutputSchema: out,
+		Requirements: carriedRequirements(w.Meta),
 	}, notes, nil
 }
 
@@ -119,4 +120,29 @@ func withKeyword(schema json.RawMessage, key string, value any) (json.RawMessage
 	}
 	m[key] = value
 	return encode(m), nil
+}
+
+// carriedRequirements restores an OTC tool's requirements from the
+// MetaOTCTool carrier of a tool an MCP front exposes (nil unless the
+// carrier is well-formed).
+func carriedRequirements(meta json.RawMessage) *otc.Requirements {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(meta, &m) != nil || m[MetaOTCTool] == nil {
+		return nil
+	}
+	var carrier OTCToolMeta
+	if json.Unmarshal(m[MetaOTCTool], &carrier) != nil || carrier.Requirements == nil {
+		return nil
+	}
+	for _, a := range carrier.Requirements.Authorization {
+		if a.ID == "" {
+			return nil
+		}
+	}
+	for _, s := range carrier.Requirements.Secrets {
+		if s.ID == "" {
+			return nil
+		}
+	}
+	return carrier.Requirements
 }

@@ -35,6 +35,13 @@ func PlainInputSchema(raw json.RawMessage) json.RawMessage {
 	return raw
 }
 
+// CheckInputSchema reports whether a tool's input schema (plain or
+// wrapped) compiles, as Handler.SetTools will require.
+func CheckInputSchema(toolID string, raw json.RawMessage) error {
+	_, err := compileInputSchema(toolID, raw)
+	return err
+}
+
 // inputValidator checks call input against one tool version's input schema.
 // It is compiled once, when the tool is registered.
 type inputValidator struct {
