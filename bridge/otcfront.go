@@ -97,6 +97,7 @@ func NewOTCFront(ctx context.Context, upstreams []MCPUpstream, opts *OTCFrontOpt
 	server := o.Server
 	server.Health = f.health
 	server.Observe = LogOTCCalls(f.log)
+	server.Unknown = f.unknown
 	h, err := otc.NewHandler(nil, &server)
 	if err != nil {
 		return nil, err
@@ -181,6 +182,24 @@ func (f *OTCFront) health(context.Context) (bool, any) {
 		return true, map[string]any{"status": "ok", "upstreams": status}
 	}
 	return false, map[string]any{"status": "unavailable", "upstreams": status}
+}
+
+// unknown explains a call to a toolkit whose MCP server is not ready yet:
+// the tool may well exist once it is.
+func (f *OTCFront) unknown(id otc.ToolID) *otc.ServerErrorResponse {
+	for _, u := range f.ups {
+		if u.up == nil || u.up.Ready() {
+			continue
+		}
+		s := u.up.Status()
+		if id.Toolkit == mapping.Toolkit(u.Toolkit, s.Server.Name) {
+			return &otc.ServerErrorResponse{
+				Message:          "Tool server temporarily unavailable",
+				DeveloperMessage: fmt.Sprintf("MCP server %s (toolkit %s) is not ready: %s", u.Config.Name, id.Toolkit, s.Reason),
+			}
+		}
+	}
+	return nil
 }
 
 // toolsChanged records an upstream's new tool list and rebuilds the

@@ -80,6 +80,10 @@ type Options struct {
 	// Observe, when set, is told about every call that named a tool once it
 	// has been answered (for logs and metrics; it must not block).
 	Observe func(*CallRecord)
+	// Unknown, when set, may explain a call to a tool id the catalog does
+	// not hold (for example: its server is still starting) with its own
+	// 400 body; nil from it, or a nil Unknown, answers "was not found".
+	Unknown func(id ToolID) *ServerErrorResponse
 	// IdempotencyTTL, when positive, makes a caller's call_id an
 	// idempotency key: a repeat of a call that ran (HTTP 200) within the TTL
 	// gets the first answer without running the tool again, and a repeat
@@ -498,6 +502,13 @@ func (h *Handler) call(rp *reply, r *http.Request, req *CallToolRequest, start t
 	if tv != nil {
 		if v, ok := ResolveVersion(id.Version, tv.versions); ok {
 			st = tv.byVer[v]
+		}
+	}
+	if st == nil && h.opts.Unknown != nil {
+		if failure := h.opts.Unknown(id); failure != nil {
+			rp.error(http.StatusBadRequest, failure)
+			h.observe(req, "", http.StatusBadRequest, false, start, failure)
+			return
 		}
 	}
 	if st == nil {

@@ -530,3 +530,18 @@ func TestIdempotencyBounded(t *testing.T) {
 		t.Error("newest entry dropped")
 	}
 }
+
+func TestUnknownToolHook(t *testing.T) {
+	h := newTestHandler(t, &Options{Unknown: func(id ToolID) *ServerErrorResponse {
+		if id.Toolkit == "Starting" {
+			return &ServerErrorResponse{Message: "Tool server temporarily unavailable"}
+		}
+		return nil
+	}}, testTool("T.X@1.0.0", func(context.Context, *Call) (json.RawMessage, error) { return nil, nil }))
+	if status, _, body := do(t, h, "POST", "/tools/call", flatHeader, flatCall("Starting.Tool", `{}`)); status != 400 || body["message"] != "Tool server temporarily unavailable" {
+		t.Errorf("starting toolkit: %d %v", status, body)
+	}
+	if status, _, body := do(t, h, "POST", "/tools/call", flatHeader, flatCall("Other.Tool", `{}`)); status != 400 || body["message"] != "Tool 'Other.Tool' was not found" {
+		t.Errorf("other toolkit: %d %v", status, body)
+	}
+}
