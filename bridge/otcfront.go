@@ -61,9 +61,10 @@ type OTCFront struct {
 
 type mcpUpstream struct {
 	MCPUpstream
-	up    *mcp.Upstream
-	mu    sync.Mutex
-	tools []json.RawMessage // the latest raw tools/list
+	up     *mcp.Upstream
+	mu     sync.Mutex
+	tools  []json.RawMessage // the latest raw tools/list
+	served bool              // its tools are in the served catalog
 }
 
 // NewOTCFront starts every upstream (in the background: one that is down
@@ -171,12 +172,19 @@ func (f *OTCFront) health(context.Context) (bool, any) {
 	status := map[string]string{}
 	for _, u := range f.ups {
 		s := u.up.Status()
-		if s.Ready {
+		u.mu.Lock()
+		listed := u.served
+		u.mu.Unlock()
+		switch {
+		case s.Ready && listed:
 			status[u.Config.Name] = "ready"
-			continue
+		case s.Ready:
+			ready = false
+			status[u.Config.Name] = "reading the tool list"
+		default:
+			ready = false
+			status[u.Config.Name] = s.Reason
 		}
-		ready = false
-		status[u.Config.Name] = s.Reason
 	}
 	if ready {
 		return true, map[string]any{"status": "ok", "upstreams": status}
@@ -215,6 +223,7 @@ func (f *OTCFront) rebuild() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var all []otc.Tool
+	var included []*mcpUpstream
 	toolkits := map[string]string{} // toolkit → upstream, for clashes
 	for _, u := range f.ups {
 		if u.up == nil {
@@ -236,10 +245,16 @@ func (f *OTCFront) rebuild() {
 		toolkits[toolkit] = u.Config.Name
 		tools := f.otcTools(u, toolkit, mapping.OTCVersion(u.Version, info.Version), raw)
 		all = append(all, tools...)
+		included = append(included, u)
 	}
 	if err := f.handler.SetTools(all); err != nil {
 		f.log.Error().Err(err).Msg("catalog not updated")
 		return
+	}
+	for _, u := range included {
+		u.mu.Lock()
+		u.served = true
+		u.mu.Unlock()
 	}
 	f.log.Info().Int("tools", len(all)).Msg("catalog updated")
 }

@@ -21,7 +21,7 @@ const (
 	CodeRequestTimeout      = -32001
 	CodeURLElicitationReq   = -32042
 	msgUpstreamCredentials  = "upstream rejected the bridge's credentials"
-	msgUnavailableToolServe = "tool server temporarily unavailable"
+	msgUnavailableToolServe = "Tool server temporarily unavailable"
 )
 
 // MCPOptions choose among the MCP front's documented alternatives.

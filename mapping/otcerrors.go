@@ -47,11 +47,11 @@ func OTCError(err error) error {
 func otcErrorFromRPC(ue *mcp.UpstreamError) error {
 	switch ue.Code {
 	case CodeMethodNotFound:
-		return &otc.ServerErrorResponse{Message: "Tool was not found", DeveloperMessage: fmt.Sprintf("MCP error %d: %s", ue.Code, ue.Message)}
+		return &otc.ServerErrorResponse{Message: "Tool was not found", DeveloperMessage: rpcDetail(ue)}
 	case CodeInvalidParams:
 		lower := strings.ToLower(ue.Message)
 		if strings.Contains(lower, "unknown tool") || (strings.Contains(lower, "tool") && strings.Contains(lower, "not found") && len(ue.Data) == 0) {
-			return &otc.ServerErrorResponse{Message: "Tool was not found", DeveloperMessage: fmt.Sprintf("MCP error %d: %s", ue.Code, ue.Message)}
+			return &otc.ServerErrorResponse{Message: "Tool was not found", DeveloperMessage: rpcDetail(ue)}
 		}
 		var data struct {
 			ParameterErrors map[string]string `json:"parameter_errors"`
@@ -73,13 +73,20 @@ func otcErrorFromRPC(ue *mcp.UpstreamError) error {
 			}
 		}
 		if len(mr.Authorization) == 0 {
-			return &otc.ToolError{Message: "The tool requires an authorization the server did not describe", DeveloperMessage: fmt.Sprintf("MCP error %d: %s", ue.Code, ue.Message)}
+			return &otc.ToolError{Message: "The tool requires an authorization the server did not describe", DeveloperMessage: rpcDetail(ue)}
 		}
 		return &otc.ServerErrorResponse{
 			Message:             "Authorization is required: open the authorization URL, then call the tool again",
-			DeveloperMessage:    fmt.Sprintf("MCP error %d: %s", ue.Code, ue.Message),
+			DeveloperMessage:    rpcDetail(ue),
 			MissingRequirements: mr,
 		}
 	}
-	return &otc.ToolError{Message: "The tool failed", DeveloperMessage: fmt.Sprintf("MCP error %d: %s", ue.Code, ue.Message)}
+	return &otc.ToolError{Message: "The tool failed", DeveloperMessage: rpcDetail(ue)}
+}
+
+// rpcDetail is "MCP error CODE: message", for developer_message (the
+// message is not prefixed twice when the upstream already did).
+func rpcDetail(ue *mcp.UpstreamError) string {
+	prefix := fmt.Sprintf("MCP error %d: ", ue.Code)
+	return prefix + strings.TrimPrefix(ue.Message, prefix)
 }

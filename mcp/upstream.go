@@ -85,6 +85,9 @@ type UpstreamConfig struct {
 	// the child (an entry here wins over the inherited one). Zero: the
 	// bridge's environment as is.
 	Env []string
+	// Unsetenv names variables of the bridge's environment the child must
+	// not inherit (the bridge's own credentials). Zero: it inherits all.
+	Unsetenv []string
 	// Dir is the child's working directory. Zero: the bridge's.
 	Dir string
 

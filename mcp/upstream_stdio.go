@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -30,7 +31,7 @@ type upProc struct {
 // StdinPipe/StdoutPipe: Wait would close those under mcp-go's reader).
 func (u *Upstream) spawn() (_ *upProc, err error) {
 	cmd := exec.Command(u.cfg.Command, u.cfg.Args...)
-	cmd.Env = append(os.Environ(), u.cfg.Env...)
+	cmd.Env = append(upInheritedEnv(u.cfg.Unsetenv), u.cfg.Env...)
 	cmd.Dir = u.cfg.Dir
 	cmd.SysProcAttr = upSysProcAttr()
 
@@ -272,4 +273,20 @@ func (r *upStdout) Read(p []byte) (int, error) {
 		r.onEnd()
 	}
 	return n, err
+}
+
+// upInheritedEnv is the bridge's environment less the named variables.
+func upInheritedEnv(unset []string) []string {
+	env := os.Environ()
+	if len(unset) == 0 {
+		return env
+	}
+	out := env[:0:0]
+	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		if !slices.Contains(unset, name) {
+			out = append(out, kv)
+		}
+	}
+	return out
 }

@@ -17,6 +17,10 @@ import (
 	"time"
 )
 
+// StatusClientClosed is the status a CallRecord reports for a call whose
+// client went away before the answer (nginx's 499): nothing was sent.
+const StatusClientClosed = 499
+
 // DefaultMaxBodyBytes bounds a call's request body when Options.MaxBodyBytes is zero.
 const DefaultMaxBodyBytes = 4 << 20
 
@@ -549,6 +553,9 @@ func (h *Handler) call(rp *reply, r *http.Request, req *CallToolRequest, start t
 		rp.error(out.status, out.failure)
 	}
 	rec := h.record(req, def.ID, out.status, out.status == http.StatusOK && out.resp.Success, start, out.failure)
+	if rec != nil && r.Context().Err() != nil {
+		rec.Status = StatusClientClosed // nobody received the answer
+	}
 	if rec != nil {
 		rec.PanicStack = out.stack
 		rec.Replayed = out.replayed

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"sort"
@@ -95,10 +96,12 @@ func (m *Main) serveOTC(ctx context.Context, args []string) error {
 		return fmt.Errorf("%w: --call-timeout must be positive", errUsage)
 	}
 	server := otc.Options{IdempotencyTTL: *idemTTL}
+	var ownSecrets []string // read here, then kept from the children's environment
 	if *apiKeyEnv != "" {
 		if server.APIKey, err = requireEnv(m.Getenv, "--api-key-env", "", *apiKeyEnv); err != nil {
 			return err
 		}
+		ownSecrets = append(ownSecrets, *apiKeyEnv)
 	}
 	if *jwtSecretEnv != "" {
 		secret, err := requireEnv(m.Getenv, "--jwt-secret-env", "", *jwtSecretEnv)
@@ -106,6 +109,7 @@ func (m *Main) serveOTC(ctx context.Context, args []string) error {
 			return err
 		}
 		server.JWTSecret = []byte(secret)
+		ownSecrets = append(ownSecrets, *jwtSecretEnv)
 	}
 	for _, a := range strings.Split(*jwtAudiences, ",") {
 		if a = strings.TrimSpace(a); a != "" {
@@ -132,7 +136,7 @@ func (m *Main) serveOTC(ctx context.Context, args []string) error {
 	if len(command) > 0 {
 		n := *name
 		if n == "" {
-			n = command[0]
+			n = commandName(command)
 		}
 		ups = append(ups, bridge.MCPUpstream{Toolkit: *name, Config: mcp.UpstreamConfig{Name: n, Command: command[0], Args: command[1:], CallTimeout: *callTimeout}})
 	} else if *name != "" {
@@ -143,6 +147,9 @@ func (m *Main) serveOTC(ctx context.Context, args []string) error {
 		ups = []bridge.MCPUpstream{{Toolkit: "Sample", Config: mcp.UpstreamConfig{Name: "sample", InProcess: mcpsample.NewServer(), CallTimeout: *callTimeout}}}
 	}
 
+	for i := range ups {
+		ups[i].Config.Unsetenv = ownSecrets
+	}
 	front, err := bridge.NewOTCFront(ctx, ups, &bridge.OTCFrontOptions{Server: server, Logger: log, Version: buildVersion()})
 	if err != nil {
 		return err
@@ -250,4 +257,19 @@ func (m *Main) sampleMCP(ctx context.Context, args []string) error {
 		return nil
 	}
 	return err
+}
+
+// commandName names a '-- COMMAND' server for logs and health: the
+// program, or for an interpreter or launcher the script or package it runs.
+func commandName(command []string) string {
+	name := filepath.Base(command[0])
+	switch name {
+	case "node", "npx", "bun", "bunx", "deno", "python", "python3", "uv", "uvx", "pipx", "sh", "bash", "docker":
+		for _, a := range command[1:] {
+			if !strings.HasPrefix(a, "-") && a != "run" {
+				return filepath.Base(a)
+			}
+		}
+	}
+	return name
 }
