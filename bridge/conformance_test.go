@@ -1654,7 +1654,7 @@ func TestMCPFrontConformanceDetects(t *testing.T) {
 			`{"$schema": "urn:oxp:1.0", "result": {"call_id": "c-1", "duration": 1, "success": true, "value": ` + value + "}}\n"
 	}
 	resp := func(frame string) string { return "-- 1.mcp.response --\n" + frame + "\n" }
-	const goodResp = `{"jsonrpc": "2.0", "id": 1, "result": {"_meta": {"mcpotc/otc-call": {"call_id": "c-1", "duration": 1}}, "content": [{"type": "text", "text": "1"}]}}`
+	const goodResp = `{"jsonrpc": "2.0", "id": 1, "result": {"_meta": {"mcpotc/otc-call": {"call_id": "c-1", "duration": 1, "value": 1}}, "content": [{"type": "text", "text": "1"}]}}`
 	cases := []struct{ name, vector, want string }{
 		{"conforming", head + call(`{"a": 1}`) + upReq(goodReq) + upResp("1") + resp(goodResp), ""},
 		{"wrong text", head + call(`{"a": 1}`) + upReq(goodReq) + upResp("2") + resp(goodResp), `.result.content[0].text: "2", want "1"`},

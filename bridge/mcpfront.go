@@ -55,6 +55,10 @@ type OTCUpstream struct {
 	UserID string
 	// CallTimeout bounds each call; zero means MCPFrontOptions.CallTimeout.
 	CallTimeout time.Duration
+	// AcceptContext uses the context (tokens, secrets, user id) an OTC front
+	// forwards in mapping.MetaOTCRequest, before the configured one. Zero:
+	// forwarded context is ignored.
+	AcceptContext bool
 	// Credentials are transport credential values (API key, JWT secret)
 	// that must never reach a log line, should an upstream echo them;
 	// Secrets and Tokens values are redacted too. Zero: only those.
@@ -100,6 +104,9 @@ type frontTool struct {
 	mapping.MCPTool
 	up  *otcUpstream
 	def *otc.ToolDefinition
+	// versions maps every listed version's exact id to its definition:
+	// an OTC front further on may name one (mapping.MetaOTCRequest).
+	versions map[string]*otc.ToolDefinition
 }
 
 // NewMCPFront lists every upstream once and fails when two of them expose
@@ -246,30 +253,39 @@ func (f *MCPFront) refresh(ctx context.Context, atStart bool) error {
 // latestTools maps an upstream's definitions to MCP tools: one per OTC name,
 // bound to the latest version.
 func latestTools(u *otcUpstream, defs []otc.ToolDefinition) (map[string]*frontTool, error) {
-	latest := map[string]*otc.ToolDefinition{} // Toolkit.Tool → latest version
+	byKey := map[string][]*otc.ToolDefinition{} // Toolkit.Tool → its versions
 	for i := range defs {
 		d := &defs[i]
 		id, err := otc.ParseToolID(d.ID)
 		if err != nil {
 			continue // a tool we could not call: not listed
 		}
-		if cur, ok := latest[id.Key()]; !ok || otc.CompareVersions(d.Version, cur.Version) > 0 {
-			latest[id.Key()] = d
-		}
+		byKey[id.Key()] = append(byKey[id.Key()], d)
 	}
 	tools := map[string]*frontTool{}
-	for _, d := range latest {
+	for _, versions := range byKey {
+		sort.SliceStable(versions, func(i, j int) bool { return otc.CompareVersions(versions[i].Version, versions[j].Version) > 0 })
+		d := versions[0] // the latest
 		name := u.Prefix + d.Name
 		if prev, ok := tools[name]; ok {
 			return nil, fmt.Errorf("upstream %s lists two tools named %q: %s and %s", u.Name, name, prev.def.ID, d.ID)
 		}
-		mt := mapping.MCPToolFromOTC(d, name)
-		if id, _ := otc.ParseToolID(d.ID); id.Version == "" && otc.ValidVersion(d.Version) {
-			mt.OTCID = id.Key() + "@" + d.Version // always call the exact version listed
+		ft := &frontTool{MCPTool: mapping.MCPToolFromOTC(d, name, u.Prefix, versions), up: u, def: d, versions: map[string]*otc.ToolDefinition{}}
+		for _, v := range versions {
+			ft.versions[exactID(v)] = v
 		}
-		tools[name] = &frontTool{MCPTool: mt, up: u, def: d}
+		ft.OTCID = exactID(d) // always call the exact version listed
+		tools[ft.Tool.Name] = ft
 	}
 	return tools, nil
+}
+
+// exactID is a definition's id with its version: Toolkit.Tool@x.y.z.
+func exactID(d *otc.ToolDefinition) string {
+	if id, _ := otc.ParseToolID(d.ID); id.Version == "" && otc.ValidVersion(d.Version) {
+		return id.Key() + "@" + d.Version
+	}
+	return d.ID
 }
 
 // toolOwner says which upstream's tool holds an MCP name.
@@ -301,8 +317,24 @@ func (f *MCPFront) handler(t *frontTool) mcpserver.ToolHandlerFunc {
 		if tp := traceparent(req); tp != "" {
 			callReq.TraceID = tp
 		}
-		callReq.Context = t.up.callContext(ctx, t.def.Requirements)
-		if missing := t.up.unconfigured(t.def.Requirements); missing != "" {
+		def := t.def
+		var forwarded *otc.CallContext
+		var carrier mapping.OTCRequestMeta
+		if req.Params.Meta != nil && metaCarrier(req.Params.Meta, mapping.MetaOTCRequest, &carrier) {
+			// From an OTC front: the exact version, the caller's call_id,
+			// and the context when this upstream accepts it.
+			if v, ok := t.versions[carrier.ToolID]; ok {
+				def, callReq.ToolID = v, carrier.ToolID
+			}
+			if carrier.CallID != "" && len(carrier.CallID) <= 256 {
+				callReq.CallID = carrier.CallID
+			}
+			if t.up.AcceptContext {
+				forwarded = carrier.Context
+			}
+		}
+		callReq.Context = t.up.callContext(ctx, def.Requirements, forwarded)
+		if missing := t.up.unconfigured(def.Requirements, forwarded); missing != "" {
 			// Calling would only earn a 400: say what to configure now.
 			f.log.Warn().Str("call_id", callReq.CallID).Str("tool", t.Tool.Name).Str("tool_id", t.OTCID).Str("upstream", t.up.Name).
 				Str("missing", missing).Msg("call refused: requirement not configured")
@@ -323,9 +355,9 @@ func (f *MCPFront) handler(t *frontTool) mcpserver.ToolHandlerFunc {
 		if err == nil {
 			ev = ev.Bool("success", resp.Success)
 			if !resp.Success && resp.Error != nil && resp.Error.DeveloperMessage != "" {
-				ev = ev.Str("developer_message", t.up.redact(resp.Error.DeveloperMessage))
+				ev = ev.Str("developer_message", t.up.redact(resp.Error.DeveloperMessage, forwarded))
 			}
-			return mapping.MCPResult(resp, t.Shape), nil
+			return mapping.MCPResult(resp, t.Shape)
 		}
 		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
 			err = ctx.Err() // the host's own deadline or cancellation, not ours
@@ -333,10 +365,10 @@ func (f *MCPFront) handler(t *frontTool) mcpserver.ToolHandlerFunc {
 		if errors.Is(err, context.Canceled) {
 			ev = ev.Str("outcome", "cancelled by the client")
 		} else {
-			ev = ev.Str("outcome", "error").Str("error", t.up.redact(err.Error()))
+			ev = ev.Str("outcome", "error").Str("error", t.up.redact(err.Error(), forwarded))
 			var se *otc.StatusError
 			if errors.As(err, &se) && se.DeveloperMessage != "" {
-				ev = ev.Str("developer_message", t.up.redact(se.DeveloperMessage))
+				ev = ev.Str("developer_message", t.up.redact(se.DeveloperMessage, forwarded))
 			}
 		}
 		return mapping.MCPError(err, t.Tool.Name, mapping.MCPOptions{
@@ -371,15 +403,19 @@ func traceparent(req mcpgo.CallToolRequest) string {
 	return tp
 }
 
-// callContext satisfies a tool's requirements from the configuration (and,
-// for opted-in providers, the MCP caller's own bearer token).
-func (u *otcUpstream) callContext(ctx context.Context, req *otc.Requirements) *otc.CallContext {
+// callContext satisfies a tool's requirements: from a forwarded context
+// first (when accepted), then the configuration, then (for opted-in
+// providers) the MCP caller's own bearer token.
+func (u *otcUpstream) callContext(ctx context.Context, req *otc.Requirements, fwd *otc.CallContext) *otc.CallContext {
 	if req == nil {
 		return nil
 	}
 	cc := &otc.CallContext{}
 	for _, a := range req.Authorization {
-		token := u.Tokens[a.ID]
+		token := fwd.Token(a.ID)
+		if token == "" {
+			token = u.Tokens[a.ID]
+		}
 		if token == "" && slices.Contains(u.CallerTokenProviders, a.ID) {
 			token, _ = mcp.CallerBearerToken(ctx)
 		}
@@ -388,54 +424,75 @@ func (u *otcUpstream) callContext(ctx context.Context, req *otc.Requirements) *o
 		}
 	}
 	for _, s := range req.Secrets {
-		if v, ok := u.Secrets[s.ID]; ok {
+		if v, ok := fwd.Secret(s.ID); ok {
+			cc.Secrets = append(cc.Secrets, otc.Secret{ID: s.ID, Value: v})
+		} else if v, ok := u.Secrets[s.ID]; ok {
 			cc.Secrets = append(cc.Secrets, otc.Secret{ID: s.ID, Value: v})
 		}
 	}
 	if req.UserID {
 		cc.UserID = u.UserID
+		if fwd != nil && fwd.UserID != "" {
+			cc.UserID = fwd.UserID
+		}
 	}
 	return cc
 }
 
-// redact removes the upstream's credential, secret and token values from a
-// text bound for the log (an upstream may echo what it was sent).
-func (u *otcUpstream) redact(s string) string {
-	for _, v := range u.secretValues() {
-		if len(v) >= 4 {
-			s = strings.ReplaceAll(s, v, "[redacted]")
-		}
+// metaCarrier reads one key of a request's _meta into dst.
+func metaCarrier(meta *mcpgo.Meta, key string, dst any) bool {
+	v, ok := meta.AdditionalFields[key]
+	if !ok {
+		return false
 	}
-	return s
-}
-
-func (u *otcUpstream) secretValues() []string {
-	out := append([]string(nil), u.Credentials...)
-	for _, v := range u.Secrets {
-		out = append(out, v)
-	}
-	for _, v := range u.Tokens {
-		out = append(out, v)
-	}
-	return out
+	b, err := json.Marshal(v)
+	return err == nil && json.Unmarshal(b, dst) == nil
 }
 
 // unconfigured names the secrets and user id a tool requires that the
 // configuration does not provide ("" when none). Authorization is not
 // checked here: without a token the upstream answers with a challenge
 // the client can act on.
-func (u *otcUpstream) unconfigured(req *otc.Requirements) string {
+func (u *otcUpstream) unconfigured(req *otc.Requirements, fwd *otc.CallContext) string {
 	if req == nil {
 		return ""
 	}
 	var missing []string
 	for _, s := range req.Secrets {
-		if _, ok := u.Secrets[s.ID]; !ok {
+		_, forwarded := fwd.Secret(s.ID)
+		if _, ok := u.Secrets[s.ID]; !ok && !forwarded {
 			missing = append(missing, fmt.Sprintf("secret %q (config: secrets.%s)", s.ID, s.ID))
 		}
 	}
-	if req.UserID && u.UserID == "" {
+	if req.UserID && u.UserID == "" && (fwd == nil || fwd.UserID == "") {
 		missing = append(missing, "a user id (config: user_id)")
 	}
 	return strings.Join(missing, " and ")
+}
+
+// redact removes credential, secret and token values — the upstream's and
+// those forwarded with the call — from a text bound for the log (an
+// upstream may echo what it was sent).
+func (u *otcUpstream) redact(s string, fwd *otc.CallContext) string {
+	values := append([]string(nil), u.Credentials...)
+	for _, v := range u.Secrets {
+		values = append(values, v)
+	}
+	for _, v := range u.Tokens {
+		values = append(values, v)
+	}
+	if fwd != nil {
+		for _, a := range fwd.Authorization {
+			values = append(values, a.Token)
+		}
+		for _, sec := range fwd.Secrets {
+			values = append(values, sec.Value)
+		}
+	}
+	for _, v := range values {
+		if len(v) >= 4 {
+			s = strings.ReplaceAll(s, v, "[redacted]")
+		}
+	}
+	return s
 }

@@ -36,6 +36,10 @@ type MCPUpstream struct {
 	// context.authorization to an HTTP upstream as "Authorization: Bearer".
 	// Zero: never.
 	ForwardAuthorization bool
+	// ForwardContext sends a call's whole context (tokens, secrets, user
+	// id) in _meta[mapping.MetaOTCRequest] to an MCP front that restored
+	// OTC tools, which uses it only when configured to accept it. Zero: never.
+	ForwardContext bool
 }
 
 // OTCFrontOptions configure an OTCFront. A nil *OTCFrontOptions is the zero value.
@@ -225,6 +229,7 @@ func (f *OTCFront) rebuild() {
 	var all []otc.Tool
 	var included []*mcpUpstream
 	toolkits := map[string]string{} // toolkit → upstream, for clashes
+	ids := map[string]string{}      // tool id → upstream
 	for _, u := range f.ups {
 		if u.up == nil {
 			continue
@@ -243,8 +248,16 @@ func (f *OTCFront) rebuild() {
 			continue
 		}
 		toolkits[toolkit] = u.Config.Name
-		tools := f.otcTools(u, toolkit, mapping.OTCVersion(u.Version, info.Version), raw)
-		all = append(all, tools...)
+		for _, t := range f.otcTools(u, toolkit, mapping.OTCVersion(u.Version, info.Version), raw) {
+			// Restored OTC ids are an upstream's own: two may meet.
+			if other, dup := ids[t.Definition.ID]; dup {
+				f.log.Error().Str("upstream", u.Config.Name).Str("tool_id", t.Definition.ID).Str("other", other).
+					Msg("tool id exposed twice; this one is withheld")
+				continue
+			}
+			ids[t.Definition.ID] = u.Config.Name
+			all = append(all, t)
+		}
 		included = append(included, u)
 	}
 	if err := f.handler.SetTools(all); err != nil {
@@ -278,11 +291,7 @@ func (f *OTCFront) otcTools(u *mcpUpstream, toolkit, version string, raw []json.
 	sort.Strings(names)
 	var out []otc.Tool
 	for _, id := range mapping.OTCIdentities(toolkit, version, names) {
-		def, notes, err := mapping.OTCToolFromMCP(byName[id.MCPName], id, version)
-		if err == nil {
-			// One tool whose schema cannot be compiled must not withhold the rest.
-			err = otc.CheckInputSchema(def.ID, def.InputSchema)
-		}
+		tools, notes, err := mapping.OTCToolsFromMCP(byName[id.MCPName], id, version)
 		if err != nil {
 			f.log.Warn().Str("upstream", u.Config.Name).Str("tool", id.MCPName).Err(err).Msg("tool skipped")
 			continue
@@ -291,7 +300,14 @@ func (f *OTCFront) otcTools(u *mcpUpstream, toolkit, version string, raw []json.
 			f.log.Info().Str("upstream", u.Config.Name).Str("tool", id.MCPName).Strs("refs", notes.CutRefs).
 				Msg("recursive or remote $refs replaced by {} in the OTC schema")
 		}
-		out = append(out, otc.Tool{Definition: def, Func: f.call(u, id.MCPName)})
+		for _, t := range tools {
+			// One tool whose schema cannot be compiled must not withhold the rest.
+			if err := otc.CheckInputSchema(t.Def.ID, t.Def.InputSchema); err != nil {
+				f.log.Warn().Str("upstream", u.Config.Name).Str("tool", id.MCPName).Err(err).Msg("tool skipped")
+				continue
+			}
+			out = append(out, otc.Tool{Definition: t.Def, Func: f.call(u, id.MCPName, t), DeferRequirements: t.Restored})
+		}
 	}
 	return out
 }
@@ -304,12 +320,22 @@ func (u *mcpUpstream) exposes(name string) bool {
 }
 
 // call is the OTC tool function of one MCP tool: the original name, the
-// exact arguments, and the outcome mapped by the OTC-front table.
-func (f *OTCFront) call(u *mcpUpstream, mcpName string) otc.ToolFunc {
+// exact arguments, and the outcome mapped by the OTC-front table. The OTC
+// identity of the call (the exact id, the caller's call_id and, when the
+// server is configured to take it, the context) goes along in
+// _meta[MetaOTCRequest] for an MCP front that restored OTC tools.
+func (f *OTCFront) call(u *mcpUpstream, mcpName string, t mapping.OTCTool) otc.ToolFunc {
 	return func(ctx context.Context, c *otc.Call) (json.RawMessage, error) {
-		var meta map[string]any
+		meta := map[string]any{}
 		if tp := c.Request.TraceID; isTraceparent(tp) {
-			meta = map[string]any{"traceparent": tp}
+			meta["traceparent"] = tp
+		}
+		if t.Restored {
+			req := mapping.OTCRequestMeta{ToolID: c.Tool.ID, CallID: c.Request.CallID}
+			if u.ForwardContext {
+				req.Context = c.Request.Context
+			}
+			meta[mapping.MetaOTCRequest] = req
 		}
 		var header http.Header
 		if u.ForwardAuthorization && c.Request.Context != nil && len(c.Request.Context.Authorization) > 0 {
@@ -319,14 +345,15 @@ func (f *OTCFront) call(u *mcpUpstream, mcpName string) otc.ToolFunc {
 		if err != nil {
 			return nil, mapping.OTCError(err)
 		}
-		value, toolErr, err := mapping.OTCResult(raw)
+		out, err := mapping.OTCResult(raw, c.Tool.OutputSchema)
 		switch {
 		case err != nil:
 			return nil, &otc.ToolError{Message: "The tool server sent an unreadable result", DeveloperMessage: err.Error()}
-		case toolErr != nil:
-			return nil, toolErr
+		case out.Error != nil:
+			return nil, out.Error
 		}
-		return value, nil
+		c.Ext = out.Ext
+		return out.Value, nil
 	}
 }
 

@@ -49,6 +49,42 @@ type MCPOptions struct {
 //	5xx, unreachable, malformed         -32603 with a short message
 //	call timeout (deadline exceeded)    -32001 "request timed out"
 func MCPError(err error, tool string, opts MCPOptions) (*mcpgo.CallToolResult, error) {
+	res, rpcErr := mcpError(err, tool, opts)
+	var se *otc.StatusError
+	if rpcErr == nil || !errors.As(err, &se) || !isObject(se.Body) {
+		return res, rpcErr
+	}
+	// The OTC answer as it was, for an OTC front further on (DataOTCResponse).
+	// developer_message stays out: hosts may show error data to users.
+	carrier := OTCResponseCarrier{Status: se.StatusCode, Body: withoutKeyword(se.Body, "developer_message")}
+	if carrier.Status != 400 && carrier.Status != 422 {
+		return res, rpcErr
+	}
+	var rpc *mcp.RPCError
+	var elicit mcpgo.URLElicitationRequiredError
+	switch {
+	case errors.As(rpcErr, &rpc):
+		data, ok := rpc.Data.(map[string]any)
+		if !ok && rpc.Data != nil {
+			return res, rpcErr
+		}
+		if data == nil {
+			data = map[string]any{}
+		}
+		data[DataOTCResponse] = carrier
+		rpc.Data = data
+	case errors.As(rpcErr, &elicit) && len(elicit.Elicitations) > 0:
+		first := &elicit.Elicitations[0]
+		if first.Meta == nil {
+			first.Meta = &mcpgo.Meta{AdditionalFields: map[string]any{}}
+		}
+		first.Meta.AdditionalFields[DataOTCResponse] = carrier
+		return res, elicit
+	}
+	return res, rpcErr
+}
+
+func mcpError(err error, tool string, opts MCPOptions) (*mcpgo.CallToolResult, error) {
 	if errors.Is(err, context.DeadlineExceeded) {
 		return nil, &mcp.RPCError{Code: CodeRequestTimeout, Message: "request timed out"}
 	}
@@ -56,6 +92,11 @@ func MCPError(err error, tool string, opts MCPOptions) (*mcpgo.CallToolResult, e
 		return nil, &mcp.RPCError{Code: CodeInternal, Message: "request cancelled"}
 	}
 	var se *otc.StatusError
+	if errors.As(err, &se) {
+		if c, ok := mcpErrorCarrier(se.Ext); ok {
+			return nil, c.rpcError() // an MCP server's own error, through an OTC front
+		}
+	}
 	if !errors.As(err, &se) {
 		if errors.Is(err, otc.ErrMalformedResponse) || errors.Is(err, otc.ErrResponseTooLarge) {
 			return nil, &mcp.RPCError{Code: CodeInternal, Message: "the OTC tool server sent an unreadable answer"}

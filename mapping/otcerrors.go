@@ -26,7 +26,10 @@ func OTCError(err error) error {
 	var ue *mcp.UpstreamError
 	switch {
 	case errors.As(err, &ue):
-		return otcErrorFromRPC(ue)
+		if restored := otcResponseFromRPC(ue); restored != nil {
+			return restored // an OTC server's own answer, through an MCP front
+		}
+		return withMCPError(otcErrorFromRPC(ue), ue)
 	case errors.Is(err, mcp.ErrUpstreamUnauthorized):
 		return &otc.ServerErrorResponse{Message: "The tool server rejected the bridge's credentials", DeveloperMessage: err.Error()}
 	case errors.Is(err, mcp.ErrUnavailable):
@@ -89,4 +92,61 @@ func otcErrorFromRPC(ue *mcp.UpstreamError) error {
 func rpcDetail(ue *mcp.UpstreamError) string {
 	prefix := fmt.Sprintf("MCP error %d: ", ue.Code)
 	return prefix + strings.TrimPrefix(ue.Message, prefix)
+}
+
+// withMCPError attaches the upstream's JSON-RPC error to an OTC error as
+// the XMCPError carrier, so that an MCP front further on answers it as is.
+func withMCPError(err error, ue *mcp.UpstreamError) error {
+	carrier := MCPErrorCarrier{Code: ue.Code, Message: ue.Message, Data: ue.Data}
+	b, merr := json.Marshal(carrier)
+	if merr != nil {
+		return err
+	}
+	ext := otc.Extensions{XMCPError: b}
+	switch e := err.(type) {
+	case *otc.ServerErrorResponse:
+		e.Ext = ext
+	case *otc.ValidationErrorResponse:
+		e.Ext = ext
+	case *otc.ToolError:
+		e.Ext = ext
+	}
+	return err
+}
+
+// otcResponseFromRPC gives back the OTC 400 / 422 answer an MCP front
+// carried in the error's data (DataOTCResponse), or in the first URL
+// elicitation's _meta for -32042; nil when there is none.
+func otcResponseFromRPC(ue *mcp.UpstreamError) error {
+	var data struct {
+		Carrier      json.RawMessage `json:"mcpotc/otc-response"`
+		Elicitations []struct {
+			Meta map[string]json.RawMessage `json:"_meta"`
+		} `json:"elicitations"`
+	}
+	if json.Unmarshal(ue.Data, &data) != nil {
+		return nil
+	}
+	raw := data.Carrier
+	if raw == nil && len(data.Elicitations) > 0 {
+		raw = data.Elicitations[0].Meta[DataOTCResponse]
+	}
+	c, ok := otcResponseCarrier(raw)
+	if !ok {
+		return nil
+	}
+	if c.Status == 422 {
+		var v otc.ValidationErrorResponse
+		if json.Unmarshal(c.Body, &v) != nil || v.Message == "" {
+			return nil
+		}
+		v.Schema = ""
+		return &v
+	}
+	var e otc.ServerErrorResponse
+	if json.Unmarshal(c.Body, &e) != nil || e.Message == "" {
+		return nil
+	}
+	e.Schema = ""
+	return &e
 }

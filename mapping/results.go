@@ -4,43 +4,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strings"
 
 	mcpgo "github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/mcpotc/mcpotc/mcp"
 	"github.com/mcpotc/mcpotc/otc"
 )
-
-// Carrier keys: where a field that the other protocol has no place for
-// travels, so that chained bridges lose nothing (README, "Round trips").
-const (
-	// MetaOTCTool, in an MCP tool's _meta, holds the OTC identity of the
-	// tool the MCP front exposes: {"id", "version", "requirements"}.
-	MetaOTCTool = "mcpotc/otc-tool"
-	// MetaOTCError, in an isError result's _meta, holds the whole OTC
-	// ToolError (developer_message, can_retry, retry_after_ms …): fields a
-	// model must not read travel here, never in content.
-	MetaOTCError = "mcpotc/otc-error"
-	// MetaOTCCall, in a result's _meta, holds the OTC call_id and duration.
-	MetaOTCCall = "mcpotc/otc-call"
-	// XMCPTool, a keyword in an OTC input_schema, holds the MCP-only fields
-	// of the tool the OTC front exposes: {"name", "title", "annotations",
-	// "icons", "_meta"}.
-	XMCPTool = "x-mcp-tool"
-)
-
-// OTCToolMeta is the MetaOTCTool carrier.
-type OTCToolMeta struct {
-	ID           string            `json:"id"`
-	Version      string            `json:"version"`
-	Requirements *otc.Requirements `json:"requirements,omitempty"`
-}
-
-// OTCCallMeta is the MetaOTCCall carrier.
-type OTCCallMeta struct {
-	CallID   string  `json:"call_id,omitempty"`
-	Duration float64 `json:"duration"`
-}
 
 // MCPResult maps an OTC CallToolResponse (HTTP 200) to an MCP CallToolResult:
 //
@@ -49,8 +20,30 @@ type OTCCallMeta struct {
 //	success, no value  content []
 //	failure, error e   isError, text e.message (+ blank line + additional_prompt_content);
 //	                   the whole ToolError in _meta[MetaOTCError], never in content
-func MCPResult(resp *otc.CallToolResponse, shape OutputShape) *mcpgo.CallToolResult {
-	meta := map[string]any{MetaOTCCall: OTCCallMeta{CallID: resp.CallID, Duration: resp.Duration}}
+//
+// The call_id, duration, and the value when the result alone would not give
+// it back, go to _meta[MetaOTCCall]. When the response comes from an OTC
+// front (a bridge), its carriers win: an XMCPResult is the result, an
+// XMCPError in the ToolError is the JSON-RPC error to answer (returned as
+// a *mcp.RPCError).
+func MCPResult(resp *otc.CallToolResponse, shape OutputShape) (*mcpgo.CallToolResult, error) {
+	if raw, ok := resp.Ext[XMCPResult]; ok {
+		if res, ok := restoreMCPResult(raw); ok {
+			return res, nil
+		}
+	}
+	if string(resp.Ext[XMCPContent]) == "true" && resp.Success {
+		if res, ok := restoreMCPResult(json.RawMessage(`{"content":` + string(resp.Value) + `}`)); ok {
+			return res, nil
+		}
+	}
+	if !resp.Success && resp.Error != nil {
+		if c, ok := mcpErrorCarrier(resp.Error.Ext); ok {
+			return nil, c.rpcError()
+		}
+	}
+	call := OTCCallMeta{CallID: resp.CallID, Duration: resp.Duration}
+	meta := map[string]any{}
 	res := &mcpgo.CallToolResult{Content: []mcpgo.Content{}}
 	if !resp.Success {
 		e := resp.Error
@@ -64,8 +57,9 @@ func MCPResult(resp *otc.CallToolResponse, shape OutputShape) *mcpgo.CallToolRes
 		res.IsError = true
 		res.Content = []mcpgo.Content{mcpgo.NewTextContent(text)}
 		meta[MetaOTCError] = e
+		meta[MetaOTCCall] = call
 		res.Meta = &mcpgo.Meta{AdditionalFields: meta}
-		return res
+		return res, nil
 	}
 	res.Meta = &mcpgo.Meta{AdditionalFields: meta}
 	v := bytes.TrimSpace(resp.Value)
@@ -73,22 +67,78 @@ func MCPResult(resp *otc.CallToolResponse, shape OutputShape) *mcpgo.CallToolRes
 		if shape == OutputWrapped {
 			res.StructuredContent = json.RawMessage(`{"value":null}`)
 		}
-		return res
+		call.NoValue = true
+		meta[MetaOTCCall] = call
+		return res, nil
 	}
 	compact := compactJSON(v)
+	text := string(compact)
+	var s string
+	isString := compact[0] == '"' && json.Unmarshal(compact, &s) == nil
+	if isString {
+		text = s
+	}
 	switch {
 	case shape == OutputWrapped:
 		res.StructuredContent = json.RawMessage(`{"value":` + string(compact) + `}`)
+		call.Value = compact
 	case compact[0] == '{':
 		res.StructuredContent = compact
-	}
-	text := string(compact)
-	var s string
-	if compact[0] == '"' && json.Unmarshal(compact, &s) == nil {
-		text = s
+	case isString:
+		if !bytes.Equal(encode(s), compact) {
+			call.Value = compact // escapes the text alone would not restore
+		}
+	default:
+		call.Value = compact // a number, array, boolean or null: the text alone is a string
 	}
 	res.Content = []mcpgo.Content{mcpgo.NewTextContent(text)}
-	return res
+	meta[MetaOTCCall] = call
+	return res, nil
+}
+
+// restoreMCPResult gives back a CallToolResult carried in XMCPResult, its
+// content blocks byte for byte (mcp-go's typed blocks would add or drop
+// fields).
+func restoreMCPResult(raw json.RawMessage) (*mcpgo.CallToolResult, bool) {
+	var w struct {
+		Content           []json.RawMessage `json:"content"`
+		StructuredContent json.RawMessage   `json:"structuredContent"`
+		IsError           bool              `json:"isError"`
+		Meta              *mcpgo.Meta       `json:"_meta"`
+	}
+	if !isObject(raw) || json.Unmarshal(raw, &w) != nil || w.Content == nil {
+		return nil, false
+	}
+	res := &mcpgo.CallToolResult{Content: make([]mcpgo.Content, 0, len(w.Content)), IsError: w.IsError}
+	res.Meta = w.Meta
+	for _, c := range w.Content {
+		if !isObject(c) {
+			return nil, false
+		}
+		res.Content = append(res.Content, rawContent{raw: c})
+	}
+	if sc := bytes.TrimSpace(w.StructuredContent); len(sc) > 0 && !isNull(sc) {
+		res.StructuredContent = json.RawMessage(sc)
+	}
+	return res, true
+}
+
+// rawContent is a content block written exactly as it was received. It
+// embeds a typed block only to be an mcpgo.Content.
+type rawContent struct {
+	mcpgo.TextContent
+	raw json.RawMessage
+}
+
+// MarshalJSON writes the block as received.
+func (c rawContent) MarshalJSON() ([]byte, error) { return c.raw, nil }
+
+func (c *MCPErrorCarrier) rpcError() *mcp.RPCError {
+	e := &mcp.RPCError{Code: c.Code, Message: c.Message}
+	if len(c.Data) > 0 {
+		e.Data = c.Data
+	}
+	return e
 }
 
 // compactJSON removes insignificant space; invalid JSON is returned as is.
@@ -105,6 +155,17 @@ type mcpResultWire struct {
 	Content           []json.RawMessage `json:"content"`
 	StructuredContent json.RawMessage   `json:"structuredContent"`
 	IsError           bool              `json:"isError"`
+	Meta              json.RawMessage   `json:"_meta"`
+}
+
+// OTCOutcome is an MCP result as the OTC front answers it.
+type OTCOutcome struct {
+	// Value is the value (nil: none) when Error is nil.
+	Value json.RawMessage
+	// Error is set for an isError result.
+	Error *otc.ToolError
+	// Ext holds the response's carriers (XMCPResult).
+	Ext otc.Extensions
 }
 
 // OTCResult maps a raw MCP CallToolResult to an OTC outcome:
@@ -115,29 +176,89 @@ type mcpResultWire struct {
 //	               kept, base64 intact)
 //	isError true   a ToolError: message = the text blocks joined by newlines,
 //	               can_retry false
-func OTCResult(raw json.RawMessage) (value json.RawMessage, toolErr *otc.ToolError, err error) {
+//
+// outputSchema is the tool's OTC output_schema. When the value would not
+// give the result back through an MCP front (MCPResult), the raw result
+// travels in XMCPResult. A result from an MCP front (a bridge) is answered
+// from its carriers: the ToolError in MetaOTCError, the value in MetaOTCCall.
+func OTCResult(raw json.RawMessage, outputSchema json.RawMessage) (OTCOutcome, error) {
 	var r mcpResultWire
 	if err := json.Unmarshal(raw, &r); err != nil {
-		return nil, nil, fmt.Errorf("malformed CallToolResult: %w", err)
+		return OTCOutcome{}, fmt.Errorf("malformed CallToolResult: %w", err)
 	}
-	if r.IsError {
-		texts := textsOf(r.Content)
-		msg := strings.Join(texts, "\n")
+	if out, ok := fromOTCCarriers(&r); ok {
+		return out, nil
+	}
+	var out OTCOutcome
+	switch {
+	case r.IsError:
+		msg := strings.Join(textsOf(r.Content), "\n")
 		if msg == "" {
 			msg = "The tool reported an error"
 		}
-		return nil, &otc.ToolError{Message: msg}, nil
+		out.Error = &otc.ToolError{Message: msg}
+	case len(bytes.TrimSpace(r.StructuredContent)) > 0 && !isNull(r.StructuredContent):
+		out.Value = bytes.TrimSpace(r.StructuredContent)
+	case len(r.Content) == 1 && len(textsOf(r.Content)) == 1:
+		out.Value = encode(textsOf(r.Content)[0])
+	case r.Content == nil:
+		out.Value = json.RawMessage("[]")
+	default:
+		out.Value = encode(r.Content)
+		if onlyContent(raw) {
+			out.Ext = otc.Extensions{XMCPContent: json.RawMessage("true")}
+			return out, nil
+		}
 	}
-	if sc := bytes.TrimSpace(r.StructuredContent); len(sc) > 0 && !isNull(sc) {
-		return sc, nil, nil
+	if !givesBack(raw, out, outputSchema) {
+		out.Ext = otc.Extensions{XMCPResult: compactJSON(raw)}
 	}
-	if texts := textsOf(r.Content); len(r.Content) == 1 && len(texts) == 1 {
-		return encode(texts[0]), nil, nil
+	return out, nil
+}
+
+// fromOTCCarriers answers a result of an MCP front from its carriers.
+func fromOTCCarriers(r *mcpResultWire) (OTCOutcome, bool) {
+	var call OTCCallMeta
+	if !rawMetaField(r.Meta, MetaOTCCall, &call) {
+		return OTCOutcome{}, false
 	}
-	if r.Content == nil {
-		return json.RawMessage("[]"), nil, nil
+	if r.IsError {
+		var e otc.ToolError
+		if !rawMetaField(r.Meta, MetaOTCError, &e) || e.Message == "" {
+			return OTCOutcome{}, false
+		}
+		return OTCOutcome{Error: &e}, true
 	}
-	return encode(r.Content), nil, nil
+	switch {
+	case call.NoValue:
+		return OTCOutcome{}, true
+	case len(call.Value) > 0:
+		return OTCOutcome{Value: call.Value}, true
+	case len(bytes.TrimSpace(r.StructuredContent)) > 0 && !isNull(r.StructuredContent):
+		return OTCOutcome{Value: bytes.TrimSpace(r.StructuredContent)}, true
+	case len(r.Content) == 1 && len(textsOf(r.Content)) == 1:
+		return OTCOutcome{Value: encode(textsOf(r.Content)[0])}, true
+	}
+	return OTCOutcome{}, false
+}
+
+// givesBack reports whether an MCP front would turn out back into raw
+// (compared as data, its own _meta carriers aside).
+func givesBack(raw json.RawMessage, out OTCOutcome, outputSchema json.RawMessage) bool {
+	resp := &otc.CallToolResponse{Success: out.Error == nil, Value: out.Value, Error: out.Error}
+	_, shape := MCPOutputSchema(outputSchema)
+	back, err := MCPResult(resp, shape)
+	if err != nil {
+		return false
+	}
+	back.Meta = nil
+	b, err := json.Marshal(back)
+	if err != nil {
+		return false
+	}
+	want, err1 := decode(raw)
+	got, err2 := decode(b)
+	return err1 == nil && err2 == nil && reflect.DeepEqual(want, got)
 }
 
 // textsOf returns the text of every text block.
@@ -153,4 +274,19 @@ func textsOf(blocks []json.RawMessage) []string {
 		}
 	}
 	return out
+}
+
+// onlyContent reports whether a raw result has no member but content (and
+// isError false).
+func onlyContent(raw json.RawMessage) bool {
+	var top map[string]json.RawMessage
+	if json.Unmarshal(raw, &top) != nil {
+		return false
+	}
+	for k, v := range top {
+		if k != "content" && !(k == "isError" && string(v) == "false") {
+			return false
+		}
+	}
+	return true
 }

@@ -21,23 +21,57 @@ type MCPTool struct {
 // MCPToolFromOTC maps one OTC tool version to an MCP tool named name (the
 // OTC name, with the upstream's prefix if any): the input schema unchanged
 // (unwrapped from "parameters"), the output schema as MCPOutputSchema
-// says, the title from the name, and the OTC id, version and requirements
-// in _meta[MetaOTCTool].
-func MCPToolFromOTC(def *otc.ToolDefinition, name string) MCPTool {
+// says, the title from the name, and the OTC identity with every version's
+// definition (versions, latest first, def among them) in _meta[MetaOTCTool].
+//
+// A tool an OTC front made from an MCP tool (a well-formed XMCPTool
+// carrier) is given back as that MCP tool: its name (with the prefix),
+// title, annotations, icons, _meta and schemas.
+func MCPToolFromOTC(def *otc.ToolDefinition, name, prefix string, versions []*otc.ToolDefinition) MCPTool {
 	out, shape := MCPOutputSchema(def.OutputSchema)
+	if c, ok := mcpToolCarrier(def.InputSchema); ok {
+		return MCPTool{Tool: restoreMCPTool(def, c, prefix), OTCID: def.ID, Shape: shape}
+	}
+	carrier := OTCToolMeta{ID: def.ID, Version: def.Version, Requirements: def.Requirements}
+	for _, v := range versions {
+		if b, err := json.Marshal(v); err == nil {
+			carrier.Definitions = append(carrier.Definitions, b)
+		}
+	}
 	t := mcpgo.Tool{
 		Name:           name,
 		Title:          MCPTitle(def.Name),
 		Description:    def.Description,
 		RawInputSchema: MCPInputSchema(def.InputSchema),
-		Meta: &mcpgo.Meta{AdditionalFields: map[string]any{
-			MetaOTCTool: OTCToolMeta{ID: def.ID, Version: def.Version, Requirements: def.Requirements},
-		}},
+		Meta:           &mcpgo.Meta{AdditionalFields: map[string]any{MetaOTCTool: carrier}},
 	}
 	if out != nil {
 		t.RawOutputSchema = out
 	}
 	return MCPTool{Tool: t, OTCID: def.ID, Shape: shape}
+}
+
+// restoreMCPTool gives back the MCP tool an OTC front exposed as def.
+func restoreMCPTool(def *otc.ToolDefinition, c *MCPToolCarrier, prefix string) mcpgo.Tool {
+	t := mcpgo.Tool{Name: prefix + c.Name, Description: def.Description}
+	if c.InputSchema != nil {
+		t.RawInputSchema = c.InputSchema
+	} else {
+		t.RawInputSchema = MCPInputSchema(withoutKeyword(def.InputSchema, XMCPTool))
+	}
+	if c.OutputSchema != nil {
+		t.RawOutputSchema = c.OutputSchema
+	}
+	_ = json.Unmarshal(c.Title, &t.Title)
+	_ = json.Unmarshal(c.Annotations, &t.Annotations)
+	_ = json.Unmarshal(c.Icons, &t.Icons)
+	if isObject(c.Meta) {
+		var m mcpgo.Meta
+		if json.Unmarshal(c.Meta, &m) == nil {
+			t.Meta = &m
+		}
+	}
+	return t
 }
 
 // mcpToolWire is an MCP tool as read from the wire, raw.
@@ -64,40 +98,64 @@ func MCPToolName(raw json.RawMessage) (string, error) {
 	return w.Name, nil
 }
 
-// OTCToolFromMCP maps a raw MCP tool to an OTC tool definition with the
+// OTCTool is one OTC tool an MCP tool is exposed as.
+type OTCTool struct {
+	Def otc.ToolDefinition
+	// Restored: the definition is an OTC tool's own, given back from the
+	// MetaOTCTool carrier of an MCP front. Calls name it in MetaOTCRequest
+	// and its requirements are the upstream's to check (it answers with
+	// its own challenges).
+	Restored bool
+}
+
+// OTCToolsFromMCP maps a raw MCP tool to OTC tool definitions with the
 // given identity: schemas through OTCInputSchema / OTCOutputSchema, and the
-// MCP-only fields (name, title, annotations, icons, _meta) carried in the
-// input schema's XMCPTool keyword.
-func OTCToolFromMCP(raw json.RawMessage, id OTCIdentity, version string) (otc.ToolDefinition, SchemaNotes, error) {
+// MCP-only fields (name, title, annotations, icons, _meta) and the original
+// schemas carried in the input schema's XMCPTool keyword. A tool an MCP
+// front made from OTC tools (a well-formed MetaOTCTool carrier with
+// definitions) is given back as those OTC tools, every version.
+func OTCToolsFromMCP(raw json.RawMessage, id OTCIdentity, version string) ([]OTCTool, SchemaNotes, error) {
 	var w mcpToolWire
 	if err := json.Unmarshal(raw, &w); err != nil {
-		return otc.ToolDefinition{}, SchemaNotes{}, fmt.Errorf("tool %q: malformed: %w", id.MCPName, err)
+		return nil, SchemaNotes{}, fmt.Errorf("tool %q: malformed: %w", id.MCPName, err)
+	}
+	if defs := carriedDefinitions(w.Meta); defs != nil {
+		return defs, SchemaNotes{}, nil
 	}
 	in, notes, err := OTCInputSchema(w.InputSchema)
 	if err != nil {
-		return otc.ToolDefinition{}, notes, fmt.Errorf("tool %q: inputSchema: %w", w.Name, err)
+		return nil, notes, fmt.Errorf("tool %q: inputSchema: %w", w.Name, err)
 	}
 	out, outNotes, err := OTCOutputSchema(w.OutputSchema)
 	if err != nil {
-		return otc.ToolDefinition{}, notes, fmt.Errorf("tool %q: outputSchema: %w", w.Name, err)
+		return nil, notes, fmt.Errorf("tool %q: outputSchema: %w", w.Name, err)
 	}
 	notes.CutRefs = append(notes.CutRefs, outNotes.CutRefs...)
 	notes.FilledDescriptions += outNotes.FilledDescriptions
-	carrier := map[string]json.RawMessage{"name": encode(w.Name)}
-	for k, v := range map[string]json.RawMessage{"title": w.Title, "annotations": w.Annotations, "icons": w.Icons, "_meta": w.Meta} {
-		if len(v) > 0 && !isNull(v) {
-			carrier[k] = v
+	carrier := MCPToolCarrier{Name: w.Name, InputSchema: w.InputSchema, OutputSchema: w.OutputSchema}
+	for _, f := range []struct {
+		dst *json.RawMessage
+		v   json.RawMessage
+	}{{&carrier.Title, w.Title}, {&carrier.Annotations, w.Annotations}, {&carrier.Icons, w.Icons}, {&carrier.Meta, w.Meta}} {
+		if len(f.v) > 0 && !isNull(f.v) {
+			*f.dst = f.v
 		}
+	}
+	if isNull(carrier.InputSchema) {
+		carrier.InputSchema = nil
+	}
+	if isNull(carrier.OutputSchema) {
+		carrier.OutputSchema = nil
 	}
 	in, err = withKeyword(in, XMCPTool, carrier)
 	if err != nil {
-		return otc.ToolDefinition{}, notes, err
+		return nil, notes, err
 	}
 	desc := w.Description
 	if desc == "" {
 		desc = w.Name
 	}
-	return otc.ToolDefinition{
+	return []OTCTool{{Def: otc.ToolDefinition{
 		ID:           id.ID,
 		Name:         id.Name,
 		Description:  desc,
@@ -105,7 +163,28 @@ func OTCToolFromMCP(raw json.RawMessage, id OTCIdentity, version string) (otc.To
 		InputSchema:  in,
 		OutputSchema: out,
 		Requirements: carriedRequirements(w.Meta),
-	}, notes, nil
+	}}}, notes, nil
+}
+
+// carriedDefinitions gives back the OTC definitions of a MetaOTCTool
+// carrier, or nil when it has none or any of them is malformed.
+func carriedDefinitions(meta json.RawMessage) []OTCTool {
+	var carrier OTCToolMeta
+	if !rawMetaField(meta, MetaOTCTool, &carrier) || len(carrier.Definitions) == 0 {
+		return nil
+	}
+	out := make([]OTCTool, 0, len(carrier.Definitions))
+	for _, raw := range carrier.Definitions {
+		var d otc.ToolDefinition
+		if json.Unmarshal(raw, &d) != nil || !otc.ValidToolName(d.Name) || !otc.ValidVersion(d.Version) {
+			return nil
+		}
+		if id, err := otc.ParseToolID(d.ID); err != nil || (id.Version != "" && id.Version != d.Version) {
+			return nil
+		}
+		out = append(out, OTCTool{Def: d, Restored: true})
+	}
+	return out
 }
 
 // withKeyword sets one keyword of a JSON object schema.
@@ -126,12 +205,8 @@ func withKeyword(schema json.RawMessage, key string, value any) (json.RawMessage
 // MetaOTCTool carrier of a tool an MCP front exposes (nil unless the
 // carrier is well-formed).
 func carriedRequirements(meta json.RawMessage) *otc.Requirements {
-	var m map[string]json.RawMessage
-	if json.Unmarshal(meta, &m) != nil || m[MetaOTCTool] == nil {
-		return nil
-	}
 	var carrier OTCToolMeta
-	if json.Unmarshal(m[MetaOTCTool], &carrier) != nil || carrier.Requirements == nil {
+	if !rawMetaField(meta, MetaOTCTool, &carrier) || carrier.Requirements == nil {
 		return nil
 	}
 	for _, a := range carrier.Requirements.Authorization {

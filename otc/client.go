@@ -61,6 +61,8 @@ type StatusError struct {
 	// Body is the raw body, at most 64 KiB of it (error bodies are only
 	// read that far).
 	Body []byte
+	// Ext holds the body's "x-" members (carriers).
+	Ext Extensions
 }
 
 // Error is the status and Message: never the body, the developer message
@@ -516,10 +518,12 @@ func decodeCallResponse(data []byte) (*CallToolResponse, error) {
 	if err := strictUnmarshal(data, &w); err != nil {
 		return nil, malformed(endpoint, data, err)
 	}
+	body := data
 	if inner := w.Result; inner != nil || w.Response != nil {
 		if inner == nil {
 			inner = w.Response
 		}
+		body = inner
 		w = wireCallResponse{}
 		if err := json.Unmarshal(inner, &w); err != nil {
 			return nil, malformed(endpoint, inner, err)
@@ -540,6 +544,7 @@ func decodeCallResponse(data []byte) (*CallToolResponse, error) {
 		Success:  w.Error == nil,
 		Value:    w.Value,
 		Error:    w.Error,
+		Ext:      extensionsOf(body),
 	}
 	if w.Success != nil {
 		resp.Success = *w.Success
@@ -559,6 +564,14 @@ func decodeStatusError(status int, body []byte) *StatusError {
 	member(top, "developer_message", &e.DeveloperMessage)
 	member(top, "parameter_errors", &e.ParameterErrors)
 	member(top, "missing_requirements", &e.MissingRequirements)
+	for k, v := range top {
+		if strings.HasPrefix(k, "x-") {
+			if e.Ext == nil {
+				e.Ext = Extensions{}
+			}
+			e.Ext[k] = v
+		}
+	}
 	if detail, ok := top["detail"]; ok {
 		e.decodeDetail(detail)
 	}

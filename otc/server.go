@@ -45,6 +45,9 @@ type Call struct {
 	Request *CallToolRequest
 	// HTTP is the incoming request, for its headers; its body has been read.
 	HTTP *http.Request
+	// Ext, set by the tool function, adds "x-" members (carriers) to a
+	// 200 answer.
+	Ext Extensions
 }
 
 // ChallengeFunc makes the authorization challenge for a provider a call has
@@ -58,6 +61,10 @@ type Tool struct {
 	// Challenge, when set, offers the client a challenge (URL and check URL)
 	// for each missing authorization; nil: the 400 only names the provider.
 	Challenge ChallengeFunc
+	// DeferRequirements leaves the requirements to the tool function (a
+	// bridge whose upstream checks them and answers with its own
+	// challenges). Zero: the handler checks them before the tool runs.
+	DeferRequirements bool
 }
 
 // Options configure a Handler. A nil *Options is the zero value.
@@ -532,7 +539,7 @@ func (h *Handler) call(rp *reply, r *http.Request, req *CallToolRequest, start t
 		h.observe(req, def.ID, http.StatusUnprocessableEntity, false, start, failure)
 		return
 	}
-	if failure := missingRequirements(r, &st.Tool, req.Context); failure != nil {
+	if failure := missingRequirements(r, &st.Tool, req.Context); failure != nil && !st.DeferRequirements {
 		rp.error(http.StatusBadRequest, failure)
 		h.observe(req, def.ID, http.StatusBadRequest, false, start, failure)
 		return
@@ -574,8 +581,9 @@ type outcome struct {
 
 // execute runs the tool's function and classifies what it returned.
 func (h *Handler) execute(r *http.Request, st *servedTool, req *CallToolRequest, start time.Time) outcome {
-	value, err, stack := runTool(r.Context(), st.Func, &Call{Tool: &st.Definition, Request: req, HTTP: r})
-	resp := &CallToolResponse{CallID: req.CallID}
+	call := &Call{Tool: &st.Definition, Request: req, HTTP: r}
+	value, err, stack := runTool(r.Context(), st.Func, call)
+	resp := &CallToolResponse{CallID: req.CallID, Ext: call.Ext}
 	var sErr *ServerErrorResponse
 	var vErr *ValidationErrorResponse
 	var tErr *ToolError

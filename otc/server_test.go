@@ -545,3 +545,29 @@ func TestUnknownToolHook(t *testing.T) {
 		t.Errorf("other toolkit: %d %v", status, body)
 	}
 }
+
+func TestExtensionsRoundTrip(t *testing.T) {
+	in := `{"message":"m","can_retry":true,"x-mcp-error":{"code":-32000,"message":"boom","data":{"n":12345678901234567890123}},"x-other":[1]}`
+	var e ToolError
+	if err := json.Unmarshal([]byte(in), &e); err != nil {
+		t.Fatal(err)
+	}
+	if e.Message != "m" || !e.CanRetry || len(e.Ext) != 2 {
+		t.Fatalf("decoded %+v", e)
+	}
+	out, err := json.Marshal(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(out) != `{"message":"m","can_retry":true,"x-mcp-error":{"code":-32000,"message":"boom","data":{"n":12345678901234567890123}},"x-other":[1]}` {
+		t.Errorf("re-encoded %s", out)
+	}
+	resp := CallToolResponse{CallID: "c", Success: true, Value: json.RawMessage(`1`), Ext: Extensions{"x-mcp-result": json.RawMessage(`{"content":[]}`)}}
+	if out, _ := json.Marshal(resp); string(out) != `{"call_id":"c","duration":0,"success":true,"value":1,"x-mcp-result":{"content":[]}}` {
+		t.Errorf("response %s", out)
+	}
+	empty := ServerErrorResponse{Ext: Extensions{"x-a": json.RawMessage(`1`)}}
+	if out, _ := json.Marshal(empty); string(out) != `{"message":"","x-a":1}` {
+		t.Errorf("server error %s", out)
+	}
+}

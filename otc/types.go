@@ -119,6 +119,8 @@ type CallToolResponse struct {
 	Success  bool            `json:"success"`
 	Value    json.RawMessage `json:"value,omitempty"`
 	Error    *ToolError      `json:"error,omitempty"`
+	// Ext holds the response's "x-" members (carriers).
+	Ext Extensions `json:"-"`
 }
 
 // MarshalJSON writes "value": null when Value is JSON null (the default
@@ -132,7 +134,11 @@ func (r CallToolResponse) MarshalJSON() ([]byte, error) {
 	} else {
 		p.Error = nil
 	}
-	return json.Marshal(p)
+	b, err := json.Marshal(p)
+	if err != nil {
+		return nil, err
+	}
+	return withExtensions(b, r.Ext)
 }
 
 // ToolError is the error a tool reports when it ran and failed (HTTP 200,
@@ -145,6 +151,8 @@ type ToolError struct {
 	CanRetry                bool   `json:"can_retry,omitempty"`
 	AdditionalPromptContent string `json:"additional_prompt_content,omitempty"`
 	RetryAfterMS            *int64 `json:"retry_after_ms,omitempty"`
+	// Ext holds the error's "x-" members (carriers).
+	Ext Extensions `json:"-"`
 }
 
 func (e *ToolError) Error() string { return "tool error: " + e.Message }
@@ -157,6 +165,8 @@ type ServerErrorResponse struct {
 	Message             string               `json:"message"`
 	DeveloperMessage    string               `json:"developer_message,omitempty"`
 	MissingRequirements *MissingRequirements `json:"missing_requirements,omitempty"`
+	// Ext holds the body's "x-" members (carriers).
+	Ext Extensions `json:"-"`
 }
 
 func (e *ServerErrorResponse) Error() string { return "server error: " + e.Message }
@@ -183,6 +193,8 @@ type ValidationErrorResponse struct {
 	Schema          string            `json:"$schema,omitempty"`
 	Message         string            `json:"message"`
 	ParameterErrors map[string]string `json:"parameter_errors,omitempty"`
+	// Ext holds the body's "x-" members (carriers).
+	Ext Extensions `json:"-"`
 }
 
 func (e *ValidationErrorResponse) Error() string { return "validation error: " + e.Message }

@@ -42,6 +42,9 @@ type otcUpstreamConfig struct {
 	ForwardCallerToken []string          `json:"forward_caller_token"`
 	UserID             string            `json:"user_id"`
 	CallTimeout        Duration          `json:"call_timeout"`
+	// AcceptForwardedContext uses the OTC context an mcpotc OTC front
+	// forwards with a call (README, Round trips).
+	AcceptForwardedContext bool `json:"accept_forwarded_context"`
 }
 
 var mcpNamePrefix = regexp.MustCompile(`^[A-Za-z0-9_.-]*$`)
@@ -63,6 +66,7 @@ func (m *Main) serveMCP(ctx context.Context, args []string) error {
 	callTimeout := fs.Duration("call-timeout", bridge.DefaultCallTimeout, "bound on each tool call (JSON-RPC -32001 when exceeded)")
 	refresh := fs.Duration("refresh", bridge.DefaultRefresh, "how often upstream catalogs are listed again")
 	inputErrors := fs.String("input-errors", "jsonrpc", "input validation failures as a JSON-RPC -32602 error (jsonrpc) or an isError result (result)")
+	acceptContext := fs.Bool("accept-otc-context", false, "use the OTC context (tokens, secrets, user id) an mcpotc OTC front forwards with a call, for --otc upstreams (see README, Round trips)")
 	bearerEnv := fs.String("bearer-token-env", "", "environment variable holding a bearer token that HTTP clients must send (http and sse transports)")
 	level := fs.String("log-level", "info", "log level: debug, info, warn, error (logs go to stderr)")
 	if err := m.parse(fs, args); err != nil {
@@ -99,7 +103,7 @@ func (m *Main) serveMCP(ctx context.Context, args []string) error {
 		}
 	}
 	for _, u := range otcURLs {
-		cfg.Upstreams = append(cfg.Upstreams, otcUpstreamConfig{URL: u, Dialect: string(d)})
+		cfg.Upstreams = append(cfg.Upstreams, otcUpstreamConfig{URL: u, Dialect: string(d), AcceptForwardedContext: *acceptContext})
 	}
 	file := *configPath
 	if file == "" {
@@ -201,7 +205,7 @@ func (m *Main) otcUpstreams(file string, cfgs []otcUpstreamConfig, httpTransport
 			return nil, &configError{file, key + ".url", err.Error()}
 		}
 		up := bridge.OTCUpstream{Name: name, Client: client, Prefix: c.Prefix, UserID: c.UserID, CallTimeout: time.Duration(c.CallTimeout),
-			Secrets: map[string]string{}, Tokens: map[string]string{}, Credentials: credentials}
+			Secrets: map[string]string{}, Tokens: map[string]string{}, Credentials: credentials, AcceptContext: c.AcceptForwardedContext}
 		for id, env := range c.Secrets {
 			if up.Secrets[id], err = requireEnv(m.Getenv, file, key+".secrets."+id, env); err != nil {
 				return nil, err

@@ -43,6 +43,7 @@ type mcpServerConfig struct {
 	Deny                 []string `json:"deny"`
 	CallTimeout          Duration `json:"call_timeout"`
 	ForwardAuthorization bool     `json:"forward_authorization"`
+	ForwardContext       bool     `json:"forward_context"`
 }
 
 var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
@@ -71,6 +72,7 @@ func (m *Main) serveOTC(ctx context.Context, args []string) error {
 	var mcpURLs stringList
 	fs.Var(&mcpURLs, "mcp", "URL of an MCP server over streamable HTTP, or legacy SSE when the path ends in /sse (repeatable)")
 	forceSSE := fs.Bool("mcp-sse", false, "use the legacy SSE transport for every --mcp URL")
+	forwardContext := fs.Bool("forward-context", false, "send each call's OTC context (tokens, secrets, user id) to --mcp servers that are mcpotc MCP fronts (see README, Round trips)")
 	name := fs.String("name", "", "toolkit name of the '-- COMMAND' server (default: its serverInfo.name)")
 	callTimeout := fs.Duration("call-timeout", 60*time.Second, "bound on each tool call")
 	apiKeyEnv := fs.String("api-key-env", "", "environment variable holding the API key OTC clients must send (OXP-API-Key or bearer)")
@@ -131,7 +133,7 @@ func (m *Main) serveOTC(ctx context.Context, args []string) error {
 		if err := checkURL("--mcp", "", u); err != nil {
 			return err
 		}
-		ups = append(ups, bridge.MCPUpstream{Config: mcp.UpstreamConfig{Name: u, URL: u, SSE: *forceSSE, CallTimeout: *callTimeout}})
+		ups = append(ups, bridge.MCPUpstream{ForwardContext: *forwardContext, Config: mcp.UpstreamConfig{Name: u, URL: u, SSE: *forceSSE, CallTimeout: *callTimeout}})
 	}
 	if len(command) > 0 {
 		n := *name
@@ -188,7 +190,8 @@ func (m *Main) mcpUpstreams(file string, cfg otcFrontConfig, callTimeout time.Du
 	for _, n := range names {
 		c := cfg.MCPServers[n]
 		key := "mcpServers." + n
-		u := bridge.MCPUpstream{Toolkit: c.Toolkit, Version: c.Version, Allow: c.Allow, Deny: c.Deny, ForwardAuthorization: c.ForwardAuthorization}
+		u := bridge.MCPUpstream{Toolkit: c.Toolkit, Version: c.Version, Allow: c.Allow, Deny: c.Deny,
+			ForwardAuthorization: c.ForwardAuthorization, ForwardContext: c.ForwardContext}
 		u.Config = mcp.UpstreamConfig{Name: n, CallTimeout: time.Duration(c.CallTimeout)}
 		if u.Config.CallTimeout == 0 {
 			u.Config.CallTimeout = callTimeout
