@@ -334,7 +334,9 @@ func (f *MCPFront) handler(t *frontTool) mcpserver.ToolHandlerFunc {
 			}
 		}
 		callReq.Context = t.up.callContext(ctx, def.Requirements, forwarded)
-		if missing := t.up.unconfigured(def.Requirements, forwarded); missing != "" {
+		// An OTC front deferred the requirements to this side: the
+		// upstream's own answer (a 400 naming what is missing) goes back.
+		if missing := t.up.unconfigured(def.Requirements, forwarded); missing != "" && carrier.ToolID == "" {
 			// Calling would only earn a 400: say what to configure now.
 			f.log.Warn().Str("call_id", callReq.CallID).Str("tool", t.Tool.Name).Str("tool_id", t.OTCID).Str("upstream", t.up.Name).
 				Str("missing", missing).Msg("call refused: requirement not configured")
@@ -347,7 +349,7 @@ func (f *MCPFront) handler(t *frontTool) mcpserver.ToolHandlerFunc {
 		cctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
 		resp, err := t.up.Client.Call(cctx, callReq)
-		ev := f.log.Info().Str("call_id", callReq.CallID).Str("tool", t.Tool.Name).Str("tool_id", t.OTCID).Str("upstream", t.up.Name)
+		ev := f.log.Info().Str("call_id", callReq.CallID).Str("tool", t.Tool.Name).Str("tool_id", callReq.ToolID).Str("upstream", t.up.Name)
 		if callReq.TraceID != "" {
 			ev = ev.Str("trace_id", callReq.TraceID)
 		}
@@ -357,7 +359,7 @@ func (f *MCPFront) handler(t *frontTool) mcpserver.ToolHandlerFunc {
 			if !resp.Success && resp.Error != nil && resp.Error.DeveloperMessage != "" {
 				ev = ev.Str("developer_message", t.up.redact(resp.Error.DeveloperMessage, forwarded))
 			}
-			return mapping.MCPResult(resp, t.Shape)
+			return mapping.MCPResultOf(resp, &t.MCPTool)
 		}
 		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
 			err = ctx.Err() // the host's own deadline or cancellation, not ours

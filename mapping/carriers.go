@@ -32,7 +32,8 @@ const (
 	// it was: OTCResponseCarrier.
 	DataOTCResponse = "mcpotc/otc-response"
 	// XMCPTool, a keyword in an OTC input_schema, holds the MCP-only fields
-	// of the tool the OTC front exposes, and its original schemas: MCPToolCarrier.
+	// of the tool the OTC front exposes (with execution), and its original
+	// schemas: MCPToolCarrier.
 	XMCPTool = "x-mcp-tool"
 	// XMCPResult, a member of an OTC CallToolResponse, holds the MCP
 	// CallToolResult as the server sent it, when the value alone would not
@@ -89,6 +90,7 @@ type MCPToolCarrier struct {
 	Meta         json.RawMessage `json:"_meta,omitempty"`
 	InputSchema  json.RawMessage `json:"inputSchema,omitempty"`
 	OutputSchema json.RawMessage `json:"outputSchema,omitempty"`
+	Execution    json.RawMessage `json:"execution,omitempty"`
 }
 
 // MCPErrorCarrier is the XMCPError carrier.

@@ -114,6 +114,14 @@ func mcpError(err error, tool string, opts MCPOptions) (*mcpgo.CallToolResult, e
 		return nil, &mcp.RPCError{Code: CodeInternal, Message: msgUpstreamCredentials}
 	case errors.Is(se, otc.ErrServerFailure):
 		return nil, &mcp.RPCError{Code: CodeInternal, Message: fmt.Sprintf("the OTC tool server failed (HTTP %d)", se.StatusCode)}
+	case errors.Is(se, otc.ErrBadRequest) && len(se.ParameterErrors) > 0:
+		// A loose server's 400 with per-parameter errors (FastAPI's detail
+		// list) is an input validation failure like a 422.
+		msg := invalidArguments(se)
+		if opts.InputErrorsAsResult {
+			return mcpgo.NewToolResultError(msg), nil
+		}
+		return nil, &mcp.RPCError{Code: CodeInvalidParams, Message: msg, Data: map[string]any{"parameter_errors": se.ParameterErrors}}
 	case errors.Is(se, otc.ErrBadRequest):
 		if mr := se.MissingRequirements; mr != nil && len(mr.Authorization) > 0 {
 			return authorizationRequired(mr.Authorization, tool, opts.URLElicitation)

@@ -27,6 +27,17 @@ import (
 // XMCPError in the ToolError is the JSON-RPC error to answer (returned as
 // a *mcp.RPCError).
 func MCPResult(resp *otc.CallToolResponse, shape OutputShape) (*mcpgo.CallToolResult, error) {
+	return mcpResult(resp, shape, false)
+}
+
+// MCPResultOf is MCPResult for one MCP front tool: a tool given back from
+// an MCP tool (FromMCP) answers without the OTC carriers in _meta, as the
+// original did.
+func MCPResultOf(resp *otc.CallToolResponse, t *MCPTool) (*mcpgo.CallToolResult, error) {
+	return mcpResult(resp, t.Shape, t.FromMCP)
+}
+
+func mcpResult(resp *otc.CallToolResponse, shape OutputShape, fromMCP bool) (*mcpgo.CallToolResult, error) {
 	if raw, ok := resp.Ext[XMCPResult]; ok {
 		if res, ok := restoreMCPResult(raw); ok {
 			return res, nil
@@ -59,6 +70,9 @@ func MCPResult(resp *otc.CallToolResponse, shape OutputShape) (*mcpgo.CallToolRe
 		meta[MetaOTCError] = e
 		meta[MetaOTCCall] = call
 		res.Meta = &mcpgo.Meta{AdditionalFields: meta}
+		if fromMCP {
+			res.Meta = nil
+		}
 		return res, nil
 	}
 	res.Meta = &mcpgo.Meta{AdditionalFields: meta}
@@ -69,6 +83,9 @@ func MCPResult(resp *otc.CallToolResponse, shape OutputShape) (*mcpgo.CallToolRe
 		}
 		call.NoValue = true
 		meta[MetaOTCCall] = call
+		if fromMCP {
+			res.Meta = nil
+		}
 		return res, nil
 	}
 	compact := compactJSON(v)
@@ -93,6 +110,9 @@ func MCPResult(resp *otc.CallToolResponse, shape OutputShape) (*mcpgo.CallToolRe
 	}
 	res.Content = []mcpgo.Content{mcpgo.NewTextContent(text)}
 	meta[MetaOTCCall] = call
+	if fromMCP {
+		res.Meta = nil
+	}
 	return res, nil
 }
 

@@ -16,6 +16,9 @@ type MCPTool struct {
 	OTCID string
 	// Shape says how results are shaped for the tool's outputSchema.
 	Shape OutputShape
+	// FromMCP: the tool is an MCP tool given back from an XMCPTool
+	// carrier; its results carry no OTC _meta (the original had none).
+	FromMCP bool
 }
 
 // MCPToolFromOTC maps one OTC tool version to an MCP tool named name (the
@@ -30,7 +33,7 @@ type MCPTool struct {
 func MCPToolFromOTC(def *otc.ToolDefinition, name, prefix string, versions []*otc.ToolDefinition) MCPTool {
 	out, shape := MCPOutputSchema(def.OutputSchema)
 	if c, ok := mcpToolCarrier(def.InputSchema); ok {
-		return MCPTool{Tool: restoreMCPTool(def, c, prefix), OTCID: def.ID, Shape: shape}
+		return MCPTool{Tool: restoreMCPTool(def, c, prefix), OTCID: def.ID, Shape: shape, FromMCP: true}
 	}
 	carrier := OTCToolMeta{ID: def.ID, Version: def.Version, Requirements: def.Requirements}
 	for _, v := range versions {
@@ -65,6 +68,15 @@ func restoreMCPTool(def *otc.ToolDefinition, c *MCPToolCarrier, prefix string) m
 	_ = json.Unmarshal(c.Title, &t.Title)
 	_ = json.Unmarshal(c.Annotations, &t.Annotations)
 	_ = json.Unmarshal(c.Icons, &t.Icons)
+	// A task-augmented tool cannot be served across OTC (one synchronous
+	// exchange a call): its execution is kept only when tasks are forbidden,
+	// so that the upstream answers a call itself, as it would directly.
+	if isObject(c.Execution) {
+		var e mcpgo.ToolExecution
+		if json.Unmarshal(c.Execution, &e) == nil && (e.TaskSupport == "" || e.TaskSupport == mcpgo.TaskSupportForbidden) {
+			t.Execution = &e
+		}
+	}
 	if isObject(c.Meta) {
 		var m mcpgo.Meta
 		if json.Unmarshal(c.Meta, &m) == nil {
@@ -79,6 +91,7 @@ type mcpToolWire struct {
 	Name         string          `json:"name"`
 	Title        json.RawMessage `json:"title"`
 	Description  string          `json:"description"`
+	Execution    json.RawMessage `json:"execution"`
 	InputSchema  json.RawMessage `json:"inputSchema"`
 	OutputSchema json.RawMessage `json:"outputSchema"`
 	Annotations  json.RawMessage `json:"annotations"`
@@ -136,7 +149,7 @@ func OTCToolsFromMCP(raw json.RawMessage, id OTCIdentity, version string) ([]OTC
 	for _, f := range []struct {
 		dst *json.RawMessage
 		v   json.RawMessage
-	}{{&carrier.Title, w.Title}, {&carrier.Annotations, w.Annotations}, {&carrier.Icons, w.Icons}, {&carrier.Meta, w.Meta}} {
+	}{{&carrier.Title, w.Title}, {&carrier.Annotations, w.Annotations}, {&carrier.Icons, w.Icons}, {&carrier.Meta, w.Meta}, {&carrier.Execution, w.Execution}} {
 		if len(f.v) > 0 && !isNull(f.v) {
 			*f.dst = f.v
 		}
