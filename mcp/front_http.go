@@ -1,14 +1,18 @@
 package mcp
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -39,8 +43,10 @@ type HTTPOptions struct {
 	DisableLocalhostProtection bool
 	// Stateless serves streamable HTTP without sessions: no Mcp-Session-Id,
 	// and no memory of initialize between requests. False: initialize mints
-	// a session id that later requests must carry (404 when unknown) and
-	// DELETE ends. 2026-07-28 requests are stateless either way.
+	// a session id that later requests (POST, the GET stream, DELETE) must
+	// carry: 400 without one, 404 when it is unknown or ended. DELETE ends a
+	// session and closes its GET streams. 2026-07-28 requests are stateless
+	// either way.
 	Stateless bool
 	// KeepAlive, when positive, is the interval of the pings sent on the
 	// streams that stay open (streamable HTTP GET, legacy SSE). Zero: none.
@@ -70,11 +76,12 @@ type HTTPHandler struct {
 	sse        *mcpserver.SSEServer
 	sseStream  http.Handler
 	sseMessage http.Handler
-	sessions   sync.Map // legacy SSE session id → *frontSSEBinding
+	sessions   sync.Map         // legacy SSE session id → *frontSSEBinding
+	ids        *frontSessionIDs // streamable HTTP sessions; nil when Stateless
 
 	life        *frontLife // tool calls end when life.stop does
 	stopCalls   context.CancelFunc
-	streams     context.Context // ends the 2026-07-28 subscriptions/listen streams
+	streams     context.Context // ends the streams that stay open: GET, 2026-07-28 subscriptions/listen
 	stopStreams context.CancelFunc
 	closing     atomic.Bool
 }
@@ -119,7 +126,9 @@ func (f *Front) newHTTPHandler(opts *HTTPOptions, streamable, sse bool) *HTTPHan
 	if h.opts.Stateless {
 		sopts = append(sopts, mcpserver.WithStateLess(true))
 	} else {
-		sopts = append(sopts, mcpserver.WithStateful(true))
+		// WithStateful's manager, watched: see frontSessionIDs.
+		h.ids = newFrontSessionIDs()
+		sopts = append(sopts, mcpserver.WithSessionIdManager(h.ids))
 	}
 	h.streamable = mcpserver.NewStreamableHTTPServer(f.server, sopts...)
 
@@ -174,12 +183,27 @@ func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *HTTPHandler) serveStreamable(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost {
-		if r.Method == http.MethodGet && h.closing.Load() {
+	switch r.Method {
+	case http.MethodGet:
+		if h.closing.Load() {
 			http.Error(w, "shutting down", http.StatusServiceUnavailable)
 			return
 		}
+		h.serveStreamableGet(w, r)
+		return
+	case http.MethodDelete:
+		if h.rejectSession(w, r) {
+			return
+		}
 		h.streamable.ServeHTTP(w, r)
+		return
+	case http.MethodPost:
+	default:
+		h.streamable.ServeHTTP(w, r)
+		return
+	}
+
+	if !h.preparePost(w, r) {
 		return
 	}
 	ctx := r.Context()
@@ -195,6 +219,255 @@ func (h *HTTPHandler) serveStreamable(w http.ResponseWriter, r *http.Request) {
 	rw := newFrontResponseWriter(w, st)
 	h.streamable.ServeHTTP(rw, r.WithContext(context.WithValue(ctx, frontStreamKey{}, st)))
 	rw.finish()
+}
+
+// serveStreamableGet serves the standalone stream of a session. It ends
+// when the client leaves, when the session ends (DELETE, idle expiry,
+// Shutdown: see frontSessionIDs) and when Shutdown closes the streams.
+func (h *HTTPHandler) serveStreamableGet(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	defer context.AfterFunc(h.streams, cancel)()
+	if h.ids != nil && frontLegacySessionRequest(r) {
+		id := r.Header.Get(mcpserver.HeaderKeySessionID)
+		if id != "" {
+			// Watch first, then check: a session that ends in between is
+			// either seen ended here or closes this stream.
+			defer h.ids.watch(id, cancel)()
+		}
+		if h.rejectSession(w, r) {
+			return
+		}
+	}
+	h.streamable.ServeHTTP(w, r.WithContext(ctx))
+}
+
+// frontLegacySessionRequest reports whether a GET or DELETE belongs to a
+// protocol version with sessions, and is one that mcp-go would serve: it
+// answers 2026-07-28 requests (405) and unknown versions (400) itself.
+func frontLegacySessionRequest(r *http.Request) bool {
+	v := r.Header.Get(mcpgo.HeaderProtocolVersion)
+	return !mcpgo.IsModernProtocol(v) && (v == "" || mcpgo.IsValidProtocolVersion(v))
+}
+
+// rejectSession answers a GET or DELETE of a stateful handler that does
+// not name a live session, as the streamable HTTP transport wants (since
+// 2025-03-26): 400 without Mcp-Session-Id, 404 when the id is unknown or
+// its session ended. mcp-go would open a stream for, or "end", any session
+// a GET or DELETE names, or none.
+func (h *HTTPHandler) rejectSession(w http.ResponseWriter, r *http.Request) bool {
+	if h.ids == nil || !frontLegacySessionRequest(r) {
+		return false
+	}
+	id := r.Header.Get(mcpserver.HeaderKeySessionID)
+	if id == "" {
+		http.Error(w, "Bad Request: Mcp-Session-Id header is required", http.StatusBadRequest)
+		return true
+	}
+	if terminated, err := h.ids.Validate(id); err != nil || terminated {
+		http.Error(w, "Session not found", http.StatusNotFound)
+		return true
+	}
+	return false
+}
+
+// preparePost reads the body of a POST that the front has to look at, and
+// gives the request a body that replays it:
+//
+//   - a notification of a 2026-07-28 client gets the protocol version of its
+//     Mcp-Protocol-Version header in _meta when it has none (see
+//     frontFillNotificationVersion);
+//   - in a stateful handler, a message before 2026-07-28 other than
+//     initialize or a response, without Mcp-Session-Id, is answered 400
+//     (mcp-go answers 404, which tells a client its session ended).
+//
+// It reports false when it answered the request.
+func (h *HTTPHandler) preparePost(w http.ResponseWriter, r *http.Request) bool {
+	headerVersion := r.Header.Get(mcpgo.HeaderProtocolVersion)
+	modern := mcpgo.IsModernProtocol(headerVersion)
+	noSession := h.ids != nil && r.Header.Get(mcpserver.HeaderKeySessionID) == ""
+	if (!modern && !noSession) || r.Body == nil {
+		return true
+	}
+	body, err := io.ReadAll(r.Body)
+	switch {
+	case err != nil:
+		// Such as a body over MaxMessageBytes: replayed after the bytes
+		// read, for mcp-go to answer as it does.
+		r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), frontErrReader{err}))
+		return true
+	case modern:
+		body = frontFillNotificationVersion(body, headerVersion)
+	case frontNeedsSession(body):
+		http.Error(w, "Bad Request: Mcp-Session-Id header is required", http.StatusBadRequest)
+		return false
+	}
+	r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+	return true
+}
+
+type frontErrReader struct{ err error }
+
+func (e frontErrReader) Read([]byte) (int, error) { return 0, e.err }
+
+// frontNeedsSession reports whether a POSTed body, sent without
+// Mcp-Session-Id and without a 2026-07-28 Mcp-Protocol-Version, is a
+// message that must carry a session id: a request or notification other
+// than initialize whose _meta names no protocol version from 2026-07-28
+// on. Anything else (initialize, responses, 2026-07-28 messages, bodies
+// that are not one JSON object) is left to mcp-go.
+func frontNeedsSession(body []byte) bool {
+	var msg struct {
+		Method string `json:"method"`
+		Params struct {
+			Meta *mcpgo.Meta `json:"_meta"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(body, &msg) != nil {
+		return false
+	}
+	return msg.Method != "" && msg.Method != string(mcpgo.MethodInitialize) &&
+		!mcpgo.IsModernProtocol(msg.Params.Meta.ProtocolVersion())
+}
+
+// frontFillNotificationVersion fixes up the notification of a 2026-07-28
+// client for mcp-go: protocol version 2026-07-28 requires the _meta
+// protocol version of requests only (the official Go SDK sends
+// notifications/cancelled with the Mcp-Protocol-Version header alone, and
+// mcp-go's own client sends notifications without _meta), but mcp-go's
+// streamable HTTP applies the check of requests to notifications too and
+// answers 400, after which the Go SDK closes its session. When body is a
+// notification (a method, no id or a null id) whose params lack the _meta
+// field io.modelcontextprotocol/protocolVersion, that field is inserted
+// with version, the request's Mcp-Protocol-Version, creating params and
+// _meta when absent or null. Every other byte is kept; anything else,
+// including a _meta that names a version (even a wrong one), is returned
+// as is. mcp-go then serves the notification as it would with the field:
+// 202, and for notifications/cancelled it cancels the in-flight
+// 2026-07-28 request with that id (which mcp-go keys by id alone).
+func frontFillNotificationVersion(body []byte, version string) []byte {
+	top, ok := frontMembers(body)
+	if !ok {
+		return body
+	}
+	method, id, params := frontLast(top, "method"), frontLast(top, "id"), frontLast(top, "params")
+	if method == nil || body[method.start] != '"' || (id != nil && string(body[id.start:id.end]) != "null") {
+		return body
+	}
+	key, _ := json.Marshal(mcpgo.MetaKeyProtocolVersion)
+	val, _ := json.Marshal(version)
+	entry := slices.Concat(key, []byte(":"), val)
+	meta := slices.Concat([]byte(`{`), entry, []byte(`}`))
+	switch {
+	case params == nil:
+		open := bytes.IndexByte(body, '{')
+		return frontSplice(body, open+1, open+1, slices.Concat([]byte(`"params":{"_meta":`), meta, []byte(`},`)))
+	case frontNull(body, params):
+		return frontSplice(body, params.start, params.end, slices.Concat([]byte(`{"_meta":`), meta, []byte(`}`)))
+	case body[params.start] != '{':
+		return body
+	}
+	pm, _ := frontMembers(body[params.start:params.end])
+	m := frontLast(pm, "_meta")
+	switch {
+	case m == nil:
+		ins := slices.Concat([]byte(`"_meta":`), meta)
+		if len(pm) > 0 {
+			ins = append(ins, ',')
+		}
+		return frontSplice(body, params.start+1, params.start+1, ins)
+	case frontNull(body[params.start:], m):
+		return frontSplice(body, params.start+m.start, params.start+m.end, meta)
+	case body[params.start+m.start] != '{':
+		return body
+	}
+	start := params.start + m.start
+	mm, _ := frontMembers(body[start : params.start+m.end])
+	for _, f := range mm {
+		if f.key == mcpgo.MetaKeyProtocolVersion {
+			return body
+		}
+	}
+	if len(mm) > 0 {
+		entry = append(entry, ',')
+	}
+	return frontSplice(body, start+1, start+1, entry)
+}
+
+// frontLast returns the last member named key, as encoding/json matches
+// struct fields (case-insensitively; the last one wins), or nil.
+func frontLast(members []frontMember, key string) *frontMember {
+	for i := len(members) - 1; i >= 0; i-- {
+		if strings.EqualFold(members[i].key, key) {
+			return &members[i]
+		}
+	}
+	return nil
+}
+
+func frontNull(b []byte, m *frontMember) bool { return string(b[m.start:m.end]) == "null" }
+
+// frontSplice returns b with b[from:to] replaced by s, in a new slice.
+func frontSplice(b []byte, from, to int, s []byte) []byte {
+	return slices.Concat(b[:from], s, b[to:])
+}
+
+// frontSessionIDs is mcp-go's stateful session id manager
+// (InsecureStatefulSessionIdManager, as WithStateful installs it) that also
+// closes the GET streams of a session when mcp-go terminates it: on DELETE,
+// on idle expiry and on Shutdown. mcp-go forgets the session then but
+// leaves its GET stream open, and so Shutdown waited for it. The streams
+// are watched only while they are open.
+type frontSessionIDs struct {
+	*mcpserver.InsecureStatefulSessionIdManager
+
+	mu      sync.Mutex
+	streams map[string]map[*context.CancelFunc]struct{} // session id → its open GET streams
+}
+
+func newFrontSessionIDs() *frontSessionIDs {
+	return &frontSessionIDs{
+		InsecureStatefulSessionIdManager: &mcpserver.InsecureStatefulSessionIdManager{},
+		streams:                          make(map[string]map[*context.CancelFunc]struct{}),
+	}
+}
+
+// Terminate ends the session id, then the session's open GET streams.
+func (m *frontSessionIDs) Terminate(id string) (notAllowed bool, err error) {
+	notAllowed, err = m.InsecureStatefulSessionIdManager.Terminate(id)
+	if err != nil || notAllowed {
+		return notAllowed, err
+	}
+	m.mu.Lock()
+	streams := m.streams[id]
+	delete(m.streams, id)
+	m.mu.Unlock()
+	for stop := range streams {
+		(*stop)()
+	}
+	return false, nil
+}
+
+// watch has the GET stream that stop ends closed when session id ends,
+// until the returned function is called.
+func (m *frontSessionIDs) watch(id string, stop context.CancelFunc) (unwatch func()) {
+	key := &stop
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.streams[id] == nil {
+		m.streams[id] = make(map[*context.CancelFunc]struct{})
+	}
+	m.streams[id][key] = struct{}{}
+	return func() {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		if set := m.streams[id]; set != nil {
+			delete(set, key)
+			if len(set) == 0 {
+				delete(m.streams, id)
+			}
+		}
+	}
 }
 
 // frontSSEBinding is a legacy SSE session as the front knows it: the

@@ -539,3 +539,378 @@ func TestFrontHTTPHandlerTransports(t *testing.T) {
 		})
 	}
 }
+
+// frontRaw sends one HTTP request to a streamable HTTP endpoint and reads
+// its answer, for at most frontWait (an event stream that stays open).
+func frontRaw(t *testing.T, ctx context.Context, method, url, body string, header http.Header) (int, http.Header, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(ctx, frontWait)
+	defer cancel()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, url, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, body, err)
+	}
+	defer resp.Body.Close()
+	got, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header, string(got)
+}
+
+// frontOpenStream opens the standalone GET stream of session; the channel
+// is closed once the server has ended it.
+func frontOpenStream(t *testing.T, url, session string) <-chan struct{} {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Mcp-Session-Id", session)
+	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("GET stream: %v", err)
+	}
+	if ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); resp.StatusCode != http.StatusOK || ct != "text/event-stream" {
+		resp.Body.Close()
+		t.Fatalf("GET stream: %d %s", resp.StatusCode, ct)
+	}
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}()
+	return ended
+}
+
+func frontDelete(t *testing.T, url, session string) int {
+	t.Helper()
+	status, _, _ := frontRaw(t, context.Background(), http.MethodDelete, url, "",
+		http.Header{"Mcp-Session-Id": {session}, "Mcp-Protocol-Version": {"2025-11-25"}})
+	return status
+}
+
+func frontEnded(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(frontWait):
+		t.Fatalf("%s is still open", what)
+	}
+}
+
+// A 2026-07-28 notification needs no _meta (the official Go SDK sends
+// notifications/cancelled with only the Mcp-Protocol-Version header);
+// mcp-go answered 400 -32602, and the SDK then closed its session.
+func TestFrontStreamableHTTPModernNotificationWithoutMeta(t *testing.T) {
+	t.Parallel()
+	f, p := frontTestFront(t, nil)
+	srv, _ := startFrontHTTP(t, f, nil)
+	url := srv.URL + StreamablePath
+	modern := func(method string) http.Header {
+		return http.Header{"Mcp-Protocol-Version": {mcpgo.ProtocolVersion20260728}, "Mcp-Method": {method}}
+	}
+
+	t.Run("notifications/cancelled is accepted and cancels the call", func(t *testing.T) {
+		c := &frontHTTP{url: url}
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel() // only if the notification did not cancel the call
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			_, _ = frontModern(t, ctx, c, 2, "block", `{"tag":"n2"}`, `{}`)
+		}()
+		frontExpect(t, p.started, "n2")
+		status, _, body := frontRaw(t, context.Background(), http.MethodPost, url,
+			`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2}}`,
+			modern("notifications/cancelled"))
+		if status != http.StatusAccepted || body != "" {
+			t.Fatalf("notifications/cancelled: %d %q, want 202 and no body", status, body)
+		}
+		frontExpect(t, p.cancelled, "n2")
+		<-done
+	})
+
+	for _, tc := range []struct{ name, body string }{
+		{"no params", `{"jsonrpc":"2.0","method":"notifications/roots/list_changed"}`},
+		{"params without _meta", `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"gone","reason":"x"}}`},
+		{"_meta without the version", `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7,"_meta":{"k":1}}}`},
+		{"_meta with the version", `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7,"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var method struct{ Method string }
+			_ = json.Unmarshal([]byte(tc.body), &method)
+			if status, _, body := frontRaw(t, context.Background(), http.MethodPost, url, tc.body, modern(method.Method)); status != http.StatusAccepted {
+				t.Errorf("%d %s, want 202", status, body)
+			}
+		})
+	}
+
+	t.Run("a _meta version is never replaced", func(t *testing.T) {
+		status, _, body := frontRaw(t, context.Background(), http.MethodPost, url,
+			`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7,"_meta":{"io.modelcontextprotocol/protocolVersion":"2025-11-25"}}}`,
+			modern("notifications/cancelled"))
+		if status != http.StatusBadRequest || !strings.Contains(body, "does not match") {
+			t.Errorf("mismatched versions: %d %s, want mcp-go's 400", status, body)
+		}
+	})
+
+	t.Run("requests still need _meta", func(t *testing.T) {
+		status, _, body := frontRaw(t, context.Background(), http.MethodPost, url,
+			`{"jsonrpc":"2.0","id":9,"method":"tools/list","params":{}}`, modern("tools/list"))
+		if status != http.StatusBadRequest || !strings.Contains(body, "-32602") {
+			t.Errorf("request without _meta: %d %s, want 400 -32602", status, body)
+		}
+	})
+}
+
+func TestFrontFillNotificationVersion(t *testing.T) {
+	t.Parallel()
+	const v = `"io.modelcontextprotocol/protocolVersion":"2026-07-28"`
+	for _, tc := range []struct{ name, in, want string }{
+		{"no params", `{"jsonrpc":"2.0","method":"m"}`, `{"params":{"_meta":{` + v + `}},"jsonrpc":"2.0","method":"m"}`},
+		{"null params", `{"jsonrpc":"2.0","method":"m","params":null}`, `{"jsonrpc":"2.0","method":"m","params":{"_meta":{` + v + `}}}`},
+		{"empty params", `{"jsonrpc":"2.0","method":"m","params":{}}`, `{"jsonrpc":"2.0","method":"m","params":{"_meta":{` + v + `}}}`},
+		{"params, spaces and a big id kept",
+			"{ \"jsonrpc\" : \"2.0\" ,\n \"method\" : \"notifications/cancelled\" , \"params\" : { \"requestId\" : 123456789012345678901234567890 } }",
+			"{ \"jsonrpc\" : \"2.0\" ,\n \"method\" : \"notifications/cancelled\" , \"params\" : {\"_meta\":{" + v + "}, \"requestId\" : 123456789012345678901234567890 } }"},
+		{"null _meta", `{"jsonrpc":"2.0","method":"m","params":{"_meta":null}}`, `{"jsonrpc":"2.0","method":"m","params":{"_meta":{` + v + `}}}`},
+		{"empty _meta", `{"jsonrpc":"2.0","method":"m","params":{"_meta":{}}}`, `{"jsonrpc":"2.0","method":"m","params":{"_meta":{` + v + `}}}`},
+		{"_meta with other keys", `{"jsonrpc":"2.0","method":"m","params":{"a":1,"_meta":{"progressToken":"p"}}}`,
+			`{"jsonrpc":"2.0","method":"m","params":{"a":1,"_meta":{` + v + `,"progressToken":"p"}}}`},
+		{"null id", `{"jsonrpc":"2.0","id":null,"method":"m"}`, `{"params":{"_meta":{` + v + `}},"jsonrpc":"2.0","id":null,"method":"m"}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := frontFillNotificationVersion([]byte(tc.in), "2026-07-28")
+			if string(got) != tc.want {
+				t.Errorf("got  %s\nwant %s", got, tc.want)
+			}
+			if !json.Valid(got) {
+				t.Errorf("not JSON: %s", got)
+			}
+		})
+	}
+	for _, tc := range []struct{ name, in string }{
+		{"version present", `{"jsonrpc":"2.0","method":"m","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2025-11-25"}}}`},
+		{"version present but not a string", `{"jsonrpc":"2.0","method":"m","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":7}}}`},
+		{"a request", `{"jsonrpc":"2.0","id":1,"method":"m"}`},
+		{"a response", `{"jsonrpc":"2.0","id":1,"result":{}}`},
+		{"method not a string", `{"jsonrpc":"2.0","method":1}`},
+		{"array params", `{"jsonrpc":"2.0","method":"m","params":[1]}`},
+		{"_meta not an object", `{"jsonrpc":"2.0","method":"m","params":{"_meta":"x"}}`},
+		{"a batch", `[{"jsonrpc":"2.0","method":"m"}]`},
+		{"not JSON", `{"jsonrpc":`},
+		{"trailing data", `{"jsonrpc":"2.0","method":"m"} {}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := frontFillNotificationVersion([]byte(tc.in), "2026-07-28"); string(got) != tc.in {
+				t.Errorf("changed: %s", got)
+			}
+		})
+	}
+}
+
+// DELETE ends the session's GET stream too; mcp-go forgot the session but
+// left the stream open.
+func TestFrontStreamableHTTPDeleteClosesStream(t *testing.T) {
+	t.Parallel()
+	f, _ := frontTestFront(t, nil)
+	srv, _ := startFrontHTTP(t, f, nil)
+	c := &frontHTTP{url: srv.URL + StreamablePath}
+	frontInitialize(t, c)
+	c.version = "2025-11-25"
+	first, second := frontOpenStream(t, c.url, c.session), frontOpenStream(t, c.url, c.session)
+
+	other := &frontHTTP{url: c.url}
+	frontInitialize(t, other)
+	kept := frontOpenStream(t, c.url, other.session)
+
+	if status := frontDelete(t, c.url, c.session); status != http.StatusOK {
+		t.Fatalf("DELETE: %d", status)
+	}
+	frontEnded(t, first, "the deleted session's GET stream")
+	frontEnded(t, second, "the deleted session's second GET stream")
+	select {
+	case <-kept:
+		t.Error("another session's GET stream ended")
+	case <-time.After(50 * time.Millisecond):
+	}
+	r, err := c.post(t, context.Background(), frontRequest(2, "tools/list", `{}`), nil)
+	if err != nil || r.status != http.StatusNotFound {
+		t.Errorf("POST in the deleted session: %v %d %s", err, r.status, r.body)
+	}
+	other.version = "2025-11-25"
+	frontSameJSON(t, frontCall(t, other, 2, "tools/call", frontCallParams("add", `{"a":1,"b":2}`)),
+		`{"jsonrpc":"2.0","id":2,"result":{"content":[{"type":"text","text":"3"}],"structuredContent":{"sum":3}}}`)
+	if n := frontWatched(srv); n != 1 {
+		t.Errorf("%d sessions with watched streams, want 1", n)
+	}
+}
+
+// frontWatched is the number of sessions whose GET streams the handler
+// behind srv watches.
+func frontWatched(srv *httptest.Server) int {
+	ids := srv.Config.Handler.(*HTTPHandler).ids
+	ids.mu.Lock()
+	defer ids.mu.Unlock()
+	return len(ids.streams)
+}
+
+// Shutdown ends idle GET streams at once, those of deleted sessions too,
+// and still lets the calls in flight finish within its grace.
+func TestFrontStreamableHTTPShutdownAfterDelete(t *testing.T) {
+	t.Parallel()
+	f, p := frontTestFront(t, nil)
+	h := f.HTTPHandler(nil)
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+
+	deleted := &frontHTTP{url: srv.URL + StreamablePath}
+	frontInitialize(t, deleted)
+	deletedStream := frontOpenStream(t, deleted.url, deleted.session)
+	if status := frontDelete(t, deleted.url, deleted.session); status != http.StatusOK {
+		t.Fatalf("DELETE: %d", status)
+	}
+
+	c := &frontHTTP{url: srv.URL + StreamablePath}
+	frontInitialize(t, c)
+	c.version = "2025-11-25"
+	idle := frontOpenStream(t, c.url, c.session)
+	call := c.send(t, 2, "tools/call", frontCallParams("wait", `{"tag":"w2"}`))
+	frontExpect(t, p.started, "w2")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 3*frontWait)
+	defer cancel()
+	start := time.Now()
+	shut := make(chan error, 1)
+	go func() { shut <- h.Shutdown(ctx, srv.Config) }()
+
+	frontEnded(t, idle, "the idle GET stream")
+	frontEnded(t, deletedStream, "the deleted session's GET stream")
+	select {
+	case err := <-shut:
+		t.Fatalf("Shutdown returned before the call in flight ended: %v", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(p.release)
+	frontSameJSON(t, frontAwait(t, call),
+		`{"jsonrpc":"2.0","id":2,"result":{"content":[{"type":"text","text":"released w2"}]}}`)
+	select {
+	case err := <-shut:
+		if err != nil {
+			t.Errorf("Shutdown: %v", err)
+		}
+	case <-time.After(frontWait):
+		t.Fatal("Shutdown did not return once the call ended")
+	}
+	if took := time.Since(start); took > frontWait {
+		t.Errorf("Shutdown took %v", took)
+	}
+}
+
+// A stateful handler wants a live session on every request but initialize
+// (and responses): 400 without Mcp-Session-Id, 404 for an unknown or ended
+// one. mcp-go opened a GET stream for any id or none, and answered a POST
+// without one 404.
+func TestFrontStreamableHTTPSessionRequired(t *testing.T) {
+	t.Parallel()
+	f, _ := frontTestFront(t, nil)
+	srv, _ := startFrontHTTP(t, f, nil)
+	stateless, _ := startFrontHTTP(t, f, &HTTPOptions{Stateless: true})
+	bounded, _ := startFrontHTTP(t, f, &HTTPOptions{MaxMessageBytes: 512})
+	url := srv.URL + StreamablePath
+
+	ended := &frontHTTP{url: url}
+	frontInitialize(t, ended)
+	if status := frontDelete(t, url, ended.session); status != http.StatusOK {
+		t.Fatalf("DELETE: %d", status)
+	}
+	live := &frontHTTP{url: url}
+	frontInitialize(t, live)
+
+	const legacy = "2025-11-25"
+	hdr := func(session, version string) http.Header {
+		h := http.Header{}
+		if session != "" {
+			h.Set("Mcp-Session-Id", session)
+		}
+		if version != "" {
+			h.Set("Mcp-Protocol-Version", version)
+		}
+		return h
+	}
+	modernCall := fmt.Sprintf(`{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{"_meta":{%q:%q,%q:{}}}}`,
+		mcpgo.MetaKeyProtocolVersion, mcpgo.ProtocolVersion20260728, mcpgo.MetaKeyClientCapabilities)
+	modernHdr := hdr("", mcpgo.ProtocolVersion20260728)
+	modernHdr.Set("Mcp-Method", "tools/list")
+	big := fmt.Sprintf(`{"jsonrpc":"2.0","id":4,"method":"tools/list","params":{"pad":%q}}`, strings.Repeat("x", 600))
+
+	for _, tc := range []struct {
+		name, method, url, body string
+		header                  http.Header
+		status                  int
+		contentType             string
+	}{
+		{"GET without a session", http.MethodGet, url, "", hdr("", legacy), 400, "text/plain"},
+		{"GET without a session or version", http.MethodGet, url, "", hdr("", ""), 400, "text/plain"},
+		{"GET naming a never-issued session", http.MethodGet, url, "", hdr("mcp-session-never-issued", legacy), 404, "text/plain"},
+		{"GET naming an ended session", http.MethodGet, url, "", hdr(ended.session, legacy), 404, "text/plain"},
+		{"GET of a 2026-07-28 client", http.MethodGet, url, "", hdr("", mcpgo.ProtocolVersion20260728), 405, "text/plain"},
+		{"GET with an unknown version", http.MethodGet, url, "", hdr(live.session, "1999-01-01"), 400, "text/plain"},
+		{"DELETE without a session", http.MethodDelete, url, "", hdr("", legacy), 400, "text/plain"},
+		{"DELETE naming a never-issued session", http.MethodDelete, url, "", hdr("mcp-session-never-issued", legacy), 404, "text/plain"},
+		{"DELETE naming an ended session", http.MethodDelete, url, "", hdr(ended.session, legacy), 404, "text/plain"},
+		{"POST without a session", http.MethodPost, url, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`, hdr("", legacy), 400, "text/plain"},
+		{"POST of a notification without a session", http.MethodPost, url, `{"jsonrpc":"2.0","method":"notifications/initialized"}`, hdr("", ""), 400, "text/plain"},
+		{"POST naming a never-issued session", http.MethodPost, url, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`, hdr("mcp-session-never-issued", legacy), 404, "text/plain"},
+		{"POST naming an ended session", http.MethodPost, url, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`, hdr(ended.session, legacy), 404, "text/plain"},
+		{"POST in a live session", http.MethodPost, url, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`, hdr(live.session, legacy), 200, "application/json"},
+		{"initialize without a session", http.MethodPost, url, string(frontRequest(1, "initialize", frontInitParams)), hdr("", ""), 200, "application/json"},
+		{"a ping response without a session", http.MethodPost, url, `{"jsonrpc":"2.0","id":5,"result":{}}`, hdr("", legacy), 202, ""},
+		{"a 2026-07-28 request without a session", http.MethodPost, url, modernCall, modernHdr, 200, "application/json"},
+		{"a body over the bound without a session", http.MethodPost, bounded.URL + StreamablePath, big, hdr("", legacy), 400, "application/json"},
+		{"a 2026-07-28 body over the bound", http.MethodPost, bounded.URL + StreamablePath, big, modernHdr, 400, "application/json"},
+		{"stateless: POST without a session", http.MethodPost, stateless.URL + StreamablePath, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`, hdr("", legacy), 200, "application/json"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			status, header, body := frontRaw(t, context.Background(), tc.method, tc.url, tc.body, tc.header)
+			ct, _, _ := mime.ParseMediaType(header.Get("Content-Type"))
+			if status != tc.status || ct != tc.contentType {
+				t.Errorf("%d %s %q, want %d %s", status, ct, body, tc.status, tc.contentType)
+			}
+			if tc.body == big && !strings.Contains(body, `"code":-32700`) {
+				t.Errorf("over the bound: %s, want mcp-go's parse error", body)
+			}
+		})
+	}
+
+	t.Run("stateless: GET without a session is mcp-go's stream", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, stateless.URL+StreamablePath, nil)
+		req.Header.Set("Accept", "text/event-stream")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); resp.StatusCode != http.StatusOK || ct != "text/event-stream" {
+			t.Errorf("%d %s", resp.StatusCode, ct)
+		}
+	})
+	if n := frontWatched(srv); n != 0 {
+		t.Errorf("%d sessions with watched streams after every GET ended, want 0", n)
+	}
+}

@@ -174,43 +174,65 @@ type frontFrame struct {
 // its values. It reports false for anything else (batches included).
 func frontParseFrame(b []byte) (frontFrame, bool) {
 	f := frontFrame{errStart: -1, errEnd: -1}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+	members, ok := frontMembers(b)
+	if !ok {
 		return f, false
 	}
 	hasMethod := false
+	for _, m := range members {
+		switch m.key {
+		case "id":
+			f.id = json.RawMessage(b[m.start:m.end])
+		case "method":
+			hasMethod = true
+		case "error":
+			f.errStart, f.errEnd = m.start, m.end
+		}
+	}
+	f.response = f.id != nil && !hasMethod
+	return f, true
+}
+
+// frontMember is a member of a JSON object: its key, and where its value
+// lies in the object's text.
+type frontMember struct {
+	key        string
+	start, end int
+}
+
+// frontMembers returns the members of the JSON object b, in order, without
+// decoding their values. It reports false for anything else (batches
+// included) and for trailing data.
+func frontMembers(b []byte) ([]frontMember, bool) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil, false
+	}
+	var members []frontMember
 	for dec.More() {
 		t, err := dec.Token()
 		if err != nil {
-			return f, false
+			return nil, false
 		}
 		key, _ := t.(string)
 		start := int(dec.InputOffset())
 		var raw json.RawMessage
 		if err := dec.Decode(&raw); err != nil {
-			return f, false
+			return nil, false
 		}
 		end := int(dec.InputOffset())
 		for start < end && (b[start] == ':' || isJSONSpace(b[start])) {
 			start++
 		}
-		switch key {
-		case "id":
-			f.id = raw
-		case "method":
-			hasMethod = true
-		case "error":
-			f.errStart, f.errEnd = start, end
-		}
+		members = append(members, frontMember{key, start, end})
 	}
 	if t, err := dec.Token(); err != nil || t != json.Delim('}') {
-		return f, false
+		return nil, false
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return f, false // trailing data
+		return nil, false // trailing data
 	}
-	f.response = f.id != nil && !hasMethod
-	return f, true
+	return members, true
 }
 
 func isJSONSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
