@@ -302,7 +302,7 @@ func (f *OTCFront) otcTools(u *mcpUpstream, toolkit, version string, raw []json.
 		}
 		for _, t := range tools {
 			// One tool whose schema cannot be compiled must not withhold the rest.
-			if err := otc.CheckInputSchema(t.Def.ID, t.Def.InputSchema); err != nil {
+			if err := f.handler.CheckInputSchema(t.Def.ID, t.Def.InputSchema); err != nil {
 				f.log.Warn().Str("upstream", u.Config.Name).Str("tool", id.MCPName).Err(err).Msg("tool skipped")
 				continue
 			}

@@ -94,19 +94,49 @@ func upCallParams(name string, arguments json.RawMessage, meta map[string]any) (
 	switch {
 	case len(args) == 0, string(args) == "null":
 		args = json.RawMessage(`{}`)
-	case args[0] != '{' || !json.Valid(args):
+	case args[0] != '{':
 		return nil, fmt.Errorf("mcp: CallTool: the arguments of %q are not a JSON object", name)
 	}
-	p := struct {
-		Name      string          `json:"name"`
-		Arguments json.RawMessage `json:"arguments"`
-		Meta      map[string]any  `json:"_meta,omitempty"`
-	}{name, args, meta}
-	b, err := json.Marshal(p)
-	if err != nil {
-		return nil, fmt.Errorf("mcp: CallTool: _meta of %q: %w", name, err)
+	// What json.Marshal writes for {name, arguments, _meta (omitempty)},
+	// in one pass over the arguments (compacted and checked at once)
+	// instead of two.
+	quoted, _ := json.Marshal(name) // a string always encodes
+	var metaJSON []byte
+	var metaErr error // reported after the arguments' own error, as before
+	if len(meta) > 0 {
+		metaJSON, metaErr = json.Marshal(meta)
 	}
-	return b, nil
+	buf := bytes.NewBuffer(make([]byte, 0, len(`{"name":,"arguments":,"_meta":}`)+len(quoted)+len(args)+len(metaJSON)))
+	buf.WriteString(`{"name":`)
+	buf.Write(quoted)
+	buf.WriteString(`,"arguments":`)
+	start := buf.Len()
+	if json.Compact(buf, args) != nil {
+		return nil, fmt.Errorf("mcp: CallTool: the arguments of %q are not a JSON object", name)
+	}
+	if upNeedsHTMLEscape(buf.Bytes()[start:]) {
+		// json.Marshal escapes <, > and & (and U+2028, U+2029) in strings.
+		var esc bytes.Buffer
+		json.HTMLEscape(&esc, buf.Bytes()[start:])
+		buf.Truncate(start)
+		buf.Write(esc.Bytes())
+	}
+	if metaErr != nil {
+		return nil, fmt.Errorf("mcp: CallTool: _meta of %q: %w", name, metaErr)
+	}
+	if len(meta) > 0 {
+		buf.WriteString(`,"_meta":`)
+		buf.Write(metaJSON)
+	}
+	buf.WriteByte('}')
+	return buf.Bytes(), nil
+}
+
+// upNeedsHTMLEscape reports whether JSON holds a byte json.Marshal escapes
+// in strings: <, >, & or the start of U+2028 / U+2029.
+func upNeedsHTMLEscape(b []byte) bool {
+	return bytes.IndexByte(b, '<') >= 0 || bytes.IndexByte(b, '>') >= 0 || bytes.IndexByte(b, '&') >= 0 ||
+		bytes.Contains(b, []byte("\xe2\x80\xa8")) || bytes.Contains(b, []byte("\xe2\x80\xa9"))
 }
 
 // callResult turns a response into the result or an *UpstreamError.

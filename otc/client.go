@@ -384,7 +384,7 @@ func (c *Client) do(ctx context.Context, method, target string, body []byte, fla
 		data, _ := readAtMost(resp.Body, min(c.maxBody, maxErrorBodyBytes))
 		return nil, nil, decodeStatusError(resp.StatusCode, data)
 	}
-	data, err := readAtMost(resp.Body, c.maxBody)
+	data, err := readAtMostSized(resp.Body, c.maxBody, resp.ContentLength)
 	switch {
 	case errors.Is(err, ErrResponseTooLarge):
 		return nil, nil, fmt.Errorf("%w from %s %s: more than %d bytes", err, method, req.URL.Path, c.maxBody)
@@ -397,11 +397,40 @@ func (c *Client) do(ctx context.Context, method, target string, body []byte, fla
 // readAtMost reads r to its end, failing with ErrResponseTooLarge (and
 // returning the first limit bytes) when it holds more than limit bytes.
 func readAtMost(r io.Reader, limit int64) ([]byte, error) {
-	data, err := io.ReadAll(io.LimitReader(r, limit+1))
+	return readAtMostSized(r, limit, -1)
+}
+
+// readAtMostSized is readAtMost for a body of announced size (negative:
+// unknown; a Content-Length): read into one buffer of that size instead of
+// one grown from 512 bytes, which copies a large body a dozen times.
+func readAtMostSized(r io.Reader, limit, size int64) ([]byte, error) {
+	n := int64(512)
+	if size >= 0 && size <= limit {
+		n = size + 1 // room for the read that sees the end
+	}
+	data, err := readAll(io.LimitReader(r, limit+1), int(n))
 	if err == nil && int64(len(data)) > limit {
 		return data[:limit], ErrResponseTooLarge
 	}
 	return data, err
+}
+
+// readAll is io.ReadAll starting with a buffer of capacity n.
+func readAll(r io.Reader, n int) ([]byte, error) {
+	b := make([]byte, 0, n)
+	for {
+		m, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+m]
+		if err != nil {
+			if err == io.EOF {
+				err = nil
+			}
+			return b, err
+		}
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)] // let append grow it
+		}
+	}
 }
 
 func malformed(endpoint string, data []byte, err error) error {

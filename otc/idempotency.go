@@ -46,15 +46,24 @@ func newIdempotency(ttl time.Duration, maxN int, maxBytes int64, now func() time
 	return &idempotency{ttl: ttl, maxN: maxN, maxBytes: maxBytes, now: now, byID: map[string]*idemEntry{}, order: list.New()}
 }
 
+// fingerprintBufs are the buffers fingerprint compacts input into.
+var fingerprintBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
 // fingerprint identifies what a call asks: the resolved tool and its input.
 func fingerprint(toolID string, input json.RawMessage) [32]byte {
-	var buf bytes.Buffer
+	buf := fingerprintBufs.Get().(*bytes.Buffer)
+	buf.Reset()
 	buf.WriteString(toolID)
 	buf.WriteByte(0)
-	if json.Compact(&buf, input) != nil {
+	if json.Compact(buf, input) != nil {
+		buf.Truncate(len(toolID) + 1)
 		buf.Write(input)
 	}
-	return sha256.Sum256(buf.Bytes())
+	sum := sha256.Sum256(buf.Bytes())
+	if buf.Cap() <= 64<<10 {
+		fingerprintBufs.Put(buf)
+	}
+	return sum
 }
 
 // do answers a call with a caller-chosen call_id: the first answer when

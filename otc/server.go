@@ -4,15 +4,18 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"mime"
 	"net/http"
+	"reflect"
 	"runtime/debug"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -135,6 +138,10 @@ type Handler struct {
 	idem    *idempotency // nil when off
 	catalog atomic.Pointer[catalog]
 	mux     *http.ServeMux
+
+	setMu     sync.Mutex // serializes SetTools
+	checkedMu sync.Mutex
+	checked   map[validatorKey]*inputValidator // compiled by CheckInputSchema, for the next SetTools
 }
 
 // catalog is an immutable snapshot of the served tools, built by SetTools.
@@ -149,6 +156,28 @@ type catalog struct {
 type toolVersions struct {
 	versions []string // sorted ascending
 	byVer    map[string]*servedTool
+	// Resolved at SetTools, not per call: what ResolveVersion answers for
+	// no version (the latest), and for x / x.y.z (the first version of
+	// versions equal to it as numbers).
+	latest   string
+	bySemver map[semver]string
+}
+
+// resolve is ResolveVersion(requested, tv.versions), from what SetTools
+// worked out.
+func (tv *toolVersions) resolve(requested string) (string, bool) {
+	if requested == "" {
+		return tv.latest, len(tv.versions) > 0
+	}
+	if !strings.Contains(requested, ".") {
+		requested += ".0.0"
+	}
+	want, valid := parseSemver(requested)
+	if !valid {
+		return "", false
+	}
+	v, ok := tv.bySemver[want]
+	return v, ok
 }
 
 type servedTool struct {
@@ -196,9 +225,19 @@ func NewHandler(tools []Tool, opts *Options) (*Handler, error) {
 
 // SetTools replaces the catalog. Input schemas are compiled here, once per
 // tool version, never per call. On error the old catalog stays.
+//
+// A tool whose id and input schema are those of a tool already served, or
+// of a schema checked with the handler's CheckInputSchema since the last
+// SetTools, keeps that compiled validator: a catalog change compiles only
+// the schemas that changed.
 func (h *Handler) SetTools(tools []Tool) error {
+	h.setMu.Lock()
+	defer h.setMu.Unlock()
+	old := h.catalog.Load()
+	checked := h.takeChecked()
 	c := &catalog{byKey: map[string]*toolVersions{}}
 	defs := make([]ToolDefinition, 0, len(tools))
+	plains := make([]json.RawMessage, 0, len(tools)) // PlainInputSchema of each, from its validator
 	for i := range tools {
 		t := tools[i]
 		d := &t.Definition
@@ -218,9 +257,14 @@ func (h *Handler) SetTools(tools []Tool) error {
 		if t.Func == nil {
 			return fmt.Errorf("tool %s: no function", d.ID)
 		}
-		v, err := compileInputSchema(d.ID, d.InputSchema)
-		if err != nil {
-			return err
+		v := old.validator(id.Key(), d)
+		if v == nil {
+			v = checked[validatorKey{d.ID, string(d.InputSchema)}]
+		}
+		if v == nil {
+			if v, err = compileInputSchema(d.ID, d.InputSchema); err != nil {
+				return err
+			}
 		}
 		tv := c.byKey[id.Key()]
 		if tv == nil {
@@ -233,19 +277,107 @@ func (h *Handler) SetTools(tools []Tool) error {
 		tv.byVer[d.Version] = &servedTool{Tool: t, validator: v}
 		tv.versions = append(tv.versions, d.Version)
 		defs = append(defs, *d)
+		plains = append(plains, v.plain)
 	}
-	for _, tv := range c.byKey {
-		sort.Slice(tv.versions, func(i, j int) bool { return CompareVersions(tv.versions[i], tv.versions[j]) < 0 })
-	}
+	c.resolveVersions()
 	var err error
-	if c.toolsPlain, err = marshal(withInputSchemas(defs, false)); err != nil {
+	if c.toolsPlain, err = marshal(withInputSchemas(defs, plains, false)); err != nil {
 		return err
 	}
-	if c.toolsWrapped, err = marshal(withInputSchemas(defs, true)); err != nil {
+	if c.toolsWrapped, err = marshal(withInputSchemas(defs, plains, true)); err != nil {
 		return err
 	}
+	// Kept for as long as the catalog: no spare capacity.
+	c.toolsPlain, c.toolsWrapped = bytes.Clone(c.toolsPlain), bytes.Clone(c.toolsWrapped)
 	h.catalog.Store(c)
 	return nil
+}
+
+// resolveVersions sorts each tool's versions and works out what calls
+// without a version, and with x or x.y.z, resolve to.
+func (c *catalog) resolveVersions() {
+	for _, tv := range c.byKey {
+		sort.Slice(tv.versions, func(i, j int) bool { return CompareVersions(tv.versions[i], tv.versions[j]) < 0 })
+		tv.latest, _ = ResolveVersion("", tv.versions)
+		tv.bySemver = make(map[semver]string, len(tv.versions))
+		for _, v := range tv.versions {
+			if sv, ok := parseSemver(v); ok {
+				if _, seen := tv.bySemver[sv]; !seen {
+					tv.bySemver[sv] = v
+				}
+			}
+		}
+	}
+}
+
+// validator returns the compiled input validator of the served tool with
+// d's id and input schema (nil when there is none).
+func (c *catalog) validator(key string, d *ToolDefinition) *inputValidator {
+	if c == nil {
+		return nil
+	}
+	tv := c.byKey[key]
+	if tv == nil {
+		return nil
+	}
+	st := tv.byVer[d.Version]
+	if st == nil || st.Definition.ID != d.ID || !bytes.Equal(st.Definition.InputSchema, d.InputSchema) {
+		return nil
+	}
+	return st.validator
+}
+
+// validatorKey names a compiled input schema: the tool id (in its URL)
+// and the schema as given.
+type validatorKey struct{ id, schema string }
+
+// maxChecked bounds the validators CheckInputSchema keeps for the next
+// SetTools; past it they are dropped (SetTools then compiles them again).
+const maxChecked = 50_000
+
+// CheckInputSchema is the package's CheckInputSchema for a tool this
+// handler is about to serve: a schema the handler already serves for that
+// tool id is not compiled again, and a compiled one is kept for the next
+// SetTools, which then does not compile it a second time.
+func (h *Handler) CheckInputSchema(toolID string, raw json.RawMessage) error {
+	key := validatorKey{toolID, string(raw)}
+	if id, err := ParseToolID(toolID); err == nil {
+		if c := h.catalog.Load(); c != nil {
+			if tv := c.byKey[id.Key()]; tv != nil {
+				for _, st := range tv.byVer {
+					if st.Definition.ID == toolID && bytes.Equal(st.Definition.InputSchema, raw) {
+						return nil
+					}
+				}
+			}
+		}
+	}
+	h.checkedMu.Lock()
+	_, done := h.checked[key]
+	h.checkedMu.Unlock()
+	if done {
+		return nil
+	}
+	v, err := compileInputSchema(toolID, raw)
+	if err != nil {
+		return err
+	}
+	h.checkedMu.Lock()
+	defer h.checkedMu.Unlock()
+	if h.checked == nil || len(h.checked) >= maxChecked {
+		h.checked = map[validatorKey]*inputValidator{}
+	}
+	h.checked[key] = v
+	return nil
+}
+
+// takeChecked returns the validators CheckInputSchema kept, and forgets them.
+func (h *Handler) takeChecked() map[validatorKey]*inputValidator {
+	h.checkedMu.Lock()
+	defer h.checkedMu.Unlock()
+	checked := h.checked
+	h.checked = nil
+	return checked
 }
 
 // ServeHTTP implements http.Handler.
@@ -313,16 +445,24 @@ func (rp *reply) error(status int, body any) {
 	writeJSON(rp.w, status, body)
 }
 
+// result writes a 200 answer in the caller's dialect: the response's own
+// encoding (in the envelope), the bytes encoding/json would write for it
+// (its MarshalJSON gives them compact), without a second pass over them,
+// which costs as much as the first for a large value.
 func (rp *reply) result(resp *CallToolResponse) {
 	rp.headers()
-	if rp.flat {
-		writeJSON(rp.w, http.StatusOK, resp)
+	body, err := resp.MarshalJSON()
+	if err != nil {
+		writeJSON(rp.w, http.StatusOK, resp) // answers 500, as for any answer that does not encode
 		return
 	}
-	writeJSON(rp.w, http.StatusOK, struct {
-		Schema string            `json:"$schema"`
-		Result *CallToolResponse `json:"result"`
-	}{rp.schema, resp})
+	if !rp.flat {
+		schema := quoteSchema(rp.schema)
+		env := make([]byte, 0, len(body)+len(schema)+len(`{"$schema":,"result":}`)+1)
+		env = append(append(append(env, `{"$schema":`...), schema...), `,"result":`...)
+		body = append(append(env, body...), '}')
+	}
+	writeRaw(rp.w, http.StatusOK, body)
 }
 
 func (h *Handler) serveTools(w http.ResponseWriter, r *http.Request) {
@@ -347,22 +487,20 @@ func (h *Handler) serveTools(w http.ResponseWriter, r *http.Request) {
 			rp.schema = body.Schema
 		}
 	}
-	tools := h.catalog.Load().toolsPlain
+	c := h.catalog.Load()
+	tools := c.toolsPlain
 	if d, _ := dialectOfSchema(rp.schema); d == DialectOTC10 {
-		tools = h.catalog.Load().toolsWrapped
+		tools = c.toolsWrapped
 	}
 	rp.headers()
+	// The catalog was encoded by SetTools (compact, as writeJSON writes
+	// it): its bytes are written as they are, in place, not encoded again.
 	if rp.flat {
-		writeJSON(w, http.StatusOK, struct {
-			Items json.RawMessage `json:"items"`
-		}{tools})
+		writePieces(w, http.StatusOK, []byte(`{"items":`), tools, []byte("}\n"))
 		return
 	}
-	writeJSON(w, http.StatusOK, struct {
-		Schema string          `json:"$schema"`
-		Tools  json.RawMessage `json:"tools"`
-		Items  json.RawMessage `json:"items"`
-	}{rp.schema, tools, tools})
+	head := append(append([]byte(`{"$schema":`), quoteSchema(rp.schema)...), `,"tools":`...)
+	writePieces(w, http.StatusOK, head, tools, []byte(`,"items":`), tools, []byte("}\n"))
 }
 
 func (h *Handler) serveCall(w http.ResponseWriter, r *http.Request) {
@@ -390,7 +528,7 @@ func (h *Handler) decodeCall(rp *reply, r *http.Request) (*CallToolRequest, int,
 	bad := func(msg, dev string) (*CallToolRequest, int, any) {
 		return nil, http.StatusBadRequest, &ServerErrorResponse{Message: msg, DeveloperMessage: dev}
 	}
-	if ct := r.Header.Get("Content-Type"); ct != "" {
+	if ct := r.Header.Get("Content-Type"); ct != "" && ct != contentTypeJSON {
 		mt, _, err := mime.ParseMediaType(ct)
 		if err != nil || (mt != contentTypeJSON && !strings.HasSuffix(mt, "+json")) {
 			return bad("Request body must be JSON", fmt.Sprintf("Content-Type %q is not application/json", ct))
@@ -508,10 +646,11 @@ func (h *Handler) call(rp *reply, r *http.Request, req *CallToolRequest, start t
 		h.observe(req, "", http.StatusBadRequest, false, start, failure)
 		return
 	}
-	tv := c.byKey[id.Key()]
+	// Toolkit.Tool is the id up to its version: looked up without building it.
+	tv := c.byKey[req.ToolID[:len(id.Toolkit)+1+len(id.Tool)]]
 	var st *servedTool
 	if tv != nil {
-		if v, ok := ResolveVersion(id.Version, tv.versions); ok {
+		if v, ok := tv.resolve(id.Version); ok {
 			st = tv.byVer[v]
 		}
 	}
@@ -719,7 +858,17 @@ func newUUID() string {
 	_, _ = rand.Read(b[:])
 	b[6] = b[6]&0x0f | 0x40
 	b[8] = b[8]&0x3f | 0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+	var s [36]byte
+	hex.Encode(s[0:8], b[0:4])
+	s[8] = '-'
+	hex.Encode(s[9:13], b[4:6])
+	s[13] = '-'
+	hex.Encode(s[14:18], b[6:8])
+	s[18] = '-'
+	hex.Encode(s[19:23], b[8:10])
+	s[23] = '-'
+	hex.Encode(s[24:36], b[10:16])
+	return string(s[:])
 }
 
 // NewCallID returns a fresh call id (a random UUID).
@@ -749,8 +898,59 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_, _ = w.Write(append(data, '\n'))
 }
 
-// strictUnmarshal decodes exactly one JSON value from data.
+// The $schema values answered most, encoded.
+var (
+	quotedOXP10 = []byte(`"` + SchemaOXP10 + `"`)
+	quotedOTC10 = []byte(`"` + SchemaOTC10 + `"`)
+)
+
+// quoteSchema encodes a $schema value as marshal does (the result must
+// not be modified).
+func quoteSchema(schema string) []byte {
+	switch schema {
+	case SchemaOXP10:
+		return quotedOXP10
+	case SchemaOTC10:
+		return quotedOTC10
+	}
+	b, _ := marshal(schema) // a string always encodes
+	return b
+}
+
+// writeRaw writes an encoded JSON answer (without its final newline) as
+// writeJSON would.
+func writeRaw(w http.ResponseWriter, status int, data []byte) {
+	w.Header().Set("Content-Type", contentTypeJSON)
+	w.WriteHeader(status)
+	_, _ = w.Write(append(data, '\n'))
+}
+
+// writePieces writes an answer given in pieces: the JSON writeJSON would
+// write, newline included.
+func writePieces(w http.ResponseWriter, status int, pieces ...[]byte) {
+	w.Header().Set("Content-Type", contentTypeJSON)
+	w.WriteHeader(status)
+	for _, p := range pieces {
+		if _, err := w.Write(p); err != nil {
+			return
+		}
+	}
+}
+
+// strictUnmarshal decodes exactly one JSON value from data. A value that
+// json.Unmarshal reads whole is read by it (it does not copy data into a
+// decoder's buffer); anything else goes through the strict decoder, whose
+// errors callers report.
 func strictUnmarshal(data []byte, v any) error {
+	if json.Unmarshal(data, v) == nil {
+		return nil
+	}
+	reflect.ValueOf(v).Elem().SetZero()
+	return strictDecode(data, v)
+}
+
+// strictDecode decodes exactly one JSON value from data.
+func strictDecode(data []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(v); err != nil {
 		return err
@@ -784,11 +984,12 @@ func describeJSONError(data []byte, err error) string {
 }
 
 // withInputSchemas returns copies of defs whose input schemas are all plain
-// JSON Schemas, or all wrapped in {"parameters": …}.
-func withInputSchemas(defs []ToolDefinition, wrapped bool) []ToolDefinition {
+// JSON Schemas (plains[i] is PlainInputSchema of defs[i]), or all wrapped
+// in {"parameters": …}.
+func withInputSchemas(defs []ToolDefinition, plains []json.RawMessage, wrapped bool) []ToolDefinition {
 	out := make([]ToolDefinition, len(defs))
 	for i, d := range defs {
-		plain := PlainInputSchema(d.InputSchema)
+		plain := plains[i]
 		if wrapped {
 			plain = append(append(json.RawMessage(`{"parameters":`), plain...), '}')
 		}

@@ -46,6 +46,7 @@ func CheckInputSchema(toolID string, raw json.RawMessage) error {
 // It is compiled once, when the tool is registered.
 type inputValidator struct {
 	schema *jsonschema.Schema
+	plain  json.RawMessage // the schema it was compiled from (PlainInputSchema)
 }
 
 var errNoRemoteRefs = errors.New("input schemas may not load external references")
@@ -65,7 +66,7 @@ func compileInputSchema(toolID string, raw json.RawMessage) (*inputValidator, er
 	if err != nil {
 		return nil, fmt.Errorf("input schema of %s: %w", toolID, err)
 	}
-	return &inputValidator{schema: s}, nil
+	return &inputValidator{schema: s, plain: plain}, nil
 }
 
 // validate decodes input (absent means {}) and checks it. It returns nil when
