@@ -1,0 +1,158 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mcpotc/mcpotc/otc"
+)
+
+func TestPercentile(t *testing.T) {
+	var d []time.Duration
+	for i := 100; i >= 1; i-- {
+		d = append(d, time.Duration(i)*time.Millisecond)
+	}
+	for _, tc := range []struct {
+		p    float64
+		want time.Duration
+	}{{50, 50 * time.Millisecond}, {90, 90 * time.Millisecond}, {99, 99 * time.Millisecond}, {100, 100 * time.Millisecond}, {0.1, time.Millisecond}} {
+		if got := percentile(d, tc.p); got != tc.want {
+			t.Errorf("p%v = %v, want %v", tc.p, got, tc.want)
+		}
+	}
+	if got := percentile(nil, 50); got != 0 {
+		t.Errorf("empty: %v", got)
+	}
+}
+
+func TestRunCountsCallsAndFailures(t *testing.T) {
+	var n int
+	calls := make(chan struct{}, 1000)
+	s := run(context.Background(), 100, 10, 8, nil, func(context.Context) error {
+		calls <- struct{}{}
+		return nil
+	})
+	close(calls)
+	for range calls {
+		n++
+	}
+	if n != 110 || s.calls != 100 || s.errors != 0 || len(s.lat) != 100 {
+		t.Errorf("made %d calls, sample %d calls %d errors %d latencies", n, s.calls, s.errors, len(s.lat))
+	}
+	boom := errors.New("boom")
+	i := 0
+	s = run(context.Background(), 10, 0, 1, nil, func(context.Context) error {
+		i++
+		if i%2 == 0 {
+			return boom
+		}
+		return nil
+	})
+	if s.errors != 5 || !errors.Is(s.first, boom) || len(s.lat) != 5 {
+		t.Errorf("failures: %d errors, first %v, %d latencies", s.errors, s.first, len(s.lat))
+	}
+	// A warm-up that fails measures nothing.
+	s = run(context.Background(), 10, 3, 1, nil, func(context.Context) error { return boom })
+	if s.errors == 0 || s.calls != 0 {
+		t.Errorf("failed warm-up: %+v", s)
+	}
+}
+
+func TestParseFlags(t *testing.T) {
+	c, err := parseFlags([]string{"--calls", "10", "--concurrency", "1, 4", "--only", "hops,catalog"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Calls != 10 || len(c.Concurrency) != 2 || c.Concurrency[1] != 4 || !c.runs("hops") || c.runs("peers") {
+		t.Errorf("parsed %+v", c)
+	}
+	for _, bad := range [][]string{{"--concurrency", "0"}, {"--only", "nope"}, {"--calls", "0"}, {"extra"}} {
+		if _, err := parseFlags(bad, io.Discard); err == nil {
+			t.Errorf("%v: no error", bad)
+		}
+	}
+}
+
+func TestTargets(t *testing.T) {
+	r := &report{Rows: []row{
+		{Key: "baseline", Concurrency: 1, P50us: 40},
+		{Key: "otc-front", Concurrency: 1, P50us: 100},
+		{Key: "mcp-direct-stdio", Concurrency: 1, P50us: 70},
+		{Key: "otc-front", Concurrency: 64, CallsPerSec: 9000},
+		{Key: "supergateway", Concurrency: 64, CallsPerSec: 2000},
+		{Group: groupPeer, Key: "openapi-mcp-server", Name: "openapi-mcp-server", Skipped: "node not found"},
+		{Key: "catalog-otc-list", P50us: 12000, P99us: 20000},
+		{Key: "sessions", Calls: 200, Extra: map[string]float64{"rss_per_session_kib": 80, "rss_delta_kib": 16000}},
+	}}
+	r.targets()
+	got := map[string]string{}
+	for _, tg := range r.Targets {
+		got[tg.Name] = tg.Status + ": " + tg.Detail
+	}
+	for name, want := range map[string]string{
+		"overhead c=1, OTC front (≤ bare HTTP p50)":                      "met",
+		"OTC front ≥ 3× supergateway (c=64)":                             "met",
+		"MCP front (stdio) ≥ 3× openapi-mcp-server (stdio, c=64)":        "unknown: node not found",
+		"tools/list of 10,000 tools through the OTC front < 50 ms":       "met",
+		"tools/list of 10,000 tools through the MCP front < 50 ms":       "unknown",
+		"memory per idle MCP session < 64 KiB":                           "missed",
+		"overhead c=1, MCP front over streamable HTTP (≤ bare HTTP p50)": "unknown",
+	} {
+		if !strings.HasPrefix(got[name], want) {
+			t.Errorf("%s: %q, want %q…", name, got[name], want)
+		}
+	}
+	var out bytes.Buffer
+	r.writeTable(&out)
+	if !strings.Contains(out.String(), "skipped: node not found") || !strings.Contains(out.String(), "Targets") {
+		t.Errorf("table:\n%s", out.String())
+	}
+}
+
+func TestBenchOTC(t *testing.T) {
+	b, err := startBenchOTC(50)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.close()
+	c, err := newOTCClient(b.base, newHTTPClient())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	defs, err := c.ListTools(ctx)
+	if err != nil || len(defs) != 50 {
+		t.Fatalf("ListTools: %d tools, %v", len(defs), err)
+	}
+	big := strings.Repeat("é<x>", 1000)
+	msg, _ := json.Marshal(big)
+	resp, err := c.Call(ctx, &otc.CallToolRequest{ToolID: "Bench.Echo@1.0.0", CallID: "c1", Input: json.RawMessage(`{"message":` + string(msg) + `}`)})
+	if err != nil || !resp.Success || resp.CallID != "c1" {
+		t.Fatalf("echo: %+v %v", resp, err)
+	}
+	var got string
+	if err := json.Unmarshal(resp.Value, &got); err != nil || got != big {
+		t.Fatalf("echo value %.60s…, %v", resp.Value, err)
+	}
+	gen, name := b.change()
+	defs, err = c.ListTools(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := b.servedAt(gen); !ok {
+		t.Error("the listing of the new generation was not recorded")
+	}
+	found := false
+	for _, d := range defs {
+		found = found || d.Name == name
+	}
+	if !found || len(defs) != 50 {
+		t.Errorf("after a change: %d tools, %s listed: %v", len(defs), name, found)
+	}
+}
