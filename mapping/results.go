@@ -210,17 +210,21 @@ func OTCResult(raw json.RawMessage, outputSchema json.RawMessage) (OTCOutcome, e
 		return out, nil
 	}
 	var out OTCOutcome
+	texts := textsOf(r.Content)
 	switch {
 	case r.IsError:
-		msg := strings.Join(textsOf(r.Content), "\n")
+		msg := strings.Join(texts, "\n")
 		if msg == "" {
 			msg = "The tool reported an error"
 		}
 		out.Error = &otc.ToolError{Message: msg}
 	case len(bytes.TrimSpace(r.StructuredContent)) > 0 && !isNull(r.StructuredContent):
 		out.Value = bytes.TrimSpace(r.StructuredContent)
-	case len(r.Content) == 1 && len(textsOf(r.Content)) == 1:
-		out.Value = encode(textsOf(r.Content)[0])
+	case len(r.Content) == 1 && len(texts) == 1:
+		out.Value = encode(texts[0])
+		if plainText(raw, r.Content[0], outputSchema) {
+			return out, nil // the common case: an MCP front gives it back as is
+		}
 	case r.Content == nil:
 		out.Value = json.RawMessage("[]")
 	default:
@@ -309,4 +313,18 @@ func onlyContent(raw json.RawMessage) bool {
 		}
 	}
 	return true
+}
+
+// plainText reports whether raw is just one text block with nothing else,
+// for a tool without an output schema: what MCPResult makes of its text
+// value, so no carrier is needed (and givesBack's round trip is skipped).
+func plainText(raw, block, outputSchema json.RawMessage) bool {
+	if os := bytes.TrimSpace(outputSchema); len(os) > 0 && string(os) != "{}" && !isNull(os) {
+		return false
+	}
+	var b map[string]json.RawMessage
+	if json.Unmarshal(block, &b) != nil || len(b) != 2 {
+		return false
+	}
+	return onlyContent(raw)
 }
