@@ -320,7 +320,7 @@ func (f *MCPFront) handler(t *frontTool) mcpserver.ToolHandlerFunc {
 		def := t.def
 		var forwarded *otc.CallContext
 		var carrier mapping.OTCRequestMeta
-		if req.Params.Meta != nil && metaCarrier(req.Params.Meta, mapping.MetaOTCRequest, &carrier) {
+		if mapping.MetaField(req.Params.Meta, mapping.MetaOTCRequest, &carrier) {
 			// From an OTC front: the exact version, the caller's call_id,
 			// and the context when this upstream accepts it.
 			if v, ok := t.versions[carrier.ToolID]; ok {
@@ -439,16 +439,6 @@ func (u *otcUpstream) callContext(ctx context.Context, req *otc.Requirements, fw
 		}
 	}
 	return cc
-}
-
-// metaCarrier reads one key of a request's _meta into dst.
-func metaCarrier(meta *mcpgo.Meta, key string, dst any) bool {
-	v, ok := meta.AdditionalFields[key]
-	if !ok {
-		return false
-	}
-	b, err := json.Marshal(v)
-	return err == nil && json.Unmarshal(b, dst) == nil
 }
 
 // unconfigured names the secrets and user id a tool requires that the

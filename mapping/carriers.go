@@ -106,9 +106,9 @@ func isObject(raw []byte) bool {
 	return len(raw) > 0 && raw[0] == '{'
 }
 
-// metaField reads one key of a _meta object into dst; false when absent or
-// malformed.
-func metaField(meta *mcpgo.Meta, key string, dst any) bool {
+// MetaField reads one key of a _meta object (a carrier) into dst; false
+// when absent or malformed.
+func MetaField(meta *mcpgo.Meta, key string, dst any) bool {
 	if meta == nil || meta.AdditionalFields == nil {
 		return false
 	}
