@@ -148,7 +148,7 @@ func (f *Front) newHTTPHandler(opts *HTTPOptions, streamable, sse bool) *HTTPHan
 	}
 	h.allowed = make(map[string]bool, len(h.opts.AllowedHosts))
 	for _, name := range h.opts.AllowedHosts {
-		h.allowed[strings.ToLower(name)] = true
+		h.allowed[strings.ToLower(strings.Trim(name, "[]"))] = true
 	}
 	h.count = newFrontSessionIDs(h.opts.MaxSessions)
 	stop, stopCalls := context.WithCancel(context.Background())

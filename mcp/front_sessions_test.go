@@ -277,7 +277,7 @@ func TestFrontSSESessionIdleExpiry(t *testing.T) {
 	f, _ := frontTestFront(t, nil)
 	h := f.SSEHandler(&HTTPOptions{SessionIdleTTL: 500 * time.Millisecond})
 	srv := httptest.NewServer(h)
-	defer srv.Close()
+	t.Cleanup(srv.Close) // after the SSE streams' clients end
 	idle := startFrontSSE(t, srv.URL, "")
 	busy := startFrontSSE(t, srv.URL, "")
 	frontInitialize(t, busy)
