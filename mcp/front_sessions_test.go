@@ -403,3 +403,28 @@ func (m *frontCanaryIDs) Terminate(id string) (bool, error) {
 	}
 	return m.InsecureStatefulSessionIdManager.Terminate(id)
 }
+
+// A session whose id the front already ended, but that mcp-go still has
+// registered (a DELETE between initialize's answer and mcp-go's
+// registration), is removed from mcp-go by endStreamableSession.
+func TestFrontEndStreamableSessionCleansMCPGo(t *testing.T) {
+	t.Parallel()
+	f, _ := frontTestFront(t, nil)
+	srv, h := startFrontHTTP(t, f, nil)
+	c := &frontHTTP{url: srv.URL + StreamablePath}
+	frontInitialize(t, c)
+	notify := func() error {
+		return f.Server().SendNotificationToSpecificClient(c.session, "notifications/message", map[string]any{"level": "info", "data": "x"})
+	}
+	if err := notify(); err != nil {
+		t.Fatalf("the session is not registered with mcp-go: %v", err)
+	}
+	_, _ = h.ids.Terminate(c.session) // the front's side of a DELETE only
+	if err := notify(); err != nil {
+		t.Fatalf("mcp-go forgot the session without a DELETE: %v", err)
+	}
+	h.endStreamableSession(c.session)
+	if err := notify(); err == nil {
+		t.Error("mcp-go still has the session registered")
+	}
+}
