@@ -105,6 +105,9 @@ type HTTPHandler struct {
 	ids        *frontSessionIDs // count as the streamable HTTP session id manager; nil when Stateless
 	allowed    map[string]bool  // AllowedHosts, lower case
 
+	refused       atomic.Int64 // requests refused for the session bound, not logged yet
+	refusedLogged atomic.Int64 // unix nanoseconds of the last log line about them
+
 	life        *frontLife // tool calls end when life.stop does
 	stopCalls   context.CancelFunc
 	streams     context.Context // ends the streams that stay open: GET, 2026-07-28 subscriptions/listen
@@ -186,6 +189,20 @@ func (f *Front) newHTTPHandler(opts *HTTPOptions, streamable, sse bool) *HTTPHan
 	h.sse = mcpserver.NewSSEServer(f.server, ssopts...)
 	h.sseStream, h.sseMessage = h.sse.SSEHandler(), h.sse.MessageHandler()
 	return h
+}
+
+// logRefused logs that a request was refused for the session bound, at
+// most once a second, with the number refused since the last line.
+func (h *HTTPHandler) logRefused(what string) {
+	n := h.refused.Add(1)
+	now := time.Now().UnixNano()
+	last := h.refusedLogged.Load()
+	if now-last < int64(time.Second) || !h.refusedLogged.CompareAndSwap(last, now) {
+		return
+	}
+	h.refused.Add(-n)
+	h.f.log.Warn("mcp front: refused new sessions: too many sessions", "request", what,
+		"max", h.opts.MaxSessions, "refused", n)
 }
 
 // Sessions is the number of sessions the handler holds: live streamable
@@ -323,7 +340,7 @@ func (h *HTTPHandler) serveStreamable(w http.ResponseWriter, r *http.Request, bo
 	}
 	if init {
 		if !h.ids.admit(false) {
-			h.f.log.Warn("mcp front: initialize refused: too many sessions", "max", h.opts.MaxSessions)
+			h.logRefused("initialize")
 			frontTooManySessions(w, h.opts.MaxSessions)
 			return
 		}
@@ -589,7 +606,7 @@ func (h *HTTPHandler) serveSSEStream(w http.ResponseWriter, r *http.Request) {
 	}
 	if r.Method == http.MethodGet {
 		if !h.count.admit(true) {
-			h.f.log.Warn("mcp front: SSE stream refused: too many sessions", "max", h.opts.MaxSessions)
+			h.logRefused("SSE stream")
 			frontTooManySessions(w, h.opts.MaxSessions)
 			return
 		}

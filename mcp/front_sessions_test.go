@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"mime"
 	"net/http"
 	"net/http/httptest"
@@ -133,7 +134,15 @@ func TestFrontSessionsExpireAndMemoryReturns(t *testing.T) {
 
 // frontBoundHandler serves a front with at most three sessions.
 func frontBoundHandler(t *testing.T, ttl time.Duration) (*HTTPHandler, *httptest.Server) {
-	f, _ := frontTestFront(t, nil)
+	return frontBoundHandlerLog(t, ttl, nil)
+}
+
+func frontBoundHandlerLog(t *testing.T, ttl time.Duration, logs *frontLogBuffer) (*HTTPHandler, *httptest.Server) {
+	var opts *FrontOptions
+	if logs != nil {
+		opts = &FrontOptions{Logger: slog.New(slog.NewTextHandler(logs, nil))}
+	}
+	f, _ := frontTestFront(t, opts)
 	h := f.HTTPHandler(&HTTPOptions{MaxSessions: 3, SessionIdleTTL: ttl})
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
@@ -160,7 +169,8 @@ func frontRefused(t *testing.T, url, what string) {
 // Retry-After; a DELETE makes room.
 func TestFrontSessionsBound(t *testing.T) {
 	t.Parallel()
-	h, srv := frontBoundHandler(t, -1)
+	var logs frontLogBuffer
+	h, srv := frontBoundHandlerLog(t, -1, &logs)
 	url := srv.URL + StreamablePath
 	var live []*frontHTTP
 	for range 3 {
@@ -190,6 +200,11 @@ func TestFrontSessionsBound(t *testing.T) {
 		t.Fatalf("initialize after a DELETE: %d %s", status, body)
 	}
 	frontRefused(t, url, "initialize when full again")
+	// Refusals are logged, at most once a second: a flood of them does not
+	// flood the log.
+	if n := strings.Count(logs.String(), "refused new sessions: too many sessions"); n < 1 || n > 2 {
+		t.Errorf("%d log lines for 3 refusals:\n%s", n, logs.String())
+	}
 }
 
 // Idle expiry makes room too; the sessions in use stay.

@@ -325,12 +325,12 @@ func TestE2EHardeningSessionsAllowedHost(t *testing.T) {
 		return resp.StatusCode, string(b)
 	}
 	plain := startBridge(t, ctx, "http", nil, nil)
-	proxied := startBridge(t, ctx, "http", []string{"--allowed-host", "proxy.example", "--allowed-host", "other.example"}, nil)
+	proxied := startBridge(t, ctx, "http", []string{"--allowed-host", "proxy.example", "--allowed-host", "other.example", "--allowed-host", "[fd00::1]"}, nil)
 	if status, body := do(plain.url, "proxy.example"); status != http.StatusForbidden ||
 		body != "forbidden: Host \"proxy.example\" is not a local host (see --allowed-host)\n" {
 		t.Errorf("without the flag: %d %q", status, body)
 	}
-	for _, host := range []string{"proxy.example", "other.example:443"} {
+	for _, host := range []string{"proxy.example", "other.example:443", "[fd00::1]:8443"} {
 		if status, body := do(proxied.url, host); status != http.StatusOK || !strings.Contains(body, `"protocolVersion":"2025-11-25"`) {
 			t.Errorf("with the flag, Host %s: %d %s", host, status, body)
 		}
@@ -350,6 +350,7 @@ func TestE2EHardeningSessionsFlagErrors(t *testing.T) {
 		{[]string{"--transport", "sse", "--stateless"}, "--stateless needs --transport http"},
 		{[]string{"--transport", "http", "--allowed-host", "proxy.example:8080"}, `--allowed-host "proxy.example:8080": want a host name without scheme or port`},
 		{[]string{"--transport", "http", "--allowed-host", "https://proxy.example"}, "want a host name without scheme or port"},
+		{[]string{"--transport", "http", "--allowed-host", "[not-ip]"}, "want a host name without scheme or port"},
 		{[]string{"--transport", "http", "--max-sessions", "-1"}, "--max-sessions must not be negative"},
 		{[]string{"--transport", "http", "--session-idle-ttl", "-1s"}, "--session-idle-ttl must not be negative"},
 		{[]string{"--transport", "http", "--body-timeout", "0s"}, "--body-timeout must be positive"},

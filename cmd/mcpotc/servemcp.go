@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"regexp"
 	"strings"
@@ -186,8 +187,13 @@ func mcpHTTPOptions(transport string, idleTTL time.Duration, maxSessions int, st
 		opts.MaxSessions = -1 // no bound
 	}
 	for _, name := range allowedHosts {
-		if name == "" || strings.ContainsAny(name, "/:@ \t") && !strings.HasPrefix(name, "[") {
-			return nil, fmt.Errorf("--allowed-host %q: want a host name without scheme or port, such as mcp.example.com", name)
+		ok := name != "" && !strings.ContainsAny(name, "/:@[] \t")
+		if inner, bracketed := strings.CutPrefix(name, "["); bracketed && strings.HasSuffix(inner, "]") {
+			ip, err := netip.ParseAddr(strings.TrimSuffix(inner, "]"))
+			ok = err == nil && ip.Is6()
+		}
+		if !ok {
+			return nil, fmt.Errorf("--allowed-host %q: want a host name without scheme or port, such as mcp.example.com (an IPv6 address in brackets)", name)
 		}
 		opts.AllowedHosts = append(opts.AllowedHosts, name)
 	}
