@@ -93,6 +93,11 @@ const (
 //	{"jsonrpc": "2.0", "id": 1, …}  compared as data; or "none": no response
 //	                                may ever come for it
 //
+// A frame that MCP does not allow as a request, a batch (a JSON array) or
+// a message whose id is not a number or a string (null, an object, an
+// array, a boolean), is sent as written (compacted): its response is the
+// frame with a null id.
+//
 // Steps are numbered 1, 2, … without a gap and run in order against one
 // front and one fake upstream per file. N.mcp.response is required for a
 // request (a frame with an id) and forbidden for a notification;
@@ -440,7 +445,7 @@ func parseScenario(data []byte, updating bool) (*scenario, error) {
 		if st.frame, st.id, err = parseFrame(text); err != nil {
 			return nil, fmt.Errorf("%s: %w", name("mcp"), err)
 		}
-		if st.id != "" {
+		if st.id != "" && st.id != "null" { // null: invalid requests, each answered before the next step
 			if prev, dup := ids[st.id]; dup {
 				return nil, fmt.Errorf("%s: id %s is already used by %d.mcp", name("mcp"), st.id, prev)
 			}
@@ -579,6 +584,18 @@ func (sc *scenario) parseOptions() error {
 
 // parseFrame checks a JSON-RPC message to send and compacts it.
 func parseFrame(text string) (frame, id string, err error) {
+	if t := strings.TrimSpace(text); strings.HasPrefix(t, "[") {
+		// A batch, which the front refuses: answered with a null id.
+		var batch []any
+		if err := decodeStrict([]byte(t), &batch); err != nil {
+			return "", "", fmt.Errorf("not a JSON array: %w", err)
+		}
+		var buf bytes.Buffer
+		if err := json.Compact(&buf, []byte(t)); err != nil {
+			return "", "", err
+		}
+		return buf.String(), "null", nil
+	}
 	var msg map[string]json.RawMessage
 	if err := decodeStrict([]byte(text), &msg); err != nil {
 		return "", "", fmt.Errorf("not a JSON object: %w", err)
@@ -599,7 +616,9 @@ func parseFrame(text string) (frame, id string, err error) {
 		switch v.(type) {
 		case string, json.Number:
 		default:
-			return "", "", fmt.Errorf("id %s: want a number or a string", raw)
+			// Not an id MCP allows (null, object, array, bool): an
+			// Invalid Request, answered with a null id.
+			id = "null"
 		}
 		if id == `"initialize"` {
 			return "", "", errors.New(`id "initialize" is the harness's own`)

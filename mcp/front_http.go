@@ -6,12 +6,14 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/netip"
 	"net/url"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -37,27 +39,49 @@ type HTTPOptions struct {
 	BearerToken string
 	// DisableLocalhostProtection turns off DNS-rebinding protection. By
 	// default a request that arrived on a loopback address must name a
-	// loopback host (localhost, 127.0.0.1, [::1], any port) in Host and, when
-	// it sends Origin, in Origin; others get 403. Requests that arrived on
-	// other addresses are not checked.
+	// local host in Host and, when it sends Origin, in Origin; others get
+	// 403. Local hosts are localhost, 127.0.0.0/8 and ::1, with any port,
+	// and the names in AllowedHosts. Requests that arrived on other
+	// addresses are not checked.
 	DisableLocalhostProtection bool
-	// Stateless serves streamable HTTP without sessions: no Mcp-Session-Id,
-	// and no memory of initialize between requests. False: initialize mints
-	// a session id that later requests (POST, the GET stream, DELETE) must
-	// carry: 400 without one, 404 when it is unknown or ended. DELETE ends a
-	// session and closes its GET streams. 2026-07-28 requests are stateless
-	// either way.
+	// AllowedHosts are more host names (without a port; any port matches,
+	// case-insensitively) that the DNS-rebinding protection accepts in Host
+	// and Origin: those of a reverse proxy in front of a loopback listener.
+	AllowedHosts []string
+	// Stateless serves streamable HTTP without sessions: initialize mints no
+	// Mcp-Session-Id, nothing is remembered between requests (a client's
+	// capabilities and log level included), there is no standalone GET
+	// stream (405) and so no notifications such as tools/list_changed, and
+	// tool calls cannot ask the client anything (elicitation, sampling).
+	// False: initialize mints a session id that later requests (POST, the
+	// GET stream, DELETE) must carry: 400 without one, 404 when it is unknown
+	// or ended. DELETE ends a session and closes its GET streams. 2026-07-28
+	// requests are stateless either way.
 	Stateless bool
 	// KeepAlive, when positive, is the interval of the pings sent on the
 	// streams that stay open (streamable HTTP GET, legacy SSE). Zero: none.
 	KeepAlive time.Duration
-	// SessionIdleTTL, when positive, drops the state of streamable HTTP
-	// sessions idle that long. Zero: kept until DELETE or Shutdown.
+	// SessionIdleTTL ends sessions idle that long: a streamable HTTP session
+	// without a request (mcp-go checks every max(TTL/2, 1 s)), and a legacy
+	// SSE session without a message POSTed (its stream is closed). Zero
+	// means DefaultSessionIdleTTL; negative means sessions are kept until
+	// DELETE, the client leaves (SSE) or Shutdown.
 	SessionIdleTTL time.Duration
+	// MaxSessions bounds the sessions held at once, streamable HTTP and
+	// legacy SSE together; beyond it an initialize (or a legacy SSE stream)
+	// gets 503 with Retry-After and a JSON-RPC error with code
+	// CodeTooManySessions. Zero means DefaultMaxSessions; negative means no
+	// bound.
+	MaxSessions int
 	// MaxMessageBytes bounds the body of a POST; a longer one is refused
 	// (JSON-RPC parse error, HTTP 400). Zero means DefaultMaxMessageBytes;
 	// negative means no bound.
 	MaxMessageBytes int64
+	// BodyTimeout bounds the time to receive a POST's body, from the start
+	// of the request's handling; a body still incomplete then gets 408 and
+	// the connection is closed. Zero means DefaultBodyTimeout; negative
+	// means no bound.
+	BodyTimeout time.Duration
 }
 
 // DefaultMaxMessageBytes is HTTPOptions.MaxMessageBytes when zero.
@@ -77,7 +101,12 @@ type HTTPHandler struct {
 	sseStream  http.Handler
 	sseMessage http.Handler
 	sessions   sync.Map         // legacy SSE session id → *frontSSEBinding
-	ids        *frontSessionIDs // streamable HTTP sessions; nil when Stateless
+	count      *frontSessionIDs // the session count, legacy SSE included
+	ids        *frontSessionIDs // count as the streamable HTTP session id manager; nil when Stateless
+	allowed    map[string]bool  // AllowedHosts, lower case
+
+	refused       atomic.Int64 // requests refused for the session bound, not logged yet
+	refusedLogged atomic.Int64 // unix nanoseconds of the last log line about them
 
 	life        *frontLife // tool calls end when life.stop does
 	stopCalls   context.CancelFunc
@@ -111,23 +140,40 @@ func (f *Front) newHTTPHandler(opts *HTTPOptions, streamable, sse bool) *HTTPHan
 	if h.opts.MaxMessageBytes == 0 {
 		h.opts.MaxMessageBytes = DefaultMaxMessageBytes
 	}
+	if h.opts.SessionIdleTTL == 0 {
+		h.opts.SessionIdleTTL = DefaultSessionIdleTTL
+	}
+	if h.opts.MaxSessions == 0 {
+		h.opts.MaxSessions = DefaultMaxSessions
+	}
+	if h.opts.BodyTimeout == 0 {
+		h.opts.BodyTimeout = DefaultBodyTimeout
+	}
+	h.allowed = make(map[string]bool, len(h.opts.AllowedHosts))
+	for _, name := range h.opts.AllowedHosts {
+		h.allowed[strings.ToLower(strings.Trim(name, "[]"))] = true
+	}
+	h.count = newFrontSessionIDs(h.opts.MaxSessions)
 	stop, stopCalls := context.WithCancel(context.Background())
 	h.life, h.stopCalls = &frontLife{stop: stop}, stopCalls
 	h.streams, h.stopStreams = context.WithCancel(context.Background())
 
+	// mcp-go's own DNS-rebinding check (Host only, loopback names only) is
+	// off: the front's, in ServeHTTP, checks Host and Origin and knows
+	// AllowedHosts.
 	sopts := []mcpserver.StreamableHTTPOption{
 		mcpserver.WithStreamableHTTPLogger(f.log),
-		mcpserver.WithDisableLocalhostProtection(h.opts.DisableLocalhostProtection),
+		mcpserver.WithDisableLocalhostProtection(true),
 		mcpserver.WithHeartbeatInterval(h.opts.KeepAlive),
 	}
-	if streamable { // it starts a sweeper
+	if streamable && h.opts.SessionIdleTTL > 0 { // it starts a sweeper
 		sopts = append(sopts, mcpserver.WithSessionIdleTTL(h.opts.SessionIdleTTL))
 	}
 	if h.opts.Stateless {
 		sopts = append(sopts, mcpserver.WithStateLess(true))
 	} else {
-		// WithStateful's manager, watched: see frontSessionIDs.
-		h.ids = newFrontSessionIDs()
+		// Instead of WithStateful's manager: see frontSessionIDs.
+		h.ids = h.count
 		sopts = append(sopts, mcpserver.WithSessionIdManager(h.ids))
 	}
 	h.streamable = mcpserver.NewStreamableHTTPServer(f.server, sopts...)
@@ -135,7 +181,7 @@ func (f *Front) newHTTPHandler(opts *HTTPOptions, streamable, sse bool) *HTTPHan
 	ssopts := []mcpserver.SSEOption{
 		mcpserver.WithSSEEndpoint(SSEPath),
 		mcpserver.WithMessageEndpoint(SSEMessagePath),
-		mcpserver.WithSSEDisableLocalhostProtection(h.opts.DisableLocalhostProtection),
+		mcpserver.WithSSEDisableLocalhostProtection(true), // the front checks
 	}
 	if h.opts.KeepAlive > 0 {
 		ssopts = append(ssopts, mcpserver.WithKeepAliveInterval(h.opts.KeepAlive))
@@ -145,10 +191,30 @@ func (f *Front) newHTTPHandler(opts *HTTPOptions, streamable, sse bool) *HTTPHan
 	return h
 }
 
+// logRefused logs that a request was refused for the session bound, at
+// most once a second, with the number refused since the last line.
+func (h *HTTPHandler) logRefused(what string) {
+	n := h.refused.Add(1)
+	now := time.Now().UnixNano()
+	last := h.refusedLogged.Load()
+	if now-last < int64(time.Second) || !h.refusedLogged.CompareAndSwap(last, now) {
+		return
+	}
+	h.refused.Add(-n)
+	h.f.log.Warn("mcp front: refused new sessions: too many sessions", "request", what,
+		"max", h.opts.MaxSessions, "refused", n)
+}
+
+// Sessions is the number of sessions the handler holds: live streamable
+// HTTP sessions (none when Stateless) and open legacy SSE streams.
+func (h *HTTPHandler) Sessions() int { return h.count.count() }
+
 // ServeHTTP checks the request's Host and Origin, then its bearer token,
-// and hands it to mcp-go's transport with the front's bookkeeping.
+// reads a POST's body within BodyTimeout, answers an invalid JSON-RPC
+// message (see frontCheckMessage), and hands the request to mcp-go's
+// transport with the front's bookkeeping.
 func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !h.opts.DisableLocalhostProtection && frontRejectRebinding(w, r) {
+	if !h.opts.DisableLocalhostProtection && h.rejectRebinding(w, r) {
 		return
 	}
 	token, hasToken := frontBearer(r.Header.Get("Authorization"))
@@ -166,27 +232,92 @@ func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ctx = context.WithValue(ctx, frontTokenKey{}, frontToken{token})
 	}
 	r = r.WithContext(ctx)
-	if r.Method == http.MethodPost && h.opts.MaxMessageBytes > 0 {
-		r.Body = http.MaxBytesReader(w, r.Body, h.opts.MaxMessageBytes)
+
+	streamable := r.URL.Path == StreamablePath && h.serveMCP
+	message := r.URL.Path == SSEMessagePath && h.serveSSE
+	var body []byte
+	if r.Method == http.MethodPost && (streamable || message) {
+		var ok bool
+		if body, ok = h.readBody(w, r); !ok {
+			return
+		}
+		if why := frontCheckMessage(body); why != "" {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = w.Write(append(why.frame(), '\n'))
+			return
+		}
 	}
 
 	switch {
-	case r.URL.Path == StreamablePath && h.serveMCP:
-		h.serveStreamable(w, r)
+	case streamable:
+		h.serveStreamable(w, r, body)
 	case r.URL.Path == SSEPath && h.serveSSE:
 		h.serveSSEStream(w, r)
-	case r.URL.Path == SSEMessagePath && h.serveSSE:
+	case message:
 		h.serveSSEMessage(w, r)
 	default:
 		http.NotFound(w, r)
 	}
 }
 
-func (h *HTTPHandler) serveStreamable(w http.ResponseWriter, r *http.Request) {
+// readBody reads a POST's body, bounded by MaxMessageBytes and, through
+// the connection's read deadline, by BodyTimeout, and gives the request a
+// body that replays it. A body that is not complete in time gets 408 and
+// false. Other read errors (such as a body over MaxMessageBytes) are
+// replayed after the bytes read, for mcp-go to answer as it does: nil
+// body, true.
+func (h *HTTPHandler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	if r.Body == nil || r.Body == http.NoBody {
+		return nil, true
+	}
+	var rc *http.ResponseController
+	if h.opts.BodyTimeout > 0 {
+		rc = http.NewResponseController(w)
+		if rc.SetReadDeadline(time.Now().Add(h.opts.BodyTimeout)) != nil {
+			rc = nil // not a net/http server connection (a test recorder)
+		}
+	}
+	src := r.Body
+	if h.opts.MaxMessageBytes > 0 {
+		src = http.MaxBytesReader(w, src, h.opts.MaxMessageBytes)
+	}
+	body, err := io.ReadAll(src)
+	if rc != nil {
+		// Clear the deadline at once: net/http's background read, which
+		// watches for the client leaving while the handler runs, would
+		// otherwise fail at the deadline and cancel the request.
+		_ = rc.SetReadDeadline(time.Time{})
+	}
+	if err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
+		h.f.log.Warn("mcp front: request body not received in time", "timeout", h.opts.BodyTimeout.String(),
+			"path", r.URL.Path)
+		w.Header().Set("Connection", "close")
+		http.Error(w, fmt.Sprintf("request timeout: the body was not received within %v", h.opts.BodyTimeout),
+			http.StatusRequestTimeout)
+		return nil, false
+	}
+	if err != nil {
+		r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), frontErrReader{err}))
+		return nil, true
+	}
+	r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+	return body, true
+}
+
+func (h *HTTPHandler) serveStreamable(w http.ResponseWriter, r *http.Request, body []byte) {
 	switch r.Method {
 	case http.MethodGet:
 		if h.closing.Load() {
 			http.Error(w, "shutting down", http.StatusServiceUnavailable)
+			return
+		}
+		if h.ids == nil && frontLegacySessionRequest(r) {
+			// Without sessions a standalone stream would belong to no one:
+			// mcp-go would share one among every client. The transport
+			// lets a server without one answer 405.
+			w.Header().Set("Allow", "POST")
+			http.Error(w, "Method Not Allowed: this server is stateless and offers no standalone stream", http.StatusMethodNotAllowed)
 			return
 		}
 		h.serveStreamableGet(w, r)
@@ -203,8 +334,17 @@ func (h *HTTPHandler) serveStreamable(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	if !h.preparePost(w, r) {
+	init, ok := h.preparePost(w, r, body)
+	if !ok {
 		return
+	}
+	if init {
+		if !h.ids.admit(false) {
+			h.logRefused("initialize")
+			frontTooManySessions(w, h.opts.MaxSessions)
+			return
+		}
+		defer h.ids.release(false)
 	}
 	ctx := r.Context()
 	if r.Header.Get(mcpgo.HeaderMethod) == string(mcpgo.MethodSubscriptionsListen) {
@@ -219,7 +359,31 @@ func (h *HTTPHandler) serveStreamable(w http.ResponseWriter, r *http.Request) {
 	rw := newFrontResponseWriter(w, st)
 	h.streamable.ServeHTTP(rw, r.WithContext(context.WithValue(ctx, frontStreamKey{}, st)))
 	rw.finish()
+	if id := w.Header().Get(mcpserver.HeaderKeySessionID); init && id != "" && !h.ids.isLive(id) {
+		// Ended (DELETE) between the answer and mcp-go's registration of
+		// the session, which came after: end it again, for mcp-go to
+		// forget it (see frontSessionIDs).
+		h.endStreamableSession(id)
+	}
 }
+
+// endStreamableSession has mcp-go remove every trace of session id, as its
+// DELETE does.
+func (h *HTTPHandler) endStreamableSession(id string) {
+	req, err := http.NewRequestWithContext(context.Background(), http.MethodDelete, StreamablePath, nil)
+	if err != nil {
+		return
+	}
+	req.Header.Set(mcpserver.HeaderKeySessionID, id)
+	h.streamable.ServeHTTP(frontDiscard{header: http.Header{}}, req)
+}
+
+// frontDiscard is a ResponseWriter that drops the response.
+type frontDiscard struct{ header http.Header }
+
+func (d frontDiscard) Header() http.Header         { return d.header }
+func (d frontDiscard) Write(p []byte) (int, error) { return len(p), nil }
+func (d frontDiscard) WriteHeader(int)             {}
 
 // serveStreamableGet serves the standalone stream of a session. It ends
 // when the client leaves, when the session ends (DELETE, idle expiry,
@@ -271,8 +435,9 @@ func (h *HTTPHandler) rejectSession(w http.ResponseWriter, r *http.Request) bool
 	return false
 }
 
-// preparePost reads the body of a POST that the front has to look at, and
-// gives the request a body that replays it:
+// preparePost looks at the body of a POST to the streamable HTTP
+// endpoint (nil when it could not be read) and reports whether it is an
+// initialize that creates a session:
 //
 //   - a notification of a 2026-07-28 client gets the protocol version of its
 //     Mcp-Protocol-Version header in _meta when it has none (see
@@ -281,42 +446,42 @@ func (h *HTTPHandler) rejectSession(w http.ResponseWriter, r *http.Request) bool
 //     initialize or a response, without Mcp-Session-Id, is answered 400
 //     (mcp-go answers 404, which tells a client its session ended).
 //
-// It reports false when it answered the request.
-func (h *HTTPHandler) preparePost(w http.ResponseWriter, r *http.Request) bool {
+// ok is false when it answered the request.
+func (h *HTTPHandler) preparePost(w http.ResponseWriter, r *http.Request, body []byte) (init, ok bool) {
 	headerVersion := r.Header.Get(mcpgo.HeaderProtocolVersion)
-	modern := mcpgo.IsModernProtocol(headerVersion)
-	noSession := h.ids != nil && r.Header.Get(mcpserver.HeaderKeySessionID) == ""
-	if (!modern && !noSession) || r.Body == nil {
-		return true
+	if body == nil {
+		return false, true
 	}
-	body, err := io.ReadAll(r.Body)
-	switch {
-	case err != nil:
-		// Such as a body over MaxMessageBytes: replayed after the bytes
-		// read, for mcp-go to answer as it does.
-		r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), frontErrReader{err}))
-		return true
-	case modern:
+	if mcpgo.IsModernProtocol(headerVersion) {
 		body = frontFillNotificationVersion(body, headerVersion)
-	case frontNeedsSession(body):
-		http.Error(w, "Bad Request: Mcp-Session-Id header is required", http.StatusBadRequest)
-		return false
+		r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+		return false, true
 	}
-	r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
-	return true
+	if h.ids == nil {
+		return false, true
+	}
+	// mcp-go mints a session for any initialize, with Mcp-Session-Id or not.
+	method, needsSession := frontSessionless(body)
+	if needsSession && r.Header.Get(mcpserver.HeaderKeySessionID) == "" {
+		http.Error(w, "Bad Request: Mcp-Session-Id header is required", http.StatusBadRequest)
+		return false, false
+	}
+	return method == string(mcpgo.MethodInitialize), true
 }
 
 type frontErrReader struct{ err error }
 
 func (e frontErrReader) Read([]byte) (int, error) { return 0, e.err }
 
-// frontNeedsSession reports whether a POSTed body, sent without
-// Mcp-Session-Id and without a 2026-07-28 Mcp-Protocol-Version, is a
-// message that must carry a session id: a request or notification other
-// than initialize whose _meta names no protocol version from 2026-07-28
-// on. Anything else (initialize, responses, 2026-07-28 messages, bodies
-// that are not one JSON object) is left to mcp-go.
-func frontNeedsSession(body []byte) bool {
+// frontSessionless looks at a POSTed body sent without a 2026-07-28
+// Mcp-Protocol-Version. It returns the message's method, and whether it is
+// a message that must carry a session id: a
+// request or notification other than initialize whose _meta names no
+// protocol version from 2026-07-28 on. Anything else (initialize,
+// responses, 2026-07-28 messages, bodies that are not one JSON object) is
+// left to mcp-go; an initialize whose _meta names a 2026-07-28 version is
+// not "initialize" here, as mcp-go mints no session for it.
+func frontSessionless(body []byte) (method string, needsSession bool) {
 	var msg struct {
 		Method string `json:"method"`
 		Params struct {
@@ -324,10 +489,12 @@ func frontNeedsSession(body []byte) bool {
 		} `json:"params"`
 	}
 	if json.Unmarshal(body, &msg) != nil {
-		return false
+		return "", false
 	}
-	return msg.Method != "" && msg.Method != string(mcpgo.MethodInitialize) &&
-		!mcpgo.IsModernProtocol(msg.Params.Meta.ProtocolVersion())
+	if mcpgo.IsModernProtocol(msg.Params.Meta.ProtocolVersion()) {
+		return "", false
+	}
+	return msg.Method, msg.Method != "" && msg.Method != string(mcpgo.MethodInitialize)
 }
 
 // frontFillNotificationVersion fixes up the notification of a 2026-07-28
@@ -412,74 +579,17 @@ func frontSplice(b []byte, from, to int, s []byte) []byte {
 	return slices.Concat(b[:from], s, b[to:])
 }
 
-// frontSessionIDs is mcp-go's stateful session id manager
-// (InsecureStatefulSessionIdManager, as WithStateful installs it) that also
-// closes the GET streams of a session when mcp-go terminates it: on DELETE,
-// on idle expiry and on Shutdown. mcp-go forgets the session then but
-// leaves its GET stream open, and so Shutdown waited for it. The streams
-// are watched only while they are open.
-type frontSessionIDs struct {
-	*mcpserver.InsecureStatefulSessionIdManager
-
-	mu      sync.Mutex
-	streams map[string]map[*context.CancelFunc]struct{} // session id → its open GET streams
-}
-
-func newFrontSessionIDs() *frontSessionIDs {
-	return &frontSessionIDs{
-		InsecureStatefulSessionIdManager: &mcpserver.InsecureStatefulSessionIdManager{},
-		streams:                          make(map[string]map[*context.CancelFunc]struct{}),
-	}
-}
-
-// Terminate ends the session id, then the session's open GET streams.
-func (m *frontSessionIDs) Terminate(id string) (notAllowed bool, err error) {
-	notAllowed, err = m.InsecureStatefulSessionIdManager.Terminate(id)
-	if err != nil || notAllowed {
-		return notAllowed, err
-	}
-	m.mu.Lock()
-	streams := m.streams[id]
-	delete(m.streams, id)
-	m.mu.Unlock()
-	for stop := range streams {
-		(*stop)()
-	}
-	return false, nil
-}
-
-// watch has the GET stream that stop ends closed when session id ends,
-// until the returned function is called.
-func (m *frontSessionIDs) watch(id string, stop context.CancelFunc) (unwatch func()) {
-	key := &stop
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.streams[id] == nil {
-		m.streams[id] = make(map[*context.CancelFunc]struct{})
-	}
-	m.streams[id][key] = struct{}{}
-	return func() {
-		m.mu.Lock()
-		defer m.mu.Unlock()
-		if set := m.streams[id]; set != nil {
-			delete(set, key)
-			if len(set) == 0 {
-				delete(m.streams, id)
-			}
-		}
-	}
-}
-
 // frontSSEBinding is a legacy SSE session as the front knows it: the
 // bookkeeping of its stream, and the life of its tool calls, which mcp-go
 // runs detached from the POSTs that carried them and which end with the
 // stream. mcp-go makes the session id up inside the GET handler: the
 // OnRegisterSession hook binds it.
 type frontSSEBinding struct {
-	h    *HTTPHandler
-	st   *frontStream
-	life *frontLife
-	id   string
+	h      *HTTPHandler
+	st     *frontStream
+	life   *frontLife
+	id     string
+	active atomic.Int64 // unix nanoseconds of the last message POSTed, or of the stream's start
 }
 
 type frontSSEBindKey struct{}
@@ -494,14 +604,53 @@ func (h *HTTPHandler) serveSSEStream(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "shutting down", http.StatusServiceUnavailable)
 		return
 	}
+	if r.Method == http.MethodGet {
+		if !h.count.admit(true) {
+			h.logRefused("SSE stream")
+			frontTooManySessions(w, h.opts.MaxSessions)
+			return
+		}
+		defer h.count.release(true)
+	}
 	stop, end := context.WithCancel(h.life.stop)
 	defer end()
 	b := &frontSSEBinding{h: h, st: newFrontStream(h.f.maxPending, true), life: &frontLife{stop: stop}}
+	b.active.Store(time.Now().UnixNano())
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	if ttl := h.opts.SessionIdleTTL; ttl > 0 && r.Method == http.MethodGet {
+		go b.expire(ctx, ttl, cancel)
+	}
 	rw := newFrontResponseWriter(w, b.st)
-	h.sseStream.ServeHTTP(rw, r.WithContext(context.WithValue(r.Context(), frontSSEBindKey{}, b)))
+	h.sseStream.ServeHTTP(rw, r.WithContext(context.WithValue(ctx, frontSSEBindKey{}, b)))
 	rw.finish()
 	if b.id != "" {
 		h.sessions.CompareAndDelete(b.id, b)
+	}
+}
+
+// expire ends the session's stream (end) once no message was POSTed in it
+// for ttl and no tool call of it is open; it returns when ctx ends.
+func (b *frontSSEBinding) expire(ctx context.Context, ttl time.Duration, end context.CancelFunc) {
+	timer := time.NewTimer(ttl)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+		}
+		idle := time.Since(time.Unix(0, b.active.Load()))
+		if idle >= ttl && b.st.openCount() == 0 {
+			b.h.f.log.Info("mcp front: SSE session idle, closing its stream", "idle_ttl", ttl.String())
+			end()
+			return
+		}
+		next := ttl - idle
+		if next <= 0 { // idle, but a call is open
+			next = ttl
+		}
+		timer.Reset(next)
 	}
 }
 
@@ -510,6 +659,7 @@ func (h *HTTPHandler) serveSSEStream(w http.ResponseWriter, r *http.Request) {
 func (h *HTTPHandler) serveSSEMessage(w http.ResponseWriter, r *http.Request) {
 	if v, ok := h.sessions.Load(r.URL.Query().Get("sessionId")); ok {
 		b := v.(*frontSSEBinding)
+		b.active.Store(time.Now().UnixNano())
 		ctx := context.WithValue(r.Context(), frontStreamKey{}, b.st)
 		r = r.WithContext(context.WithValue(ctx, frontLifeKey{}, b.life))
 	}
@@ -574,25 +724,42 @@ func (h *HTTPHandler) sseOpenCalls() int {
 	return n
 }
 
-// frontRejectRebinding answers 403 to a request that arrived on a loopback
-// address but names another host in Host or Origin (DNS rebinding).
-func frontRejectRebinding(w http.ResponseWriter, r *http.Request) bool {
+// rejectRebinding answers 403 to a request that arrived on a loopback
+// address but names a host in Host or Origin that is neither a loopback
+// host nor one of AllowedHosts (DNS rebinding).
+func (h *HTTPHandler) rejectRebinding(w http.ResponseWriter, r *http.Request) bool {
 	local, _ := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
 	if local == nil || !frontLoopback(local.String()) {
 		return false
 	}
-	if !frontLoopback(r.Host) {
-		http.Error(w, fmt.Sprintf("forbidden: Host %q is not a loopback host", r.Host), http.StatusForbidden)
+	if !h.localHost(r.Host) {
+		http.Error(w, fmt.Sprintf("forbidden: Host %q is not a local host (see --allowed-host)", r.Host), http.StatusForbidden)
 		return true
 	}
 	if origin := r.Header.Get("Origin"); origin != "" {
 		u, err := url.Parse(origin)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || !frontLoopback(u.Host) {
-			http.Error(w, fmt.Sprintf("forbidden: Origin %q is not a loopback origin", origin), http.StatusForbidden)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || !h.localHost(u.Host) {
+			http.Error(w, fmt.Sprintf("forbidden: Origin %q is not a local origin (see --allowed-host)", origin), http.StatusForbidden)
 			return true
 		}
 	}
 	return false
+}
+
+// localHost reports whether hostport (a host with or without a port) is a
+// loopback host or one of AllowedHosts.
+func (h *HTTPHandler) localHost(hostport string) bool {
+	if frontLoopback(hostport) {
+		return true
+	}
+	if len(h.allowed) == 0 {
+		return false
+	}
+	host, _, err := net.SplitHostPort(hostport)
+	if err != nil {
+		host = hostport
+	}
+	return host != "" && h.allowed[strings.ToLower(strings.Trim(host, "[]"))]
 }
 
 // frontLoopback reports whether hostport (a host with or without a port)

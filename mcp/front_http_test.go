@@ -896,18 +896,14 @@ func TestFrontStreamableHTTPSessionRequired(t *testing.T) {
 		})
 	}
 
-	t.Run("stateless: GET without a session is mcp-go's stream", func(t *testing.T) {
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, stateless.URL+StreamablePath, nil)
-		req.Header.Set("Accept", "text/event-stream")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		if ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); resp.StatusCode != http.StatusOK || ct != "text/event-stream" {
-			t.Errorf("%d %s", resp.StatusCode, ct)
+	t.Run("stateless: GET is 405, no shared standalone stream", func(t *testing.T) {
+		// mcp-go would open a stream in one session "" shared by every
+		// client; the transport lets a server without one answer 405.
+		for _, hd := range []http.Header{hdr("", legacy), hdr("", ""), hdr("mcp-session-x", legacy)} {
+			status, header, body := frontRaw(t, context.Background(), http.MethodGet, stateless.URL+StreamablePath, "", hd)
+			if status != http.StatusMethodNotAllowed || header.Get("Allow") != "POST" || !strings.Contains(body, "stateless") {
+				t.Errorf("%v: %d Allow=%q %q", hd, status, header.Get("Allow"), body)
+			}
 		}
 	})
 	if n := frontWatched(srv); n != 0 {

@@ -1,6 +1,7 @@
 package mcp
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"io"
@@ -48,30 +49,51 @@ func (f *Front) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) err
 	defer context.AfterFunc(ctx, func() { drain(); cancel() })()
 
 	st := newFrontStream(f.maxPending, false)
+	lw := &frontLineWriter{w: out, st: st}
 	srv := mcpserver.NewStdioServer(f.server)
 	srv.SetErrorLogger(slog.NewLogLogger(f.log.Handler(), slog.LevelWarn))
 	srv.SetContextFunc(func(c context.Context) context.Context {
 		c = context.WithValue(c, frontStreamKey{}, st)
 		return context.WithValue(c, frontLifeKey{}, life)
 	})
-	err := srv.Listen(lctx, &frontEndReader{r: in, end: drain}, &frontLineWriter{w: out, st: st})
+	err := srv.Listen(lctx, &frontEndReader{r: bufio.NewReader(in), end: drain, out: lw}, lw)
 	if lctx.Err() != nil {
 		return nil
 	}
 	return err
 }
 
-// frontEndReader calls end when reading fails (EOF included), before the
-// caller sees the error.
+// frontEndReader hands the lines of r to mcp-go, but for the invalid
+// messages the front answers itself (see frontCheckMessage), whose error
+// frames it writes to out. It calls end when reading fails (EOF included),
+// before the caller sees the error.
 type frontEndReader struct {
-	r   io.Reader
-	end func()
+	r       *bufio.Reader
+	end     func()
+	out     io.Writer
+	pending []byte // the rest of the line being handed over
+	err     error  // the read error to return once pending is handed over
 }
 
 func (r *frontEndReader) Read(p []byte) (int, error) {
-	n, err := r.r.Read(p)
-	if err != nil {
-		r.end()
+	for len(r.pending) == 0 {
+		if r.err != nil {
+			r.end()
+			return 0, r.err
+		}
+		line, err := r.r.ReadBytes('\n')
+		r.err = err
+		if err == nil {
+			if why := frontCheckMessage(line); why != "" {
+				if _, werr := r.out.Write(append(why.frame(), '\n')); werr != nil {
+					r.err = werr
+				}
+				continue
+			}
+		}
+		r.pending = line
 	}
-	return n, err
+	n := copy(p, r.pending)
+	r.pending = r.pending[n:]
+	return n, nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"regexp"
 	"strings"
@@ -68,6 +69,12 @@ func (m *Main) serveMCP(ctx context.Context, args []string) error {
 	inputErrors := fs.String("input-errors", "jsonrpc", "input validation failures as a JSON-RPC -32602 error (jsonrpc) or an isError result (result)")
 	acceptContext := fs.Bool("accept-otc-context", false, "use the OTC context (tokens, secrets, user id) an mcpotc OTC front forwards with a call, for --otc upstreams (see README, Round trips)")
 	bearerEnv := fs.String("bearer-token-env", "", "environment variable holding a bearer token that HTTP clients must send (http and sse transports)")
+	idleTTL := fs.Duration("session-idle-ttl", mcp.DefaultSessionIdleTTL, "end HTTP sessions idle that long (http and sse transports); 0: never")
+	maxSessions := fs.Int("max-sessions", mcp.DefaultMaxSessions, "most HTTP sessions held at once; beyond it initialize gets 503 (http and sse transports); 0: no bound")
+	stateless := fs.Bool("stateless", false, "serve streamable HTTP without sessions: no Mcp-Session-Id, no standalone GET stream (http transport)")
+	bodyTimeout := fs.Duration("body-timeout", mcp.DefaultBodyTimeout, "bound on receiving a request body; a slower one gets 408 (http and sse transports)")
+	var allowedHosts stringList
+	fs.Var(&allowedHosts, "allowed-host", "host name (no port) a loopback listener also accepts in Host and Origin, such as a reverse proxy's (repeatable)")
 	level := fs.String("log-level", "info", "log level: debug, info, warn, error (logs go to stderr)")
 	if err := m.parse(fs, args); err != nil {
 		return err
@@ -84,6 +91,10 @@ func (m *Main) serveMCP(ctx context.Context, args []string) error {
 	}
 	if *callTimeout <= 0 || *refresh <= 0 {
 		return fmt.Errorf("%w: --call-timeout and --refresh must be positive", errUsage)
+	}
+	httpOpts, err := mcpHTTPOptions(*transport, *idleTTL, *maxSessions, *stateless, *bodyTimeout, allowedHosts)
+	if err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
 	}
 	d, err := otc.ParseDialect(*dialect)
 	if err != nil {
@@ -145,12 +156,48 @@ func (m *Main) serveMCP(ctx context.Context, args []string) error {
 		}
 		return err
 	case "http":
-		h := front.Front().StreamableHTTPHandler(&mcp.HTTPOptions{BearerToken: requiredBearer})
+		httpOpts.BearerToken = requiredBearer
+		h := front.Front().StreamableHTTPHandler(httpOpts)
 		return m.serveHTTPWith(ctx, log, *listen, h, "MCP over streamable HTTP at /mcp", h.Shutdown)
 	default:
-		h := front.Front().SSEHandler(&mcp.HTTPOptions{BearerToken: requiredBearer})
+		httpOpts.BearerToken = requiredBearer
+		h := front.Front().SSEHandler(httpOpts)
 		return m.serveHTTPWith(ctx, log, *listen, h, "MCP over SSE at /sse", h.Shutdown)
 	}
+}
+
+// mcpHTTPOptions checks the HTTP flags of serve-mcp (README, serve-mcp
+// flags) and turns them into the front's options.
+func mcpHTTPOptions(transport string, idleTTL time.Duration, maxSessions int, stateless bool, bodyTimeout time.Duration, allowedHosts []string) (*mcp.HTTPOptions, error) {
+	switch {
+	case idleTTL < 0:
+		return nil, errors.New("--session-idle-ttl must not be negative")
+	case maxSessions < 0:
+		return nil, errors.New("--max-sessions must not be negative")
+	case bodyTimeout <= 0:
+		return nil, errors.New("--body-timeout must be positive")
+	case stateless && transport != "http":
+		return nil, errors.New("--stateless needs --transport http")
+	}
+	opts := &mcp.HTTPOptions{Stateless: stateless, SessionIdleTTL: idleTTL, MaxSessions: maxSessions, BodyTimeout: bodyTimeout}
+	if idleTTL == 0 {
+		opts.SessionIdleTTL = -1 // never
+	}
+	if maxSessions == 0 {
+		opts.MaxSessions = -1 // no bound
+	}
+	for _, name := range allowedHosts {
+		ok := name != "" && !strings.ContainsAny(name, "/:@[] \t")
+		if inner, bracketed := strings.CutPrefix(name, "["); bracketed && strings.HasSuffix(inner, "]") {
+			ip, err := netip.ParseAddr(strings.TrimSuffix(inner, "]"))
+			ok = err == nil && ip.Is6()
+		}
+		if !ok {
+			return nil, fmt.Errorf("--allowed-host %q: want a host name without scheme or port, such as mcp.example.com (an IPv6 address in brackets)", name)
+		}
+		opts.AllowedHosts = append(opts.AllowedHosts, name)
+	}
+	return opts, nil
 }
 
 // otcUpstreams checks the configured upstreams and resolves their secrets

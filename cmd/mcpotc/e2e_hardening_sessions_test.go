@@ -1,0 +1,367 @@
+//go:build e2e
+
+package main
+
+// End-to-end tests of the MCP front's sessions and request hardening
+// (issue 9, points 2–4 on the MCP side) through the built binary: session
+// bound and idle expiry, --stateless with the official Go SDK client,
+// -32600 for invalid ids and batches over HTTP and stdio, 408 for a body
+// that trickles in, and --allowed-host.
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os/exec"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+const e2eInitBody = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"e2e","version":"0"}}}`
+
+// e2ePost sends one POST to the streamable HTTP endpoint url and returns
+// status, headers and body.
+func e2ePost(t *testing.T, url, body string, header http.Header) (int, http.Header, string) {
+	t.Helper()
+	return e2eHTTP(t, http.MethodPost, url, body, header)
+}
+
+func e2eHTTP(t *testing.T, method, url, body string, header http.Header) (int, http.Header, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), e2eCallTimeout)
+	defer cancel()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, url, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header, string(b)
+}
+
+func e2eSameJSON(t *testing.T, what, got, want string) {
+	t.Helper()
+	if !reflect.DeepEqual(mustDataOr(got), mustData(want)) {
+		t.Errorf("%s:\n got: %s\nwant: %s", what, got, want)
+	}
+}
+
+const e2eTooMany = `{"jsonrpc":"2.0","id":null,"error":{"code":-32003,"message":"too many sessions: the server holds its maximum of 3 sessions; retry later, or end an unused session with DELETE"}}`
+
+// --max-sessions 3: the 4th initialize is 503 with the JSON-RPC error and
+// Retry-After; DELETE makes room, and so does idle expiry
+// (--session-idle-ttl), after which the expired session is 404.
+func TestE2EHardeningSessionsBound(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	b := startBridge(t, ctx, "http", []string{"--max-sessions", "3", "--session-idle-ttl", "2s"}, nil)
+	initialize := func() string {
+		t.Helper()
+		status, header, body := e2ePost(t, b.url, e2eInitBody, nil)
+		id := header.Get("Mcp-Session-Id")
+		if status != http.StatusOK || id == "" || !strings.Contains(body, `"protocolVersion":"2025-11-25"`) {
+			t.Fatalf("initialize: %d session %q: %s", status, id, body)
+		}
+		return id
+	}
+	refused := func(what string) {
+		t.Helper()
+		status, header, body := e2ePost(t, b.url, e2eInitBody, nil)
+		if status != http.StatusServiceUnavailable || header.Get("Retry-After") != "5" || header.Get("Content-Type") != "application/json" {
+			t.Fatalf("%s: %d Retry-After=%q %q: %s", what, status, header.Get("Retry-After"), header.Get("Content-Type"), body)
+		}
+		e2eSameJSON(t, what, body, e2eTooMany)
+	}
+	sessions := []string{initialize(), initialize(), initialize()}
+	refused("the 4th initialize")
+
+	status, _, body := e2eHTTP(t, http.MethodDelete, b.url, "", http.Header{"Mcp-Session-Id": {sessions[0]}, "Mcp-Protocol-Version": {"2025-11-25"}})
+	if status != http.StatusOK {
+		t.Fatalf("DELETE: %d %s", status, body)
+	}
+	sessions[0] = initialize()
+	refused("initialize when full again")
+
+	// Nobody uses the sessions: all expire within 2×TTL (mcp-go sweeps
+	// every TTL/2, at least every second); then initialize works again.
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		status, header, _ := e2ePost(t, b.url, e2eInitBody, nil)
+		if status == http.StatusOK && header.Get("Mcp-Session-Id") != "" {
+			break
+		}
+		if status != http.StatusServiceUnavailable || time.Now().After(deadline) {
+			t.Fatalf("initialize after the idle TTL: %d", status)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	status, _, body = e2ePost(t, b.url, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`,
+		http.Header{"Mcp-Session-Id": {sessions[1]}, "Mcp-Protocol-Version": {"2025-11-25"}})
+	if status != http.StatusNotFound {
+		t.Errorf("POST in an expired session: %d %s", status, body)
+	}
+}
+
+// sessionRecorder records the Mcp-Session-Id headers a client sends and
+// receives, and the status of every GET.
+type sessionRecorder struct {
+	base http.RoundTripper
+	mu   sync.Mutex
+	seen []string
+	gets []int
+}
+
+func (r *sessionRecorder) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := r.base.RoundTrip(req)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if id := req.Header.Get("Mcp-Session-Id"); id != "" {
+		r.seen = append(r.seen, "sent "+id)
+	}
+	if err == nil {
+		if id := resp.Header.Get("Mcp-Session-Id"); id != "" {
+			r.seen = append(r.seen, "received "+id)
+		}
+		if req.Method == http.MethodGet {
+			r.gets = append(r.gets, resp.StatusCode)
+		}
+	}
+	return resp, err
+}
+
+// --stateless: the official Go SDK client (protocol 2025-11-25) connects,
+// lists and calls tools without a session id; none is ever issued; a raw
+// tools/call with no initialize before works too; GET is 405.
+func TestE2EHardeningSessionsStateless(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	b := startBridge(t, ctx, "http", []string{"--stateless", "--max-sessions", "1"}, nil)
+
+	rec := &sessionRecorder{base: http.DefaultTransport}
+	client := sdk.NewClient(&sdk.Implementation{Name: "mcpotc-e2e-go-sdk", Version: "0.0.0"}, nil)
+	cctx, ccancel := context.WithTimeout(ctx, e2eCallTimeout)
+	defer ccancel()
+	// Two clients at once, beyond --max-sessions 1: nothing is held.
+	var css []*sdk.ClientSession
+	for range 2 {
+		cs, err := client.Connect(cctx, &sdk.StreamableClientTransport{Endpoint: b.url, HTTPClient: &http.Client{Transport: rec}},
+			&sdk.ClientSessionOptions{ProtocolVersion: proto20251125})
+		if err != nil {
+			t.Fatalf("go-sdk connect: %v", err)
+		}
+		t.Cleanup(func() { closeSession(t, cs) })
+		css = append(css, cs)
+	}
+	for _, cs := range css {
+		if got := toolNames(listTools(t, ctx, cs)); !reflect.DeepEqual(got, sampleTools) {
+			t.Errorf("tools: %v", got)
+		}
+		res := mustCall(t, ctx, cs, "Calculator_Add", map[string]any{"a": 2, "b": 3})
+		if got := textOf(res); got != `{"sum":5}` {
+			t.Errorf("Calculator_Add: %q", got)
+		}
+	}
+	rec.mu.Lock()
+	if len(rec.seen) != 0 {
+		t.Errorf("session ids on the wire: %v", rec.seen)
+	}
+	for _, s := range rec.gets {
+		if s != http.StatusMethodNotAllowed {
+			t.Errorf("GET answered %d, want 405", s)
+		}
+	}
+	rec.mu.Unlock()
+
+	status, header, body := e2ePost(t, b.url,
+		`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"Calculator_Add","arguments":{"a":1,"b":2}}}`,
+		http.Header{"Mcp-Protocol-Version": {"2025-11-25"}})
+	if status != http.StatusOK || header.Get("Mcp-Session-Id") != "" {
+		t.Fatalf("tools/call without initialize: %d session %q: %s", status, header.Get("Mcp-Session-Id"), body)
+	}
+	if !strings.Contains(body, `"id":7`) || !strings.Contains(body, `"structuredContent":{"sum":3}`) {
+		t.Errorf("tools/call without initialize: %s", body)
+	}
+	status, header, body = e2eHTTP(t, http.MethodGet, b.url, "", http.Header{"Mcp-Protocol-Version": {"2025-11-25"}})
+	if status != http.StatusMethodNotAllowed || header.Get("Allow") != "POST" {
+		t.Errorf("GET: %d Allow=%q %s", status, header.Get("Allow"), body)
+	}
+}
+
+var e2eInvalid = []struct{ name, frame, want string }{
+	{"object id", `{"jsonrpc":"2.0","id":{"a":1},"method":"tools/list"}`,
+		`{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request: the id must be a string or a number, not an object"}}`},
+	{"array id", `{"jsonrpc":"2.0","id":[1],"method":"tools/list"}`,
+		`{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request: the id must be a string or a number, not an array"}}`},
+	{"bool id", `{"jsonrpc":"2.0","id":false,"method":"tools/list"}`,
+		`{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request: the id must be a string or a number, not a boolean"}}`},
+	{"null id", `{"jsonrpc":"2.0","id":null,"method":"tools/list"}`,
+		`{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request: the id must be a string or a number, not null (MCP: a request id must not be null, a notification has none)"}}`},
+	{"batch", `[{"jsonrpc":"2.0","id":1,"method":"tools/list"}]`,
+		`{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request: batches are not accepted: send one JSON-RPC message per request"}}`},
+}
+
+// -32600 for ids that are not strings or numbers and for batches, over
+// streamable HTTP (400) and stdio, frames compared as data.
+func TestE2EHardeningSessionsInvalidRequests(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	t.Run("http", func(t *testing.T) {
+		b := startBridge(t, ctx, "http", nil, nil)
+		_, header, _ := e2ePost(t, b.url, e2eInitBody, nil)
+		session := http.Header{"Mcp-Session-Id": {header.Get("Mcp-Session-Id")}, "Mcp-Protocol-Version": {"2025-11-25"}}
+		for _, tc := range e2eInvalid {
+			for _, h := range []http.Header{session, nil} {
+				status, header, body := e2ePost(t, b.url, tc.frame, h)
+				if status != http.StatusBadRequest || header.Get("Content-Type") != "application/json" {
+					t.Errorf("%s: %d %q", tc.name, status, header.Get("Content-Type"))
+				}
+				e2eSameJSON(t, tc.name, body, tc.want)
+			}
+		}
+	})
+	t.Run("stdio", func(t *testing.T) {
+		b := startBridge(t, ctx, "stdio", nil, nil)
+		b.p.rpcCall(t, 1, "initialize", mustData(`{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"e2e","version":"0"}}`), e2eCallTimeout)
+		b.p.rpcNotify(t, "notifications/initialized", nil)
+		for _, tc := range e2eInvalid {
+			if err := b.p.WriteLine(tc.frame); err != nil {
+				t.Fatal(err)
+			}
+			line, err := b.p.ReadLine(e2eCallTimeout)
+			if err != nil {
+				t.Fatalf("%s: no answer: %v", tc.name, err)
+			}
+			e2eSameJSON(t, tc.name, line, tc.want)
+		}
+		// Serving goes on.
+		if got := b.p.rpcCall(t, 2, "ping", nil, e2eCallTimeout); string(got) != "{}" {
+			t.Errorf("ping: %s", got)
+		}
+	})
+}
+
+// --body-timeout 1s: a body sent one byte every 300 ms is cut with 408 at
+// the wire; a request with a normal body still works.
+func TestE2EHardeningSessionsBodyTimeout(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	b := startBridge(t, ctx, "http", []string{"--body-timeout", "1s"}, nil)
+	addr := strings.TrimSuffix(strings.TrimPrefix(b.url, "http://"), "/mcp")
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(e2eCallTimeout))
+	fmt.Fprintf(conn, "POST /mcp HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: %d\r\n\r\n",
+		addr, len(e2eInitBody))
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		for i := range len(e2eInitBody) {
+			select {
+			case <-stop:
+				return
+			case <-time.After(300 * time.Millisecond):
+			}
+			if _, err := conn.Write([]byte{e2eInitBody[i]}); err != nil {
+				return
+			}
+		}
+	}()
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("reading the answer: %v", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusRequestTimeout || string(body) != "request timeout: the body was not received within 1s\n" {
+		t.Errorf("slow body: %d %q", resp.StatusCode, body)
+	}
+	if status, header, body := e2ePost(t, b.url, e2eInitBody, nil); status != http.StatusOK || header.Get("Mcp-Session-Id") == "" {
+		t.Errorf("normal body: %d %s", status, body)
+	}
+	if !strings.Contains(b.p.Stderr(), "request body not received in time") {
+		t.Errorf("no log line for the slow body:\n%s", b.p.Stderr())
+	}
+}
+
+// --allowed-host: Host: proxy.example is 403 without the flag, 200 with it.
+func TestE2EHardeningSessionsAllowedHost(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	do := func(url, host string) (int, string) {
+		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(e2eInitBody))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Host = host
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	plain := startBridge(t, ctx, "http", nil, nil)
+	proxied := startBridge(t, ctx, "http", []string{"--allowed-host", "proxy.example", "--allowed-host", "other.example", "--allowed-host", "[fd00::1]"}, nil)
+	if status, body := do(plain.url, "proxy.example"); status != http.StatusForbidden ||
+		body != "forbidden: Host \"proxy.example\" is not a local host (see --allowed-host)\n" {
+		t.Errorf("without the flag: %d %q", status, body)
+	}
+	for _, host := range []string{"proxy.example", "other.example:443", "[fd00::1]:8443"} {
+		if status, body := do(proxied.url, host); status != http.StatusOK || !strings.Contains(body, `"protocolVersion":"2025-11-25"`) {
+			t.Errorf("with the flag, Host %s: %d %s", host, status, body)
+		}
+	}
+	if status, _ := do(proxied.url, "evil.example"); status != http.StatusForbidden {
+		t.Errorf("another host with the flag: %d", status)
+	}
+}
+
+// Bad values of the new flags are usage errors (exit code 2) that say why.
+func TestE2EHardeningSessionsFlagErrors(t *testing.T) {
+	bin := buildMcpotc(t)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--transport", "sse", "--stateless"}, "--stateless needs --transport http"},
+		{[]string{"--transport", "http", "--allowed-host", "proxy.example:8080"}, `--allowed-host "proxy.example:8080": want a host name without scheme or port`},
+		{[]string{"--transport", "http", "--allowed-host", "https://proxy.example"}, "want a host name without scheme or port"},
+		{[]string{"--transport", "http", "--allowed-host", "[not-ip]"}, "want a host name without scheme or port"},
+		{[]string{"--transport", "http", "--max-sessions", "-1"}, "--max-sessions must not be negative"},
+		{[]string{"--transport", "http", "--session-idle-ttl", "-1s"}, "--session-idle-ttl must not be negative"},
+		{[]string{"--transport", "http", "--body-timeout", "0s"}, "--body-timeout must be positive"},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), e2eCallTimeout)
+		cmd := exec.CommandContext(ctx, bin, append([]string{"serve-mcp", "--listen", "127.0.0.1:0"}, tc.args...)...)
+		out, err := cmd.CombinedOutput()
+		cancel()
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != 2 || !strings.Contains(string(out), tc.want) {
+			t.Errorf("%v: %v\n%s\nwant exit 2 and %q", tc.args, err, out, tc.want)
+		}
+	}
+}
