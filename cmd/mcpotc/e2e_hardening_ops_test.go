@@ -17,9 +17,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -181,4 +183,169 @@ func TestE2EHardeningOpsChildEnv(t *testing.T) {
 	}
 	b.stop(t)
 	b.checkLogs(t, secretA, secretB, key)
+}
+
+// opsCheckKeysOnce parses every line of a process's stderr as a JSON
+// object and fails for a key that appears twice in one line
+// (encoding/json into a map would keep only the last one).
+func opsCheckKeysOnce(t *testing.T, what, stderr string) {
+	t.Helper()
+	if strings.HasPrefix(stderr, "[… ") { // the tail dropped the head: skip the marker and the partial line
+		_, stderr, _ = strings.Cut(stderr, "\n")
+		_, stderr, _ = strings.Cut(stderr, "\n")
+	}
+	n := 0
+	for _, line := range strings.Split(stderr, "\n") {
+		if strings.TrimSpace(line) == "" {
+			continue
+		}
+		n++
+		dec := json.NewDecoder(strings.NewReader(line))
+		if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+			t.Errorf("%s: log line is not a JSON object: %q", what, e2eTruncate(line, 300))
+			continue
+		}
+		seen := map[string]bool{}
+		for dec.More() {
+			tok, err := dec.Token()
+			if err != nil {
+				t.Errorf("%s: log line %q: %v", what, e2eTruncate(line, 300), err)
+				break
+			}
+			k, _ := tok.(string)
+			if seen[k] {
+				t.Errorf("%s: key %q twice in the log line %s", what, k, e2eTruncate(line, 500))
+			}
+			seen[k] = true
+			var v json.RawMessage
+			if err := dec.Decode(&v); err != nil {
+				t.Errorf("%s: log line %q: %v", what, e2eTruncate(line, 300), err)
+				break
+			}
+		}
+	}
+	if n == 0 {
+		t.Errorf("%s: no log line", what)
+	}
+}
+
+// TestE2EHardeningOpsLogs: the lines serve-otc writes are checked as
+// parsed JSON: every key once in each line (the upstream elicitation line
+// carried two "message" keys), call_id and trace_id cut to 64 bytes, a
+// client refused with 401 logged once per request without its credential,
+// and an HTTP MCP upstream answering 401 on every attempt logged once.
+func TestE2EHardeningOpsLogs(t *testing.T) {
+	t.Parallel()
+	buildMcpotc(t)
+
+	t.Run("elicitation and ids", func(t *testing.T) {
+		t.Parallel()
+		node, everything := nodeBin(t), peerBin(t, "mcp-server-everything")
+		key := "ops-key-" + otcE2ERandom(t)
+		b := otcE2EStart(t, []string{"--api-key-env", "OPS_LOG_KEY", "--", node, everything, "stdio"}, append(peerEnv(t), "OPS_LOG_KEY="+key))
+		b.auth = map[string]string{"OXP-API-Key": key}
+		b.waitHealthy(t, otcE2EStartTimeout)
+		b.waitTools(t, otcE2EEverythingIDs)
+		d := otcE2EDialects[2]
+		hdr := map[string]string{"OXP-API-Key": key}
+
+		// The second call takes the server's request path: an
+		// elicitation/create during the call, answered cancel and logged.
+		elicitURL := "https://example.com/ops/authorize?n=" + otcE2ERandom(t)
+		urlReq := map[string]any{"tool_id": otcE2EEv + "trigger_url_elicitation", "input": map[string]any{"url": elicitURL, "errorPath": true}}
+		b.expect(t, d, urlReq, hdr, 400, map[string]any{"message": "<string>", "developer_message": "<string>", "missing_requirements": "<any>"})
+		b.expect(t, d, urlReq, hdr, 200, map[string]any{"success": true, "value": "<any>"})
+		if l := b.waitLogs(1, func(m map[string]any) bool { return m["level"] == "info" && m["url"] == elicitURL }); len(l) != 1 {
+			t.Errorf("log: %d info lines of the upstream for the URL elicitation, want 1", len(l))
+		}
+
+		// Long ids (within the 256-byte bound) are logged cut to 64 bytes.
+		longCall := "ops-" + strings.Repeat("c", 196)
+		longTrace := strings.Repeat("t", 200)
+		b.expect(t, d, map[string]any{"tool_id": otcE2EEv + "echo", "call_id": longCall, "trace_id": longTrace, "input": map[string]any{"message": "hi"}},
+			hdr, 200, map[string]any{"call_id": longCall, "success": true, "value": "<any>"})
+		if l := b.waitLogs(1, func(m map[string]any) bool { return m["message"] == "call" && m["call_id"] == longCall[:64] }); len(l) != 1 {
+			t.Errorf("log: %d call lines with call_id cut to 64 bytes, want 1: %s", len(l), otcE2EShow(b.logs(func(m map[string]any) bool { return m["message"] == "call" })))
+		} else if l[0]["trace_id"] != longTrace[:64] {
+			t.Errorf("log: trace_id %v, want its first 64 bytes", l[0]["trace_id"])
+		}
+		if strings.Contains(b.p.Stderr(), longCall[:65]) || strings.Contains(b.p.Stderr(), longTrace[:65]) {
+			t.Errorf("an id longer than 64 bytes reached the log")
+		}
+
+		// Three refused requests: three lines, none with what was sent.
+		bad := []string{"wrong-" + key, "Bearer nope-" + key}
+		for _, h := range []map[string]string{{}, {"OXP-API-Key": bad[0]}, {"Authorization": bad[1]}} {
+			body, hh := d.request(t, map[string]any{"tool_id": otcE2EEv + "echo", "input": map[string]any{"message": "x"}})
+			for k, v := range h {
+				hh[k] = v
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), otcE2ECallTimeout)
+			r, err := otcE2EDo(ctx, http.MethodPost, b.base+"/tools/call", hh, body)
+			cancel()
+			if err != nil || r.Status != http.StatusUnauthorized {
+				t.Fatalf("a call with credentials %v: %v %v, want 401", h, r, err)
+			}
+		}
+		refused := b.waitLogs(3, func(m map[string]any) bool { return m["status"] == float64(401) })
+		if len(refused) != 3 {
+			t.Errorf("log: %d lines for 3 refused requests, want 3: %s", len(refused), otcE2EShow(refused))
+		}
+		for _, l := range refused {
+			if l["level"] != "warn" || l["path"] != "/tools/call" || l["method"] != "POST" {
+				t.Errorf("refusal line: %s", otcE2EShow(l))
+			}
+		}
+		b.stop(t)
+		b.checkLogs(t, key, "nope-"+key)
+		opsCheckKeysOnce(t, "serve-otc", b.p.Stderr())
+	})
+
+	t.Run("upstream 401", func(t *testing.T) {
+		t.Parallel()
+		var mu sync.Mutex
+		hits := 0
+		token := "ops-up-" + otcE2ERandom(t)
+		up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			hits++
+			mu.Unlock()
+			w.Header().Set("WWW-Authenticate", `Bearer realm="ops"`)
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+		}))
+		defer up.Close()
+		dir := t.TempDir()
+		path := filepath.Join(dir, "serve-otc.json")
+		raw, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{
+			"locked": map[string]any{"url": up.URL + "/mcp", "headers": map[string]string{"Authorization": "Bearer ${OPS_UP_TOKEN}"}},
+		}})
+		if err := os.WriteFile(path, raw, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		b := otcE2EStart(t, []string{"--config", path}, []string{"OPS_UP_TOKEN=" + token})
+		// Wait until the bridge has been refused on several attempts
+		// (backoff from 250 ms), bounded.
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			mu.Lock()
+			n := hits
+			mu.Unlock()
+			if n >= 4 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the upstream saw %d requests within 20 s, want at least 4 attempts", n)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		b.stop(t)
+		lines := b.logs(func(m map[string]any) bool {
+			return strings.Contains(fmt.Sprint(m), "401") || strings.Contains(strings.ToLower(fmt.Sprint(m)), "unauthorized")
+		})
+		if len(lines) != 1 {
+			t.Errorf("log: %d lines about the upstream's 401 over several attempts, want 1 (once per state change): %s", len(lines), otcE2EShow(lines))
+		}
+		b.checkLogs(t, token)
+		opsCheckKeysOnce(t, "serve-otc", b.p.Stderr())
+	})
 }

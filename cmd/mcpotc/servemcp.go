@@ -146,10 +146,10 @@ func (m *Main) serveMCP(ctx context.Context, args []string) error {
 		return err
 	case "http":
 		h := front.Front().StreamableHTTPHandler(&mcp.HTTPOptions{BearerToken: requiredBearer})
-		return m.serveHTTPWith(ctx, log, *listen, h, "MCP over streamable HTTP at /mcp", h.Shutdown)
+		return m.serveHTTPWith(ctx, log, *listen, bridge.LogRefusals(log, h), "MCP over streamable HTTP at /mcp", h.Shutdown)
 	default:
 		h := front.Front().SSEHandler(&mcp.HTTPOptions{BearerToken: requiredBearer})
-		return m.serveHTTPWith(ctx, log, *listen, h, "MCP over SSE at /sse", h.Shutdown)
+		return m.serveHTTPWith(ctx, log, *listen, bridge.LogRefusals(log, h), "MCP over SSE at /sse", h.Shutdown)
 	}
 }
 

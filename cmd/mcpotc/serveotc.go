@@ -159,7 +159,7 @@ func (m *Main) serveOTC(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	serveErr := m.serveHTTPWith(ctx, log, *listen, front.Handler(), "OTC for MCP servers",
+	serveErr := m.serveHTTPWith(ctx, log, *listen, bridge.LogRefusals(log, front.Handler()), "OTC for MCP servers",
 		func(sctx context.Context, srv *http.Server) error { return srv.Shutdown(sctx) })
 	// In-flight calls are done (or the grace ran out): stop the upstreams.
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownGrace)
