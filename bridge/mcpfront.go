@@ -431,7 +431,10 @@ func (u *otcUpstream) callContext(ctx context.Context, req *otc.Requirements, fw
 			cc.Secrets = append(cc.Secrets, otc.Secret{ID: s.ID, Value: v})
 		}
 	}
-	if req.UserID {
+	// A tool that needs authorization gets the user id too when one is
+	// configured: its server keeps the grants a user completed under it
+	// (README, The sample toolkit).
+	if req.UserID || len(req.Authorization) > 0 {
 		cc.UserID = u.UserID
 		if fwd != nil && fwd.UserID != "" {
 			cc.UserID = fwd.UserID

@@ -20,8 +20,10 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -348,4 +350,148 @@ func TestE2EHardeningOpsLogs(t *testing.T) {
 		b.checkLogs(t, token)
 		opsCheckKeysOnce(t, "serve-otc", b.p.Stderr())
 	})
+}
+
+// TestE2EHardeningOpsSampleAuthorizationOTC: `mcpotc sample-otc` over
+// HTTP. A call with a user id and no token → 400 with a challenge; the
+// check URL says pending; the user opens the authorize URL; the check says
+// completed; the retry (same user id, still no token) → 200 with the
+// emails; another user id still gets a challenge.
+func TestE2EHardeningOpsSampleAuthorizationOTC(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	port := freePort(t)
+	p := startSampleOTC(t, ctx, port)
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	d := otcE2EDialects[0] // otc-1.0 envelope
+	call := func(user string) *otcE2EResp {
+		req := map[string]any{"tool_id": "Gmail.GetEmails@1.2.0", "input": map[string]any{"query": "is:unread"}, "context": map[string]any{"user_id": user}}
+		body, hdr := d.request(t, req)
+		r, err := otcE2EDo(ctx, http.MethodPost, base+"/tools/call", hdr, body)
+		if err != nil {
+			t.Fatalf("call for %s: %v", user, err)
+		}
+		return r
+	}
+	get := func(u string) *otcE2EResp {
+		r, err := otcE2EDo(ctx, http.MethodGet, u, nil, nil)
+		if err != nil {
+			t.Fatalf("GET %s: %v", u, err)
+		}
+		return r
+	}
+	challengeBody := map[string]any{
+		"$schema":           "otc://1.0",
+		"message":           "Authorization is required: open the authorization URL, then call the tool again",
+		"developer_message": "Gmail.GetEmails@1.2.0 requires authorization 'google'; context lacks it",
+		"missing_requirements": map[string]any{"authorization": []any{
+			map[string]any{"id": "google", "url": "~^" + base + "/sample/oauth/authorize\\?state=", "check_url": "~^" + base + "/sample/oauth/check\\?state="},
+		}},
+	}
+	r := call("ops-alice")
+	if r.Status != 400 {
+		t.Fatalf("first call: HTTP %d %s, want 400 with a challenge", r.Status, otcE2ETrunc(r.Raw))
+	}
+	if diffs := otcE2EMatch("body", challengeBody, r.Body); len(diffs) > 0 {
+		t.Fatalf("first call:\n  %s\ngot %s", strings.Join(diffs, "\n  "), otcE2ETrunc(r.Raw))
+	}
+	ch := r.Body.(map[string]any)["missing_requirements"].(map[string]any)["authorization"].([]any)[0].(map[string]any)
+	authURL, checkURL := ch["url"].(string), ch["check_url"].(string)
+	if c := get(checkURL); c.Status != 200 || otcE2EShow(c.Body) != `{"status":"pending"}` {
+		t.Errorf("check before opening: %d %s", c.Status, otcE2ETrunc(c.Raw))
+	}
+	// The authorize page is text/plain: not otcE2EDo.
+	resp, err := http.Get(authURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("opening the authorize URL: HTTP %d", resp.StatusCode)
+	}
+	if c := get(checkURL); c.Status != 200 || otcE2EShow(c.Body) != `{"status":"completed"}` {
+		t.Errorf("check after opening: %d %s", c.Status, otcE2ETrunc(c.Raw))
+	}
+	r = call("ops-alice")
+	want := map[string]any{"$schema": "otc://1.0", "result": map[string]any{"call_id": "<uuid>", "duration": "<number>", "success": true, "value": map[string]any{"emails": []any{
+		map[string]any{"id": "email_1", "subject": "Welcome to Gmail", "snippet": "Hello, welcome to your inbox!"},
+		map[string]any{"id": "email_2", "subject": "Your Receipt", "snippet": "Thank you for your purchase..."},
+	}}}}
+	if r.Status != 200 {
+		t.Fatalf("retry for the user who authorized: HTTP %d %s, want 200", r.Status, otcE2ETrunc(r.Raw))
+	}
+	if diffs := otcE2EMatch("body", want, r.Body); len(diffs) > 0 {
+		t.Errorf("retry:\n  %s\ngot %s", strings.Join(diffs, "\n  "), otcE2ETrunc(r.Raw))
+	}
+	r = call("ops-bob")
+	if r.Status != 400 {
+		t.Errorf("another user: HTTP %d %s, want 400 with a challenge", r.Status, otcE2ETrunc(r.Raw))
+	} else if diffs := otcE2EMatch("body", challengeBody, r.Body); len(diffs) > 0 {
+		t.Errorf("another user:\n  %s", strings.Join(diffs, "\n  "))
+	}
+	opsCheckKeysOnce(t, "sample-otc", p.Stderr())
+}
+
+// TestE2EHardeningOpsSampleAuthorizationMCP: the same flow through
+// serve-mcp (streamable HTTP, Go SDK client): in front of a sample-otc
+// with a configured user_id, and with the built-in sample. The first call
+// gets the URL (isError naming it, or -32042 for a client that declared
+// URL elicitation); the user opens it; the retried call returns the emails.
+func TestE2EHardeningOpsSampleAuthorizationMCP(t *testing.T) {
+	t.Parallel()
+	buildMcpotc(t)
+	for _, c := range []struct {
+		name    string
+		builtin bool
+		elicit  bool
+	}{{"config user_id/isError", false, false}, {"builtin/URL elicitation", true, true}} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			var args []string
+			if !c.builtin {
+				port := freePort(t)
+				startSampleOTC(t, ctx, port)
+				path := filepath.Join(t.TempDir(), "serve-mcp.json")
+				raw, _ := json.Marshal(map[string]any{"upstreams": []any{map[string]any{
+					"name": "sample", "url": fmt.Sprintf("http://127.0.0.1:%d", port), "user_id": "ops-carol"}}})
+				if err := os.WriteFile(path, raw, 0o600); err != nil {
+					t.Fatal(err)
+				}
+				args = []string{"--config", path}
+			}
+			b := startBridge(t, ctx, "http", args, nil)
+			cs := b.connect(t, ctx, clientOpts{protocol: proto20251125, urlElicitation: c.elicit})
+			var u string
+			if c.elicit {
+				we := wantRPCError(t, ctx, cs, "Gmail_GetEmails", map[string]any{}, -32042)
+				u = authorizeURL.FindString(string(we.Data))
+			} else {
+				res := mustCall(t, ctx, cs, "Gmail_GetEmails", map[string]any{})
+				if !res.IsError {
+					t.Fatalf("first call: %s, want isError naming the URL", jsonString(res))
+				}
+				u = authorizeURL.FindString(textOf(res))
+			}
+			if u == "" {
+				t.Fatalf("the first call named no authorize URL")
+			}
+			checkAuthorizeURL(t, ctx, u)
+			res := mustCall(t, ctx, cs, "Gmail_GetEmails", map[string]any{})
+			want := mustData(`{"emails":[{"id":"email_1","subject":"Welcome to Gmail","snippet":"Hello, welcome to your inbox!"},` +
+				`{"id":"email_2","subject":"Your Receipt","snippet":"Thank you for your purchase..."}]}`)
+			if res.IsError || !reflect.DeepEqual(asData(t, res.StructuredContent), want) {
+				t.Errorf("retry after authorizing: %s, want the emails", jsonString(res))
+			}
+			if err := syscall.Kill(b.p.Pid(), syscall.SIGTERM); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.p.Wait(e2eExitBound); err != nil {
+				t.Errorf("serve-mcp after SIGTERM: %v, want exit 0", err)
+			}
+			opsCheckKeysOnce(t, "serve-mcp", b.p.Stderr())
+		})
+	}
 }

@@ -251,5 +251,10 @@ func startSample(ctx context.Context, log zerolog.Logger) (stop func(), up bridg
 		defer cancel()
 		_ = srv.Shutdown(sctx)
 	}
-	return stop, bridge.OTCUpstream{Name: "sample", Client: client}, nil
+	return stop, bridge.OTCUpstream{Name: "sample", Client: client, UserID: sampleUserID}, nil
 }
+
+// sampleUserID is the context.user_id sent to the built-in sample toolkit:
+// serve-mcp serves one local user, under whom the sample keeps the
+// authorization that user completes (README, The sample toolkit).
+const sampleUserID = "local-user"
