@@ -26,6 +26,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // TestE2EHardeningOpsShutdownDrain: serve-otc in front of `mcpotc
@@ -494,4 +496,74 @@ func TestE2EHardeningOpsSampleAuthorizationMCP(t *testing.T) {
 			opsCheckKeysOnce(t, "serve-mcp", b.p.Stderr())
 		})
 	}
+}
+
+// TestE2EHardeningOpsShutdownDrainMCP: serve-mcp over streamable HTTP with
+// a bearer token; a request without it is refused (401) and logged once,
+// without the token; SIGTERM while a 7 s call runs: the call gets its
+// result, then the bridge exits 0.
+func TestE2EHardeningOpsShutdownDrainMCP(t *testing.T) {
+	t.Parallel()
+	const delay = 7 * time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	up := slowOTC(t, delay)
+	token := "ops-bearer-" + otcE2ERandom(t)
+	b := startBridge(t, ctx, "http", []string{"--otc", up.URL, "--bearer-token-env", "OPS_MCP_BEARER"}, []string{"OPS_MCP_BEARER=" + token})
+
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, b.url, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer wrong-"+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("a request with a wrong bearer token: HTTP %d, want 401", resp.StatusCode)
+	}
+
+	cs := b.connect(t, ctx, clientOpts{protocol: proto20251125, bearer: token})
+	type outcome struct {
+		res *sdk.CallToolResult
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		r, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "Slow_Wait", Arguments: map[string]any{"tag": "ops-drain"}})
+		done <- outcome{r, err}
+	}()
+	waitTag(t, up.started, "the call reaching the upstream", 15*time.Second)
+	if err := syscall.Kill(b.p.Pid(), syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	var o outcome
+	select {
+	case o = <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the in-flight call got no answer within 20 s of SIGTERM")
+	}
+	if o.err != nil {
+		t.Errorf("the call in flight at SIGTERM failed: %v", o.err)
+	} else if got := asData(t, o.res.StructuredContent); o.res.IsError || !reflect.DeepEqual(got, mustData(`{"tag":"ops-drain","slept_ms":7000}`)) {
+		t.Errorf("the call in flight at SIGTERM: %s, want its result", jsonString(o.res))
+	}
+	if err := b.p.Wait(e2eExitBound); err != nil {
+		t.Errorf("serve-mcp after SIGTERM: %v, want exit 0", err)
+	}
+	lines, _ := otcE2ELogLines(b.p.Stderr())
+	var refused []map[string]any
+	for _, l := range lines {
+		if l["status"] == float64(401) {
+			refused = append(refused, l)
+		}
+	}
+	if len(refused) != 1 || refused[0]["level"] != "warn" || refused[0]["path"] != "/mcp" {
+		t.Errorf("log: %s, want one warn line for the refused request", otcE2EShow(refused))
+	}
+	if strings.Contains(b.p.Stderr(), token) {
+		t.Errorf("the bearer token reached the log")
+	}
+	opsCheckKeysOnce(t, "serve-mcp", b.p.Stderr())
 }
