@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"slices"
 	"sort"
 	"strings"
@@ -135,7 +134,7 @@ func NewMCPFront(ctx context.Context, upstreams []OTCUpstream, opts *MCPFrontOpt
 		seen[u.Name] = true
 		f.upstreams = append(f.upstreams, &otcUpstream{OTCUpstream: u, tools: map[string]*frontTool{}})
 	}
-	f.front = mcp.NewFront("mcpotc", f.opts.Version, &mcp.FrontOptions{Logger: slog.New(zerolog.NewSlogHandler(f.log))})
+	f.front = mcp.NewFront("mcpotc", f.opts.Version, &mcp.FrontOptions{Logger: slogLogger(f.log)})
 	if err := f.refresh(ctx, true); err != nil {
 		return nil, err
 	}
@@ -338,7 +337,7 @@ func (f *MCPFront) handler(t *frontTool) mcpserver.ToolHandlerFunc {
 		// upstream's own answer (a 400 naming what is missing) goes back.
 		if missing := t.up.unconfigured(def.Requirements, forwarded); missing != "" && carrier.ToolID == "" {
 			// Calling would only earn a 400: say what to configure now.
-			f.log.Warn().Str("call_id", callReq.CallID).Str("tool", t.Tool.Name).Str("tool_id", t.OTCID).Str("upstream", t.up.Name).
+			f.log.Warn().Str("call_id", cutID(callReq.CallID)).Str("tool", t.Tool.Name).Str("tool_id", t.OTCID).Str("upstream", t.up.Name).
 				Str("missing", missing).Msg("call refused: requirement not configured")
 			return nil, &mcp.RPCError{Code: mapping.CodeInternal, Message: fmt.Sprintf("the OTC tool %s needs %s: configure it for upstream %s", t.OTCID, missing, t.up.Name)}
 		}
@@ -349,9 +348,9 @@ func (f *MCPFront) handler(t *frontTool) mcpserver.ToolHandlerFunc {
 		cctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
 		resp, err := t.up.Client.Call(cctx, callReq)
-		ev := f.log.Info().Str("call_id", callReq.CallID).Str("tool", t.Tool.Name).Str("tool_id", callReq.ToolID).Str("upstream", t.up.Name)
+		ev := f.log.Info().Str("call_id", cutID(callReq.CallID)).Str("tool", t.Tool.Name).Str("tool_id", callReq.ToolID).Str("upstream", t.up.Name)
 		if callReq.TraceID != "" {
-			ev = ev.Str("trace_id", callReq.TraceID)
+			ev = ev.Str("trace_id", cutID(callReq.TraceID))
 		}
 		defer func() { ev.Dur("duration", time.Since(start)).Msg("call") }()
 		if err == nil {
@@ -432,7 +431,10 @@ func (u *otcUpstream) callContext(ctx context.Context, req *otc.Requirements, fw
 			cc.Secrets = append(cc.Secrets, otc.Secret{ID: s.ID, Value: v})
 		}
 	}
-	if req.UserID {
+	// A tool that needs authorization gets the user id too when one is
+	// configured: its server keeps the grants a user completed under it
+	// (README, The sample toolkit).
+	if req.UserID || len(req.Authorization) > 0 {
 		cc.UserID = u.UserID
 		if fwd != nil && fwd.UserID != "" {
 			cc.UserID = fwd.UserID

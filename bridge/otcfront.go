@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"regexp"
 	"slices"
@@ -111,7 +110,7 @@ func NewOTCFront(ctx context.Context, upstreams []MCPUpstream, opts *OTCFrontOpt
 	for _, u := range f.ups {
 		cfg := u.Config
 		up, err := mcp.StartUpstream(ctx, &cfg, &mcp.UpstreamOptions{
-			Logger:         slog.New(zerolog.NewSlogHandler(f.log)),
+			Logger:         slogLogger(f.log),
 			ClientName:     "mcpotc",
 			ClientVersion:  o.Version,
 			OnToolsChanged: func(tools []json.RawMessage) { f.toolsChanged(u, tools) },
@@ -367,20 +366,21 @@ func isTraceparent(s string) bool {
 }
 
 // LogOTCCalls logs every answered OTC call: call id, tool, outcome,
-// duration. Context (tokens, secrets) is never part of the record.
+// duration. Context (tokens, secrets) is never part of the record;
+// call_id and trace_id are cut to 64 bytes.
 func LogOTCCalls(log zerolog.Logger) func(*otc.CallRecord) {
 	return func(rec *otc.CallRecord) {
 		ev := log.Info()
 		if rec.PanicStack != "" || rec.Status >= 500 {
 			ev = log.Error().Str("stack", rec.PanicStack)
 		}
-		ev = ev.Str("call_id", rec.CallID).Str("tool_id", rec.ToolID).Int("status", rec.Status).
+		ev = ev.Str("call_id", cutID(rec.CallID)).Str("tool_id", rec.ToolID).Int("status", rec.Status).
 			Bool("success", rec.Success).Dur("duration", rec.Duration)
 		if rec.Resolved != "" && rec.Resolved != rec.ToolID {
 			ev = ev.Str("resolved", rec.Resolved)
 		}
 		if rec.TraceID != "" {
-			ev = ev.Str("trace_id", rec.TraceID)
+			ev = ev.Str("trace_id", cutID(rec.TraceID))
 		}
 		if rec.Replayed {
 			ev = ev.Bool("replayed", true)

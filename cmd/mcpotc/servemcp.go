@@ -158,11 +158,11 @@ func (m *Main) serveMCP(ctx context.Context, args []string) error {
 	case "http":
 		httpOpts.BearerToken = requiredBearer
 		h := front.Front().StreamableHTTPHandler(httpOpts)
-		return m.serveHTTPWith(ctx, log, *listen, h, "MCP over streamable HTTP at /mcp", h.Shutdown)
+		return m.serveHTTPWith(ctx, log, *listen, bridge.LogRefusals(log, h), "MCP over streamable HTTP at /mcp", h.Shutdown)
 	default:
 		httpOpts.BearerToken = requiredBearer
 		h := front.Front().SSEHandler(httpOpts)
-		return m.serveHTTPWith(ctx, log, *listen, h, "MCP over SSE at /sse", h.Shutdown)
+		return m.serveHTTPWith(ctx, log, *listen, bridge.LogRefusals(log, h), "MCP over SSE at /sse", h.Shutdown)
 	}
 }
 
@@ -298,5 +298,10 @@ func startSample(ctx context.Context, log zerolog.Logger) (stop func(), up bridg
 		defer cancel()
 		_ = srv.Shutdown(sctx)
 	}
-	return stop, bridge.OTCUpstream{Name: "sample", Client: client}, nil
+	return stop, bridge.OTCUpstream{Name: "sample", Client: client, UserID: sampleUserID}, nil
 }
+
+// sampleUserID is the context.user_id sent to the built-in sample toolkit:
+// serve-mcp serves one local user, under whom the sample keeps the
+// authorization that user completes (README, The sample toolkit).
+const sampleUserID = "local-user"

@@ -120,8 +120,8 @@ func (m *Main) serveOTC(ctx context.Context, args []string) error {
 	}
 
 	var ups []bridge.MCPUpstream
+	var cfg otcFrontConfig
 	if *configPath != "" {
-		var cfg otcFrontConfig
 		if err := loadConfig(*configPath, &cfg); err != nil {
 			return err
 		}
@@ -150,13 +150,16 @@ func (m *Main) serveOTC(ctx context.Context, args []string) error {
 	}
 
 	for i := range ups {
-		ups[i].Config.Unsetenv = ownSecrets
+		ups[i].Config.Unsetenv = childUnsetenv(cfg, ups[i].Config.Name, ownSecrets)
 	}
-	front, err := bridge.NewOTCFront(ctx, ups, &bridge.OTCFrontOptions{Server: server, Logger: log, Version: buildVersion()})
+	// The upstreams get a context that the signal does not end: they are
+	// closed by front.Close below, once in-flight calls are done (or the
+	// grace ran out), not at the signal (README, OTC front).
+	front, err := bridge.NewOTCFront(context.WithoutCancel(ctx), ups, &bridge.OTCFrontOptions{Server: server, Logger: log, Version: buildVersion()})
 	if err != nil {
 		return err
 	}
-	serveErr := m.serveHTTPWith(ctx, log, *listen, front.Handler(), "OTC for MCP servers",
+	serveErr := m.serveHTTPWith(ctx, log, *listen, bridge.LogRefusals(log, front.Handler()), "OTC for MCP servers",
 		func(sctx context.Context, srv *http.Server) error { return srv.Shutdown(sctx) })
 	// In-flight calls are done (or the grace ran out): stop the upstreams.
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownGrace)
@@ -165,6 +168,31 @@ func (m *Main) serveOTC(ctx context.Context, args []string) error {
 		log.Error().Err(err).Msg("stopping MCP servers")
 	}
 	return serveErr
+}
+
+// childUnsetenv names the variables a child must not inherit from the
+// bridge's environment: the bridge's own credentials and every ${VAR} that
+// another configured server's env or headers reference (that server's
+// secrets). A variable the child's own env references still reaches it
+// through that env entry.
+func childUnsetenv(cfg otcFrontConfig, name string, own []string) []string {
+	out := slices.Clone(own)
+	for n, c := range cfg.MCPServers {
+		if n == name {
+			continue
+		}
+		for _, values := range []map[string]string{c.Env, c.Headers} {
+			for _, v := range values {
+				for _, ref := range envRef.FindAllStringSubmatch(v, -1) {
+					if !slices.Contains(out, ref[1]) {
+						out = append(out, ref[1])
+					}
+				}
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // checkURL checks an http(s) URL without credentials.

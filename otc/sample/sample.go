@@ -25,24 +25,42 @@ const (
 	CheckPath     = "/sample/oauth/check"
 )
 
-// maxChallenges bounds the challenges remembered at once; the oldest go first.
-const maxChallenges = 1024
+// Bounds of the authorization state: the challenges remembered at once and
+// the grants kept (one per user and provider); the oldest go first.
+const (
+	maxChallenges = 1024
+	maxGrants     = 1024
+)
 
-// Toolkit is the sample toolkit with its authorization challenge state.
+// Toolkit is the sample toolkit with its authorization state: the open
+// challenges, and the grants users completed, kept as a real tool server
+// keeps them (keyed by context.user_id and the provider).
 type Toolkit struct {
 	now func() time.Time
 
 	mu         sync.Mutex
-	challenges map[string]bool // challenge id → completed
-	order      []string        // insertion order, for eviction
+	challenges map[string]*challenge // state → challenge
+	order      []string              // challenge insertion order, for eviction
+	grants     map[grantKey]bool     // what users authorized
+	grantOrder []grantKey            // grant insertion order, for eviction
 }
+
+// challenge is one authorization the sample offered.
+type challenge struct {
+	user      string // context.user_id of the call that got it; "" when none
+	provider  string
+	completed bool
+}
+
+// grantKey is one user's authorization of one provider.
+type grantKey struct{ user, provider string }
 
 // New returns the sample toolkit. now is the clock (nil: time.Now).
 func New(now func() time.Time) *Toolkit {
 	if now == nil {
 		now = time.Now
 	}
-	return &Toolkit{now: now, challenges: map[string]bool{}}
+	return &Toolkit{now: now, challenges: map[string]*challenge{}, grants: map[grantKey]bool{}}
 }
 
 // Handler serves the sample toolkit over OTC, with its authorization pages.
@@ -65,7 +83,9 @@ func (t *Toolkit) Tools() []otc.Tool {
 		{Definition: def(calculatorAdd110), Func: add(true)},
 		{Definition: def(doorbellRing), Func: ring},
 		{Definition: def(systemGetTimestamp), Func: t.timestamp},
-		{Definition: def(gmailGetEmails), Func: getEmails, Challenge: t.challenge},
+		// The sample checks Gmail's authorization itself: a call without a
+		// token runs for a user who completed the sample's authorization.
+		{Definition: def(gmailGetEmails), Func: t.authorized(getEmails), DeferRequirements: true},
 		{Definition: def(smsSend), Func: sendSMS},
 	}
 }
@@ -226,8 +246,57 @@ func sendSMS(context.Context, *otc.Call) (json.RawMessage, error) {
 	return json.RawMessage(`{"status":"queued"}`), nil
 }
 
-// challenge opens a sample authorization challenge served by this toolkit.
-func (t *Toolkit) challenge(r *http.Request, _ *otc.ToolDefinition, provider string) *otc.ToolAuthorizationChallenge {
+// authorized runs f when every authorization the tool requires is
+// satisfied: by a token in context.authorization (any token, for the
+// sample), or by a grant the user named in context.user_id completed
+// through the sample's authorization URL. Otherwise it answers the 400 the
+// otc handler answers for missing requirements, with a challenge per
+// provider bound to that user.
+func (t *Toolkit) authorized(f otc.ToolFunc) otc.ToolFunc {
+	return func(ctx context.Context, call *otc.Call) (json.RawMessage, error) {
+		req := call.Tool.Requirements
+		if req == nil {
+			return f(ctx, call)
+		}
+		cc := call.Request.Context
+		var user string
+		if cc != nil {
+			user = cc.UserID
+		}
+		var named []string
+		var missing otc.MissingRequirements
+		for _, a := range req.Authorization {
+			if cc.Token(a.ID) != "" || t.granted(user, a.ID) {
+				continue
+			}
+			named = append(named, "authorization '"+a.ID+"'")
+			missing.Authorization = append(missing.Authorization, *t.challenge(call.HTTP, user, a.ID))
+		}
+		if len(named) == 0 {
+			return f(ctx, call)
+		}
+		return nil, &otc.ServerErrorResponse{
+			Message:             "Authorization is required: open the authorization URL, then call the tool again",
+			DeveloperMessage:    fmt.Sprintf("%s requires %s; context lacks it", call.Tool.ID, strings.Join(named, ", ")),
+			MissingRequirements: &missing,
+		}
+	}
+}
+
+// granted reports whether user completed the authorization of provider.
+// Without a user id there is nobody to hold a grant.
+func (t *Toolkit) granted(user, provider string) bool {
+	if user == "" {
+		return false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.grants[grantKey{user, provider}]
+}
+
+// challenge opens a sample authorization challenge served by this toolkit
+// for user (possibly "") and provider.
+func (t *Toolkit) challenge(r *http.Request, user, provider string) *otc.ToolAuthorizationChallenge {
 	// The challenge's id is the provider's, so that a client knows which
 	// context.authorization entry to send; the URLs carry a fresh state.
 	state := otc.NewCallID()
@@ -236,7 +305,7 @@ func (t *Toolkit) challenge(r *http.Request, _ *otc.ToolDefinition, provider str
 		delete(t.challenges, t.order[0])
 		t.order = t.order[1:]
 	}
-	t.challenges[state] = false
+	t.challenges[state] = &challenge{user: user, provider: provider}
 	t.order = append(t.order, state)
 	t.mu.Unlock()
 	base := baseURL(r)
@@ -245,6 +314,21 @@ func (t *Toolkit) challenge(r *http.Request, _ *otc.ToolDefinition, provider str
 		URL:      base + AuthorizePath + "?state=" + state,
 		CheckURL: base + CheckPath + "?state=" + state,
 	}
+}
+
+// grantLocked records user's grant of provider, dropping the oldest grant
+// beyond maxGrants. t.mu must be held.
+func (t *Toolkit) grantLocked(user, provider string) {
+	k := grantKey{user, provider}
+	if t.grants[k] {
+		return
+	}
+	if len(t.grantOrder) >= maxGrants {
+		delete(t.grants, t.grantOrder[0])
+		t.grantOrder = t.grantOrder[1:]
+	}
+	t.grants[k] = true
+	t.grantOrder = append(t.grantOrder, k)
 }
 
 // baseURL is the scheme and host the caller used to reach this server.
@@ -259,24 +343,35 @@ func baseURL(r *http.Request) string {
 func (t *Toolkit) serveAuthorize(w http.ResponseWriter, r *http.Request) {
 	id := r.URL.Query().Get("state")
 	t.mu.Lock()
-	_, known := t.challenges[id]
+	ch, known := t.challenges[id]
+	var user, provider string
 	if known {
-		t.challenges[id] = true
+		ch.completed = true
+		user, provider = ch.user, ch.provider
+		if user != "" {
+			t.grantLocked(user, provider)
+		}
 	}
 	t.mu.Unlock()
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	if !known {
+	switch {
+	case !known:
 		w.WriteHeader(http.StatusNotFound)
 		fmt.Fprintln(w, "Unknown or expired sample authorization challenge.")
-		return
+	case user != "":
+		fmt.Fprintf(w, "Sample authorization completed. Nothing real was authorized: this is mcpotc's built-in sample. "+
+			"Call the tool again with the same user_id: the sample now holds the grant for provider '%s'.\n", provider)
+	default:
+		fmt.Fprintf(w, "Sample authorization completed. Nothing real was authorized: this is mcpotc's built-in sample. "+
+			"Call the tool again with any token for provider '%s'.\n", provider)
 	}
-	fmt.Fprintln(w, "Sample authorization completed. Nothing real was authorized: this is mcpotc's built-in sample. Call the tool again with any token for provider 'google'.")
 }
 
 func (t *Toolkit) serveCheck(w http.ResponseWriter, r *http.Request) {
 	id := r.URL.Query().Get("state")
 	t.mu.Lock()
-	done, known := t.challenges[id]
+	ch, known := t.challenges[id]
+	done := known && ch.completed
 	t.mu.Unlock()
 	status := otc.ChallengePending
 	code := http.StatusOK
