@@ -27,16 +27,19 @@ type upHeaderKey struct{}
 // upProbe records whether a request was written to the network and the
 // status it got: a request that was never written did not reach the tool.
 type upProbe struct {
-	first  atomic.Bool
-	wrote  atomic.Bool
-	status atomic.Int32
+	first    atomic.Bool
+	wrote    atomic.Bool
+	status   atomic.Int32
+	tooLarge atomic.Bool // a message of its responses was over the limit
 }
 
-// upRoundTripper observes the first HTTP exchange of a probed request and,
-// for a legacy SSE upstream (sse set), filters the event stream.
+// upRoundTripper observes the first HTTP exchange of a probed request,
+// bounds the messages of every response body (upLimitBody) and, for a
+// legacy SSE upstream (sse set), filters the event stream.
 type upRoundTripper struct {
 	base http.RoundTripper
-	sse  *Upstream
+	u    *Upstream
+	sse  bool
 }
 
 func (rt *upRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -57,13 +60,127 @@ func (rt *upRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 			p.status.Store(int32(resp.StatusCode))
 		}
 	}
-	if rt.sse != nil && err == nil && req.Method == http.MethodGet && resp.StatusCode == http.StatusOK {
-		if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt == "text/event-stream" {
-			resp.Body = &upSSEBody{u: rt.sse, stream: req.URL, src: resp.Body, br: bufio.NewReader(resp.Body)}
-		}
+	if err != nil {
+		return resp, err
+	}
+	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	if rt.sse && req.Method == http.MethodGet && resp.StatusCode == http.StatusOK && mt == "text/event-stream" {
+		resp.Body = &upSSEBody{u: rt.u, stream: req.URL, src: resp.Body, br: bufio.NewReader(resp.Body)}
+	} else if resp.Body != nil && resp.Body != http.NoBody {
+		resp.Body = &upLimitBody{u: rt.u, src: resp.Body, max: rt.u.cfg.MaxMessageBytes, events: mt == "text/event-stream", probe: p}
 	}
 	return resp, err
 }
+
+// upLimitBody bounds the messages of an HTTP response body: the whole body
+// (a JSON answer, an error page), or each event of an event stream. mcp-go
+// v1.2.1's streamable HTTP transport decodes a JSON answer with
+// json.Decoder (which buffers the whole value), reads an error body with
+// io.ReadAll and an event stream with bufio.Reader.ReadString('\n')
+// (StreamableHTTP.SendRequest, readSSEWithCursor): none is bounded.
+//
+// When a message passes the limit, the response of a request (probe set:
+// a call, tools/list…) fails: the probe is marked, so that the request
+// fails with ErrTooLarge, and the body returns an error, which ends mcp-go's
+// read (closing the body drops the connection rather than reading the
+// rest). Any other stream (the GET stream of notifications) drops that
+// event and goes on: mcp-go gets its start ended by a blank line, which it
+// cannot decode and skips.
+type upLimitBody struct {
+	u      *Upstream
+	src    io.ReadCloser
+	max    int64
+	events bool
+	probe  *upProbe
+	n      int64 // bytes of the current message
+	line   int64 // bytes of the current line, '\r' and '\n' excluded
+	skip   bool  // dropping the rest of an event over the limit
+	buf    []byte
+	out    []byte // events: ready for the reader, from outPos
+	outPos int
+	srcErr error
+	err    error
+}
+
+var errUpTooLarge = errors.New("message over the limit")
+
+func (b *upLimitBody) Read(p []byte) (int, error) {
+	if b.err != nil {
+		return 0, b.err
+	}
+	if !b.events {
+		n, err := b.src.Read(p)
+		b.n += int64(n)
+		if b.n > b.max {
+			return b.fail()
+		}
+		return n, err
+	}
+	for b.outPos == len(b.out) {
+		if b.srcErr != nil {
+			return 0, b.srcErr
+		}
+		if b.buf == nil {
+			b.buf = make([]byte, 32<<10)
+		}
+		b.out, b.outPos = b.out[:0], 0
+		n, err := b.src.Read(b.buf)
+		if !b.filter(b.buf[:n]) {
+			return b.fail()
+		}
+		b.srcErr = err
+	}
+	n := copy(p, b.out[b.outPos:])
+	b.outPos += n
+	return n, nil
+}
+
+// filter counts the event bytes of p and appends to out those not dropped;
+// false when the request must fail.
+func (b *upLimitBody) filter(p []byte) bool {
+	for len(p) > 0 {
+		j := bytes.IndexByte(p, '\n')
+		seg := p
+		if j >= 0 {
+			seg = p[:j+1]
+		}
+		p = p[len(seg):]
+		content := int64(len(bytes.TrimRight(seg, "\r\n")))
+		if !b.skip {
+			b.n += int64(len(seg))
+			switch {
+			case b.n <= b.max:
+				b.out = append(b.out, seg...)
+			case b.probe != nil:
+				return false
+			default:
+				b.u.log.Warn("upstream event over the message limit dropped", "limit", b.max)
+				b.skip = true
+				b.out = append(b.out, "\n\n"...)
+			}
+		}
+		if j < 0 {
+			b.line += content
+			continue
+		}
+		if b.line == 0 && content == 0 { // a blank line ends the event
+			b.n, b.skip = 0, false
+		}
+		b.line = 0
+	}
+	return true
+}
+
+func (b *upLimitBody) fail() (int, error) {
+	if b.probe != nil {
+		b.probe.tooLarge.Store(true)
+	}
+	b.u.log.Warn("upstream answer over the message limit dropped; the request fails", "limit", b.max)
+	b.err = errUpTooLarge
+	return 0, b.err
+}
+
+func (b *upLimitBody) Close() error { return b.src.Close() }
 
 func (rt *upRoundTripper) CloseIdleConnections() {
 	if c, ok := rt.base.(interface{ CloseIdleConnections() }); ok {
@@ -71,10 +188,9 @@ func (rt *upRoundTripper) CloseIdleConnections() {
 	}
 }
 
-// upNewHTTPClient returns the client of one upstream: base (or a pooled
-// default) with its transport observed; sse is the upstream when it is a
-// legacy SSE one.
-func upNewHTTPClient(base *http.Client, sse *Upstream) *http.Client {
+// upNewHTTPClient returns the client of upstream u: base (or a pooled
+// default) with its transport observed; sse tells a legacy SSE upstream.
+func upNewHTTPClient(base *http.Client, u *Upstream, sse bool) *http.Client {
 	var c http.Client
 	var rt http.RoundTripper
 	if base != nil {
@@ -86,7 +202,7 @@ func upNewHTTPClient(base *http.Client, sse *Upstream) *http.Client {
 		t.MaxIdleConnsPerHost = 64
 		rt = t
 	}
-	c.Transport = &upRoundTripper{base: rt, sse: sse}
+	c.Transport = &upRoundTripper{base: rt, u: u, sse: sse}
 	return &c
 }
 
