@@ -343,29 +343,33 @@ type upLines struct {
 	respond func(answer []byte) // writes to the child's stdin
 	dead    func(why string)    // fails the connection
 	chunk   []byte              // read buffer
-	out     []byte              // ready for the reader, from outPos
-	outPos  int
-	n       int64  // bytes of the current line so far ('\n' excluded)
-	held    []byte // bytes of the current line past pass, not yet given out
-	over    bool   // the current line is over max
-	head    []byte // its first bytes
-	tail    upRing // its last bytes, once over
+	// q is what the reader gets next, in order: pieces of chunk (valid
+	// until the next read of the child, which waits for q to be empty),
+	// held pieces and the bridge's own lines.
+	q       [][]byte
+	n       int64    // bytes of the current line so far ('\n' excluded)
+	held    [][]byte // bytes of the current line past pass, not yet given out, in upHeldPiece pieces
+	over    bool     // the current line is over max
+	head    []byte   // its first bytes
+	tail    upRing   // its last bytes, once over
 	readErr error
 }
+
+// upHeldPiece is the size of the pieces a held line is kept in: no
+// doubling copies, and the pieces go to the reader as they are.
+const upHeldPiece = 256 << 10
+
+var upLineEnd, upLineCut = []byte("\n"), []byte("\x00\n")
 
 func (u *Upstream) newLines(respond func([]byte), dead func(string)) *upLines {
 	return &upLines{u: u, max: u.cfg.MaxMessageBytes, pass: min(upPassMax, u.cfg.MaxMessageBytes), respond: respond, dead: dead}
 }
 
-// read fills p from out, reading src when out is empty.
+// read fills p from q, reading src when q is empty.
 func (l *upLines) read(src io.Reader, p []byte) (int, error) {
-	for l.outPos == len(l.out) {
+	for len(l.q) == 0 {
 		if l.readErr != nil {
 			return 0, l.readErr
-		}
-		l.out, l.outPos = l.out[:0], 0
-		if cap(l.out) > 1<<20 {
-			l.out = nil // do not keep a large line's buffer
 		}
 		if l.chunk == nil {
 			l.chunk = make([]byte, 32<<10)
@@ -376,8 +380,11 @@ func (l *upLines) read(src io.Reader, p []byte) (int, error) {
 			l.readErr = err
 		}
 	}
-	n := copy(p, l.out[l.outPos:])
-	l.outPos += n
+	n := copy(p, l.q[0])
+	if l.q[0] = l.q[0][n:]; len(l.q[0]) == 0 {
+		l.q[0] = nil
+		l.q = l.q[1:]
+	}
 	return n, nil
 }
 
@@ -398,6 +405,12 @@ func (l *upLines) take(c []byte) {
 	}
 }
 
+func (l *upLines) emit(b []byte) {
+	if len(b) > 0 {
+		l.q = append(l.q, b)
+	}
+}
+
 // segment takes bytes of the current line.
 func (l *upLines) segment(seg []byte) {
 	if room := upHeadKeep - len(l.head); room > 0 {
@@ -410,7 +423,7 @@ func (l *upLines) segment(seg []byte) {
 	}
 	if l.n < l.pass {
 		k := min(int64(len(seg)), l.pass-l.n)
-		l.out = append(l.out, seg[:k]...)
+		l.emit(seg[:k])
 		l.n += k
 		seg = seg[k:]
 	}
@@ -418,7 +431,7 @@ func (l *upLines) segment(seg []byte) {
 		return
 	}
 	if l.n+int64(len(seg)) <= l.max {
-		l.held = append(l.held, seg...)
+		l.hold(seg)
 		l.n += int64(len(seg))
 		return
 	}
@@ -426,11 +439,26 @@ func (l *upLines) segment(seg []byte) {
 	// invalid JSON (it skips lines it cannot decode), drop the rest.
 	l.over = true
 	l.tail.reset()
-	l.tail.write(l.held)
+	for _, h := range l.held {
+		l.tail.write(h)
+	}
 	l.tail.write(seg)
 	l.held = nil
 	l.n += int64(len(seg))
-	l.out = append(l.out, 0, '\n')
+	l.emit(upLineCut)
+}
+
+// hold keeps seg, copied, at the end of held.
+func (l *upLines) hold(seg []byte) {
+	for len(seg) > 0 {
+		if k := len(l.held); k == 0 || len(l.held[k-1]) == cap(l.held[k-1]) {
+			l.held = append(l.held, make([]byte, 0, upHeldPiece))
+		}
+		last := &l.held[len(l.held)-1]
+		n := min(len(seg), cap(*last)-len(*last))
+		*last = append(*last, seg[:n]...)
+		seg = seg[n:]
+	}
 }
 
 // endLine ends the current line at its '\n'.
@@ -438,13 +466,12 @@ func (l *upLines) endLine() {
 	if l.over {
 		l.tooLong()
 	} else {
-		l.out = append(l.out, l.held...)
-		l.out = append(l.out, '\n')
-		if cap(l.held) > 1<<20 {
-			l.held = nil
+		for _, h := range l.held {
+			l.emit(h)
 		}
+		l.emit(upLineEnd)
 	}
-	l.n, l.held, l.over, l.head = 0, l.held[:0], false, l.head[:0]
+	l.n, l.held, l.over, l.head = 0, nil, false, l.head[:0]
 	l.tail.reset()
 }
 
@@ -457,8 +484,7 @@ func (l *upLines) tooLong() {
 	switch {
 	case e.id != nil && !e.method:
 		log.Warn("upstream answer over the message limit dropped; the request it answers fails", "id", string(e.id))
-		l.out = append(l.out, l.u.tooLargeAnswer(e.id, l.n)...)
-		l.out = append(l.out, '\n')
+		l.emit(append(l.u.tooLargeAnswer(e.id, l.n), '\n'))
 	case e.id != nil:
 		log.Warn("upstream request over the message limit dropped and refused", "id", string(e.id))
 		l.respond(fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%s,"error":{"code":-32600,"message":%s}}`+"\n",

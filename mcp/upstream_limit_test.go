@@ -77,8 +77,21 @@ func TestUpstreamLinesAtTheWire(t *testing.T) {
 		`{"jsonrpc":"2.0","id":"s1","method":"roots/list","params":{"t":"` + long + `"}}` + "\n" +
 		`{"result":{"t":"` + long + `"}}` + "\n" +
 		`{"jsonrpc":"2.0","id":5,"result":{}}` + "\n"
-	cut := func(s string) string { return s[:64] + "\x00\n" }
 	lines := strings.SplitAfter(in, "\n")
+	// pass: how much of a line reaches the reader before its end (at most
+	// max; held until the end beyond that).
+	for _, pass := range []int{64, 16, 1} {
+		for _, piece := range []int{1, 2, 3, 7, 64, 65, 4096} {
+			t.Run(fmt.Sprintf("pass=%d,piece=%d", pass, piece), func(t *testing.T) {
+				upCheckLines(t, u, in, lines, pass, piece)
+			})
+		}
+	}
+}
+
+func upCheckLines(t *testing.T, u *Upstream, in string, lines []string, pass, piece int) {
+	t.Helper()
+	cut := func(s string) string { return s[:pass] + "\x00\n" }
 	want := lines[0] +
 		cut(lines[1]) + `{"jsonrpc":"2.0","id":2,"error":{"code":-32603,"message":"answer over the message limit","data":{"mcpotc/too-large":"N0NCE","size":` + fmt.Sprint(len(lines[1])-1) + "}}}\n" +
 		cut(lines[2]) + `{"jsonrpc":"2.0","id":3,"error":{"code":-32603,"message":"answer over the message limit","data":{"mcpotc/too-large":"N0NCE","size":` + fmt.Sprint(len(lines[2])-1) + "}}}\n" +
@@ -87,37 +100,34 @@ func TestUpstreamLinesAtTheWire(t *testing.T) {
 		cut(lines[5]) +
 		cut(lines[6]) +
 		lines[7]
-	for _, piece := range []int{1, 2, 3, 7, 64, 65, 4096} {
-		t.Run(fmt.Sprint(piece), func(t *testing.T) {
-			var responded []string
-			var died []string
-			l := u.newLines(func(b []byte) { responded = append(responded, string(b)) }, func(why string) { died = append(died, why) })
-			src := &upPieces{data: []byte(in), piece: piece}
-			var got bytes.Buffer
-			buf := make([]byte, 5)
-			for {
-				n, err := l.read(src, buf)
-				got.Write(buf[:n])
-				if err != nil {
-					break
-				}
-			}
-			if g := got.String(); g != want {
-				i := 0
-				for i < min(len(g), len(want)) && g[i] == want[i] {
-					i++
-				}
-				t.Errorf("reader got %d bytes, want %d; first difference at %d: got %q, want %q",
-					len(g), len(want), i, g[i:min(len(g), i+120)], want[i:min(len(want), i+120)])
-			}
-			wantResp := `{"jsonrpc":"2.0","id":"s1","error":{"code":-32600,"message":"request of ` + fmt.Sprint(len(lines[5])-1) + ` bytes over the client's 64-byte message limit"}}` + "\n"
-			if len(responded) != 1 || responded[0] != wantResp {
-				t.Errorf("answers to the child = %q, want %q", responded, wantResp)
-			}
-			if len(died) != 1 || died[0] != fmt.Sprintf("a message of %d bytes over the 64-byte limit without a readable id", len(lines[6])-1) {
-				t.Errorf("connection failures = %q", died)
-			}
-		})
+	var responded []string
+	var died []string
+	l := u.newLines(func(b []byte) { responded = append(responded, string(b)) }, func(why string) { died = append(died, why) })
+	l.pass = int64(pass)
+	src := &upPieces{data: []byte(in), piece: piece}
+	var got bytes.Buffer
+	buf := make([]byte, 5)
+	for {
+		n, err := l.read(src, buf)
+		got.Write(buf[:n])
+		if err != nil {
+			break
+		}
+	}
+	if g := got.String(); g != want {
+		i := 0
+		for i < min(len(g), len(want)) && g[i] == want[i] {
+			i++
+		}
+		t.Errorf("reader got %d bytes, want %d; first difference at %d: got %q, want %q",
+			len(g), len(want), i, g[i:min(len(g), i+120)], want[i:min(len(want), i+120)])
+	}
+	wantResp := `{"jsonrpc":"2.0","id":"s1","error":{"code":-32600,"message":"request of ` + fmt.Sprint(len(lines[5])-1) + ` bytes over the client's 64-byte message limit"}}` + "\n"
+	if len(responded) != 1 || responded[0] != wantResp {
+		t.Errorf("answers to the child = %q, want %q", responded, wantResp)
+	}
+	if len(died) != 1 || died[0] != fmt.Sprintf("a message of %d bytes over the 64-byte limit without a readable id", len(lines[6])-1) {
+		t.Errorf("connection failures = %q", died)
 	}
 }
 
