@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"maps"
@@ -13,6 +14,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync/atomic"
 )
@@ -320,17 +322,53 @@ func upRedactURL(u *url.URL) string {
 // (it would take one for the response of a pending request with the same
 // id, or drop it, and the server would wait): they are answered here and
 // taken out of the stream. Every other event passes byte for byte.
+//
+// Events are bounded by MaxMessageBytes: mcp-go v1.2.1's SSE transport
+// reads the stream with bufio.Reader.ReadString('\n') (SSE.readSSE), which
+// holds a line however long it is. An event over the limit is dropped as
+// it arrives, keeping the first and last bytes of its data to find its
+// "id" (see upLines): an answer becomes a synthetic error event for its id
+// (that call fails with ErrTooLarge), a server request is answered with a
+// JSON-RPC error, a notification is dropped, and without an id the stream
+// fails (the upstream reconnects).
 type upSSEBody struct {
 	u      *Upstream
 	stream *url.URL // the GET's URL, against which the endpoint is resolved
 	src    io.ReadCloser
 	br     *bufio.Reader
 
-	out         []byte // ready for the reader
-	ev          []byte // the raw lines of the event being read
-	event, data string
-	endpoint    *url.URL // where messages are POSTed, from the endpoint event
-	err         error
+	out      []byte // ready for the reader
+	ev       []byte // the raw lines of the event being read
+	event    string
+	data     []byte
+	line     []byte     // the line being read, when it comes in pieces
+	size     int64      // bytes of the event so far
+	over     *upSSEOver // the event is over the limit
+	endpoint *url.URL   // where messages are POSTed, from the endpoint event
+	err      error
+}
+
+// upSSEOver is what is kept of an event over the limit.
+type upSSEOver struct {
+	head     []byte // the first bytes of its data
+	tail     upRing // the last bytes of its data
+	inLine   bool   // in the middle of a line
+	dataLine bool   // that line is a data line
+	dataSeen bool
+}
+
+func (o *upSSEOver) addData(p []byte) {
+	if room := upHeadKeep - len(o.head); room > 0 {
+		o.head = append(o.head, p[:min(len(p), room)]...)
+	}
+	o.tail.write(p)
+}
+
+func (o *upSSEOver) startDataLine() {
+	if o.dataSeen {
+		o.addData([]byte("\n"))
+	}
+	o.dataSeen = true
 }
 
 func (b *upSSEBody) Read(p []byte) (int, error) {
@@ -338,13 +376,19 @@ func (b *upSSEBody) Read(p []byte) (int, error) {
 		if b.err != nil {
 			return 0, b.err
 		}
-		line, err := b.br.ReadBytes('\n')
-		if len(line) > 0 {
-			b.line(line)
+		piece, err := b.br.ReadSlice('\n')
+		if len(piece) > 0 {
+			b.piece(piece)
+		}
+		if err == bufio.ErrBufferFull {
+			continue
 		}
 		if err != nil {
-			b.out = append(b.out, b.ev...) // an unfinished event, as it came
-			b.ev = nil
+			if b.over == nil { // an unfinished event, as it came
+				b.out = append(b.out, b.ev...)
+				b.out = append(b.out, b.line...)
+			}
+			b.ev, b.line, b.data, b.over = nil, nil, nil, nil
 			b.err = err
 		}
 	}
@@ -355,24 +399,50 @@ func (b *upSSEBody) Read(p []byte) (int, error) {
 
 func (b *upSSEBody) Close() error { return b.src.Close() }
 
-// line takes one line of the stream, '\n' included.
-func (b *upSSEBody) line(line []byte) {
-	b.ev = append(b.ev, line...)
-	s := strings.TrimRight(string(line), "\r\n")
-	if s != "" {
-		if v, ok := strings.CutPrefix(s, "event:"); ok {
-			b.event = strings.TrimSpace(v)
-		} else if v, ok := strings.CutPrefix(s, "data:"); ok {
-			v = strings.TrimPrefix(v, " ")
-			if b.data != "" {
-				b.data += "\n"
-			}
-			b.data += v
-		}
+// piece takes a piece of a line (ReadSlice's: valid until the next read).
+func (b *upSSEBody) piece(piece []byte) {
+	b.size += int64(len(piece))
+	if b.over == nil && b.size > b.u.cfg.MaxMessageBytes {
+		b.goOver()
+	}
+	if b.over != nil {
+		b.overPiece(piece)
 		return
 	}
-	ev, event, data := b.ev, b.event, b.data
-	b.ev, b.event, b.data = nil, "", ""
+	if piece[len(piece)-1] != '\n' {
+		b.line = append(b.line, piece...)
+		return
+	}
+	if len(b.line) > 0 {
+		b.line = append(b.line, piece...)
+		piece = b.line
+	}
+	blank := b.lineDone(piece)
+	b.line = b.line[:0]
+	if blank {
+		b.size = 0
+	}
+}
+
+// lineDone takes one line of the stream, '\n' included, and reports
+// whether it was blank (the end of an event).
+func (b *upSSEBody) lineDone(line []byte) bool {
+	b.ev = append(b.ev, line...)
+	s := bytes.TrimRight(line, "\r\n")
+	if len(s) != 0 {
+		if v, ok := bytes.CutPrefix(s, []byte("event:")); ok {
+			b.event = string(bytes.TrimSpace(v))
+		} else if v, ok := bytes.CutPrefix(s, []byte("data:")); ok {
+			v = bytes.TrimPrefix(v, []byte(" "))
+			if len(b.data) > 0 {
+				b.data = append(b.data, '\n')
+			}
+			b.data = append(b.data, v...)
+		}
+		return false
+	}
+	ev, event, data := b.ev, b.event, string(b.data)
+	b.ev, b.event, b.data = nil, "", nil
 	switch event {
 	case "endpoint":
 		if e, err := b.stream.Parse(data); err == nil && e.Host == b.stream.Host {
@@ -380,10 +450,84 @@ func (b *upSSEBody) line(line []byte) {
 		}
 	case "", "message":
 		if b.serverRequest(data) {
-			return
+			return true
 		}
 	}
 	b.out = append(b.out, ev...)
+	return true
+}
+
+// goOver starts dropping the event being read, keeping the ends of its data.
+func (b *upSSEBody) goOver() {
+	o := &upSSEOver{dataSeen: len(b.data) > 0}
+	o.addData(b.data)
+	if len(b.line) > 0 {
+		o.inLine = true
+		if v, ok := bytes.CutPrefix(b.line, []byte("data:")); ok {
+			o.startDataLine()
+			o.addData(bytes.TrimPrefix(v, []byte(" ")))
+			o.dataLine = true
+		}
+	}
+	b.over = o
+	b.ev, b.line, b.data, b.event = nil, nil, nil, ""
+}
+
+// overPiece takes a piece of a line of an event over the limit.
+func (b *upSSEBody) overPiece(piece []byte) {
+	o := b.over
+	complete := piece[len(piece)-1] == '\n'
+	content := piece
+	if complete {
+		content = bytes.TrimRight(piece, "\r\n")
+	}
+	switch {
+	case o.inLine:
+		if o.dataLine {
+			o.addData(content)
+		}
+	case complete && len(content) == 0:
+		b.endOver()
+		return
+	default:
+		o.dataLine = false
+		if v, ok := bytes.CutPrefix(content, []byte("data:")); ok {
+			o.startDataLine()
+			o.addData(bytes.TrimPrefix(v, []byte(" ")))
+			o.dataLine = true
+		}
+	}
+	o.inLine = !complete
+}
+
+// endOver handles the end of an event over the limit.
+func (b *upSSEBody) endOver() {
+	var e upMsgEnds
+	e.scanHead(b.over.head)
+	e.scanTail(b.over.tail.bytes())
+	size, limit := b.size, b.u.cfg.MaxMessageBytes
+	b.over, b.size = nil, 0
+	log := b.u.log.With("size", size, "limit", limit)
+	switch {
+	case e.id != nil && !e.method:
+		log.Warn("upstream answer over the message limit dropped; the request it answers fails", "id", string(e.id))
+		b.out = append(b.out, "event: message\ndata: "...)
+		b.out = append(b.out, b.u.tooLargeAnswer(e.id, size)...)
+		b.out = append(b.out, "\n\n"...)
+	case e.id != nil:
+		log.Warn("upstream request over the message limit dropped and refused", "id", string(e.id))
+		if b.endpoint != nil {
+			endpoint := *b.endpoint
+			answer := fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%s,"error":{"code":-32600,"message":%s}}`,
+				e.id, strconv.Quote(fmt.Sprintf("request of %d bytes over the client's %d-byte message limit", size, limit)))
+			go b.u.postOverSSE(&endpoint, answer, "")
+		}
+	case e.method:
+		log.Warn("upstream notification over the message limit dropped")
+	default:
+		log.Error("upstream message over the message limit without a readable id; reconnecting")
+		b.err = fmt.Errorf("mcp: an event of %d bytes over the %d-byte limit without a readable id", size, limit)
+	}
 }
 
 // serverRequest answers data in the background when it is a server→client
@@ -419,6 +563,12 @@ func (u *Upstream) answerOverSSE(endpoint *url.URL, id json.RawMessage, method s
 	if err != nil {
 		return
 	}
+	u.postOverSSE(endpoint, body, method)
+}
+
+// postOverSSE POSTs the bridge's answer to a server→client request of a
+// legacy SSE upstream; method names it in logs.
+func (u *Upstream) postOverSSE(endpoint *url.URL, body []byte, method string) {
 	ctx, cancel := context.WithTimeout(u.ctx, upPingTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint.String(), bytes.NewReader(body))
