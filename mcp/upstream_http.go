@@ -79,7 +79,11 @@ func (rt *upRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 // v1.2.1's streamable HTTP transport decodes a JSON answer with
 // json.Decoder (which buffers the whole value), reads an error body with
 // io.ReadAll and an event stream with bufio.Reader.ReadString('\n')
-// (StreamableHTTP.SendRequest, readSSEWithCursor): none is bounded.
+// (StreamableHTTP.SendRequest, readSSEWithCursor): none is bounded. So the
+// first upPassMax bytes of a message pass at once; the rest is held here
+// (in pieces, without doubling copies) until the message ends within the
+// limit, and then passed on: mcp-go never buffers more than upPassMax of a
+// message over the limit.
 //
 // When a message passes the limit, the response of a request (probe set:
 // a call, tools/list…) fails: the probe is marked, so that the request
@@ -94,12 +98,14 @@ type upLimitBody struct {
 	max    int64
 	events bool
 	probe  *upProbe
-	n      int64 // bytes of the current message
-	line   int64 // bytes of the current line, '\r' and '\n' excluded
-	skip   bool  // dropping the rest of an event over the limit
+	n      int64    // bytes of the current message
+	line   int64    // events: bytes of the current line, '\r' and '\n' excluded
+	skip   bool     // events: dropping the rest of an event over the limit
+	held   [][]byte // bytes of the current message past upPassMax
+	// q is what the reader gets next, in order: pieces of buf (valid until
+	// the next read of src, which waits for q to be empty) and held pieces.
+	q      [][]byte
 	buf    []byte
-	out    []byte // events: ready for the reader, from outPos
-	outPos int
 	srcErr error
 	err    error
 }
@@ -110,35 +116,72 @@ func (b *upLimitBody) Read(p []byte) (int, error) {
 	if b.err != nil {
 		return 0, b.err
 	}
-	if !b.events {
-		n, err := b.src.Read(p)
-		b.n += int64(n)
-		if b.n > b.max {
-			return b.fail()
-		}
-		return n, err
-	}
-	for b.outPos == len(b.out) {
+	for len(b.q) == 0 {
 		if b.srcErr != nil {
 			return 0, b.srcErr
 		}
 		if b.buf == nil {
 			b.buf = make([]byte, 32<<10)
 		}
-		b.out, b.outPos = b.out[:0], 0
 		n, err := b.src.Read(b.buf)
-		if !b.filter(b.buf[:n]) {
+		ok := false
+		if b.events {
+			ok = b.filter(b.buf[:n])
+		} else {
+			ok = b.take(b.buf[:n])
+		}
+		if !ok {
 			return b.fail()
 		}
-		b.srcErr = err
+		if err != nil {
+			b.srcErr = err
+			b.flush() // the end of the body ends its message
+		}
 	}
-	n := copy(p, b.out[b.outPos:])
-	b.outPos += n
+	n := copy(p, b.q[0])
+	if b.q[0] = b.q[0][n:]; len(b.q[0]) == 0 {
+		b.q[0] = nil
+		b.q = b.q[1:]
+	}
 	return n, nil
 }
 
-// filter counts the event bytes of p and appends to out those not dropped;
-// false when the request must fail.
+// take passes or holds seg, the next bytes of the current message; false
+// when the message is over the limit.
+func (b *upLimitBody) take(seg []byte) bool {
+	pass := min(upPassMax, b.max)
+	if b.n+int64(len(seg)) > b.max {
+		return false
+	}
+	if b.n < pass {
+		k := min(int64(len(seg)), pass-b.n)
+		if k > 0 {
+			b.q = append(b.q, seg[:k])
+		}
+		b.n += k
+		seg = seg[k:]
+	}
+	b.n += int64(len(seg))
+	for len(seg) > 0 {
+		if k := len(b.held); k == 0 || len(b.held[k-1]) == cap(b.held[k-1]) {
+			b.held = append(b.held, make([]byte, 0, upHeldPiece))
+		}
+		last := &b.held[len(b.held)-1]
+		n := min(len(seg), cap(*last)-len(*last))
+		*last = append(*last, seg[:n]...)
+		seg = seg[n:]
+	}
+	return true
+}
+
+// flush passes the held bytes on: their message ended within the limit.
+func (b *upLimitBody) flush() {
+	b.q = append(b.q, b.held...)
+	b.held = nil
+}
+
+// filter takes bytes of an event stream, event by event; false when the
+// request must fail.
 func (b *upLimitBody) filter(p []byte) bool {
 	for len(p) > 0 {
 		j := bytes.IndexByte(p, '\n')
@@ -148,24 +191,20 @@ func (b *upLimitBody) filter(p []byte) bool {
 		}
 		p = p[len(seg):]
 		content := int64(len(bytes.TrimRight(seg, "\r\n")))
-		if !b.skip {
-			b.n += int64(len(seg))
-			switch {
-			case b.n <= b.max:
-				b.out = append(b.out, seg...)
-			case b.probe != nil:
+		if !b.skip && !b.take(seg) {
+			if b.probe != nil {
 				return false
-			default:
-				b.u.log.Warn("upstream event over the message limit dropped", "limit", b.max)
-				b.skip = true
-				b.out = append(b.out, "\n\n"...)
 			}
+			b.u.log.Warn("upstream event over the message limit dropped", "limit", b.max)
+			b.skip, b.held = true, nil
+			b.q = append(b.q, []byte("\n\n"))
 		}
 		if j < 0 {
 			b.line += content
 			continue
 		}
 		if b.line == 0 && content == 0 { // a blank line ends the event
+			b.flush()
 			b.n, b.skip = 0, false
 		}
 		b.line = 0

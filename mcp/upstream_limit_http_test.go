@@ -118,11 +118,16 @@ func upWriteA(w io.Writer, mb int) int64 {
 
 func upStartBigHTTP(t *testing.T, s *upBigHTTP) (*Upstream, *upLogs) {
 	t.Helper()
+	return upStartBigHTTPLimit(t, s, 1<<20)
+}
+
+func upStartBigHTTPLimit(t *testing.T, s *upBigHTTP, limit int64) (*Upstream, *upLogs) {
+	t.Helper()
 	srv := httptest.NewServer(s)
 	t.Cleanup(srv.Close)
 	logs := &upLogs{}
 	u, err := StartUpstream(context.Background(), &UpstreamConfig{
-		Name: "big-http", URL: srv.URL + "/mcp", MaxMessageBytes: 1 << 20,
+		Name: "big-http", URL: srv.URL + "/mcp", MaxMessageBytes: limit,
 		RestartBackoffMin: 20 * time.Millisecond, RestartBackoffMax: 100 * time.Millisecond,
 	}, &UpstreamOptions{Logger: logs.logger()})
 	if err != nil {
@@ -167,6 +172,27 @@ func TestUpstreamHTTPAnswerOverLimit(t *testing.T) {
 			}
 			if st := u.Status(); !st.Ready || st.Restarts != 0 {
 				t.Errorf("status = %+v", st)
+			}
+		})
+	}
+}
+
+// An answer longer than what passes at once (upPassMax) but within the
+// limit is held, then given whole.
+func TestUpstreamHTTPLongAnswerWithinLimit(t *testing.T) {
+	for _, sse := range []bool{false, true} {
+		t.Run(fmt.Sprintf("sse=%v", sse), func(t *testing.T) {
+			u, _ := upStartBigHTTPLimit(t, &upBigHTTP{}, 3<<20)
+			upWaitTools(t, u, 2)
+			res, err := upCall(t, u, "big", fmt.Sprintf(`{"mb":2,"sse":%v}`, sse))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if text := upText(t, res); text != strings.Repeat("a", 2<<20) {
+				t.Errorf("text of %d bytes, want 2 MiB of a", len(text))
+			}
+			if _, err := upCall(t, u, "big", fmt.Sprintf(`{"mb":4,"sse":%v}`, sse)); !errors.Is(err, ErrTooLarge) {
+				t.Errorf("4 MiB: err = %v, want ErrTooLarge", err)
 			}
 		})
 	}

@@ -216,3 +216,22 @@ func TestUpstreamStdioOtherMessagesOverLimit(t *testing.T) {
 }
 
 func upDiscardLog() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// A line longer than what passes at once (upPassMax) but within the limit
+// is held, then given whole.
+func TestUpstreamStdioLongAnswerWithinLimit(t *testing.T) {
+	u, _ := upStartFake(t, UpstreamConfig{MaxMessageBytes: 3 << 20}, UpstreamOptions{})
+	upWaitReady(t, u)
+	for _, shape := range []string{"id_first", "id_last"} {
+		res, err := upCall(t, u, "big", `{"mb":2,"shape":"`+shape+`"}`)
+		if err != nil {
+			t.Fatalf("%s: %v", shape, err)
+		}
+		if text := upText(t, res); text != strings.Repeat("a", 2<<20) {
+			t.Errorf("%s: text of %d bytes, want 2 MiB of a", shape, len(text))
+		}
+	}
+	if _, err := upCall(t, u, "big", `{"mb":4,"shape":"id_first"}`); !errors.Is(err, ErrTooLarge) {
+		t.Errorf("4 MiB: err = %v, want ErrTooLarge", err)
+	}
+}

@@ -140,17 +140,16 @@ func hardUpPeakRSS(t *testing.T, pid int) int64 {
 	return 0
 }
 
-// hardUpTooLarge is the OTC answer to a call whose answer was over the
-// default 16 MiB limit.
-func hardUpTooLarge(tool, upstream string, sizeKnown bool) map[string]any {
+// hardUpTooLarge is the OTC answer to a call whose answer was over limit.
+func hardUpTooLarge(tool, upstream string, limit int, sizeKnown bool) map[string]any {
 	size := ""
 	if sizeKnown {
 		size = ` \(\d+ bytes\)`
 	}
 	return otcE2EFailed(map[string]any{
-		"message": "The tool's answer is larger than the bridge's limit of 16777216 bytes per message",
+		"message": fmt.Sprintf("The tool's answer is larger than the bridge's limit of %d bytes per message", limit),
 		"developer_message": `~^mcp: the answer to "` + tool + `" of upstream "` + upstream + `"` + size +
-			` is longer than the 16777216-byte message limit \(MaxMessageBytes\); it was dropped; ` +
+			fmt.Sprintf(` is longer than the %d-byte message limit \(MaxMessageBytes\); it was dropped; `, limit) +
 			`raise the limit with serve-otc --max-message-bytes, or max_message_bytes of this server in the config file$`,
 	})
 }
@@ -180,7 +179,7 @@ func TestE2EHardeningUpstreamStdioTooLarge(t *testing.T) {
 		idLast bool
 	}{{200, true}, {20, false}} {
 		req := map[string]any{"tool_id": "big.dump", "input": map[string]any{"mb": c.mb, "id_last": c.idLast}}
-		b.expect(t, d, req, nil, 200, hardUpTooLarge("dump", "big", true))
+		b.expect(t, d, req, nil, 200, hardUpTooLarge("dump", "big", 16<<20, true)) // the default limit
 		b.expect(t, d, map[string]any{"tool_id": "big.small", "input": map[string]any{}}, nil, 200, otcE2EOK("small ok"))
 	}
 	if now := otcE2EChildren(b.p.Pid()); len(now) != 1 || now[0].Pid != kids[0].Pid || !now[0].alive() {
@@ -254,9 +253,9 @@ func hardUpHTTPServer(wrote *atomic.Int64) http.Handler {
 	})
 }
 
-// TestE2EHardeningUpstreamHTTPTooLarge: a streamable HTTP server answers a
-// call with a 200 MiB JSON body: the call gets the mapped 200
-// success:false, the bridge stops reading (the server could not write the
+// TestE2EHardeningUpstreamHTTPTooLarge: a streamable HTTP server (limit 8
+// MiB from its max_message_bytes) answers a call with a 200 MiB JSON body:
+// the call gets the mapped 200 success:false, the bridge stops reading (the server could not write the
 // whole answer), the next call succeeds, and the bridge's peak RSS stays
 // under 256 MiB.
 func TestE2EHardeningUpstreamHTTPTooLarge(t *testing.T) {
@@ -264,11 +263,13 @@ func TestE2EHardeningUpstreamHTTPTooLarge(t *testing.T) {
 	var wrote atomic.Int64
 	srv := httptest.NewServer(hardUpHTTPServer(&wrote))
 	defer srv.Close()
-	b := otcE2EStart(t, []string{"--config", hardUpConfig(t, `{"mcpServers":{"web":{"url":"`+srv.URL+`/mcp","toolkit":"Web"}}}`)}, nil)
+	// The server's own limit (8 MiB) wins over --max-message-bytes.
+	b := otcE2EStart(t, []string{"--max-message-bytes", "1000", "--config",
+		hardUpConfig(t, `{"mcpServers":{"web":{"url":"`+srv.URL+`/mcp","toolkit":"Web","max_message_bytes":8388608}}}`)}, nil)
 	b.waitTools(t, []string{"Web.dump@1.0.0", "Web.small@1.0.0"})
 	d := otcE2EDialects[0]
 
-	b.expect(t, d, map[string]any{"tool_id": "Web.dump", "input": map[string]any{"mb": 200}}, nil, 200, hardUpTooLarge("dump", "web", false))
+	b.expect(t, d, map[string]any{"tool_id": "Web.dump", "input": map[string]any{"mb": 200}}, nil, 200, hardUpTooLarge("dump", "web", 8<<20, false))
 	b.expect(t, d, map[string]any{"tool_id": "Web.small", "input": map[string]any{}}, nil, 200, otcE2EOK("small ok"))
 	// The server's writes fail once the bridge closed the connection; a
 	// bridge that read the whole body would have taken all 200 MiB.
