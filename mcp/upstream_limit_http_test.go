@@ -124,7 +124,7 @@ func upStartBigHTTP(t *testing.T, s *upBigHTTP) (*Upstream, *upLogs) {
 func upStartBigHTTPLimit(t *testing.T, s *upBigHTTP, limit int64) (*Upstream, *upLogs) {
 	t.Helper()
 	srv := httptest.NewServer(s)
-	t.Cleanup(srv.Close)
+	t.Cleanup(func() { upCloseServer(srv) })
 	logs := &upLogs{}
 	u, err := StartUpstream(context.Background(), &UpstreamConfig{
 		Name: "big-http", URL: srv.URL + "/mcp", MaxMessageBytes: limit,
@@ -336,7 +336,7 @@ func TestUpstreamLegacySSEOverLimit(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		_ = u.Close(ctx)
-		srv.Close()
+		upCloseServer(srv)
 	})
 	upWaitReady(t, u)
 	upWaitTools(t, u, 2)
@@ -389,4 +389,11 @@ func TestUpstreamLegacySSEOverLimit(t *testing.T) {
 	if res, err := upCall(t, u, "small", `{}`); err != nil || upText(t, res) != "small" {
 		t.Errorf("after reconnecting: %s, %v", res, err)
 	}
+}
+
+// upCloseServer closes srv without waiting on a handler stuck writing to a
+// client that went away (httptest.Server.Close waits for every handler).
+func upCloseServer(srv *httptest.Server) {
+	srv.CloseClientConnections()
+	srv.Close()
 }

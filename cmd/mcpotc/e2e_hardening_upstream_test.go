@@ -262,7 +262,10 @@ func TestE2EHardeningUpstreamHTTPTooLarge(t *testing.T) {
 	t.Parallel()
 	var wrote atomic.Int64
 	srv := httptest.NewServer(hardUpHTTPServer(&wrote))
-	defer srv.Close()
+	defer func() {
+		srv.CloseClientConnections() // Close waits for every handler
+		srv.Close()
+	}()
 	// The server's own limit (8 MiB) wins over --max-message-bytes.
 	b := otcE2EStart(t, []string{"--max-message-bytes", "1000", "--config",
 		hardUpConfig(t, `{"mcpServers":{"web":{"url":"`+srv.URL+`/mcp","toolkit":"Web","max_message_bytes":8388608}}}`)}, nil)
@@ -295,7 +298,7 @@ func hardUpConfig(t *testing.T, cfg string) string {
 }
 
 // TestE2EHardeningUpstreamHealthUnderKills: serve-otc in front of `mcpotc
-// sample-mcp`; the child is killed every 2-3 s for 15 s while /health is
+// sample-mcp`; the child is killed every 2.5-3 s for 15 s while /health is
 // polled every 50 ms. A child that ran fine is restarted at once (no
 // backoff), so /health answers 200 at least 90 % of the time; every kill
 // is followed by exactly one restart.
@@ -334,7 +337,7 @@ func TestE2EHardeningUpstreamHealthUnderKills(t *testing.T) {
 
 	kills := 0
 	for {
-		wait := 2*time.Second + rand.N(time.Second)
+		wait := 2500*time.Millisecond + rand.N(500*time.Millisecond)
 		select {
 		case <-ctx.Done():
 		case <-time.After(wait):
