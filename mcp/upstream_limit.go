@@ -335,7 +335,9 @@ func (r *upRing) bytes() []byte {
 //	a notification                dropped
 //	no id found                   the connection is failed (dead), so the child restarts
 //
-// upLines is not safe for concurrent use (mcp-go reads from one goroutine).
+// The cut relies on mcp-go skipping a line it cannot decode
+// (TestUpstreamCanaryMCPGoStdioSkipsUndecodableLine checks it does). upLines
+// is not safe for concurrent use (mcp-go reads from one goroutine).
 type upLines struct {
 	u       *Upstream
 	max     int64
