@@ -27,7 +27,9 @@ func TestUpstreamCanaryMCPGoStdioSkipsUndecodableLine(t *testing.T) {
 	}
 	defer tr.Close()
 	defer outW.Close() // ends mcp-go's reader
-	go func() { // the "child": read the request, answer with a cut line, then the bridge's synthetic answer
+	// The "child": read the request, answer with a cut line, then the
+	// bridge's synthetic answer.
+	go func() {
 		buf := make([]byte, 4096)
 		_, _ = inR.Read(buf)
 		u := &Upstream{name: "canary", nonce: "N", cfg: UpstreamConfig{MaxMessageBytes: 8}}
