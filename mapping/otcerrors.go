@@ -22,9 +22,21 @@ import (
 //	unreachable before the call was sent   400 "tool server temporarily unavailable"
 //	HTTP 401/403 from the upstream         400 "rejected the bridge's credentials"
 //	died or timed out after it was sent    200 success:false, can_retry, retry_after_ms
+//	answer over the message limit          200 success:false, can_retry false, naming the limit and how to raise it
+//
+// An answer over the message limit (mcp.ErrTooLarge) is a 200: the tool
+// ran, only its answer could not be carried, and a retry would run it again
+// to the same end.
 func OTCError(err error) error {
 	var ue *mcp.UpstreamError
+	var tooLarge *mcp.TooLargeError
 	switch {
+	case errors.As(err, &tooLarge):
+		return &otc.ToolError{
+			Message: fmt.Sprintf("The tool's answer is larger than the bridge's limit of %d bytes per message", tooLarge.Limit),
+			DeveloperMessage: err.Error() + "; raise the limit with serve-otc --max-message-bytes, " +
+				"or max_message_bytes of this server in the config file",
+		}
 	case errors.As(err, &ue):
 		if restored := otcResponseFromRPC(ue); restored != nil {
 			return restored // an OTC server's own answer, through an MCP front

@@ -23,7 +23,7 @@ const (
 	DefaultInitTimeout       = 60 * time.Second
 	DefaultRestartBackoffMin = 250 * time.Millisecond
 	DefaultRestartBackoffMax = 30 * time.Second
-	DefaultStableAfter       = 30 * time.Second
+	DefaultStableAfter       = time.Second
 	DefaultKillGrace         = 2 * time.Second
 	DefaultDrainTimeout      = 5 * time.Second
 	DefaultPingInterval      = 30 * time.Second
@@ -43,6 +43,7 @@ const upProtocolVersion = "2025-11-25"
 //	ErrUnavailable            was NOT sent: safe to retry       not connected, restarting, unreachable, closing
 //	ErrLost                   was sent, outcome unknown         the child died, the connection broke, the call timed out
 //	ErrUpstreamUnauthorized   was refused before the tool ran   HTTP 401/403 from the upstream
+//	ErrTooLarge               was answered, answer dropped      the answer exceeded MaxMessageBytes (*TooLargeError)
 //
 // A call ended by the caller's own context returns an error wrapping
 // ctx.Err() (context.Canceled or context.DeadlineExceeded) and none of these.
@@ -123,8 +124,11 @@ type UpstreamConfig struct {
 	// jitter (each wait is between half and all of the nominal one). Zero:
 	// DefaultRestartBackoffMin / DefaultRestartBackoffMax.
 	RestartBackoffMin, RestartBackoffMax time.Duration
-	// StableAfter is how long a connection must have lasted for the backoff
-	// to start again from RestartBackoffMin. Zero: DefaultStableAfter.
+	// StableAfter is how long a connection must have stayed ready for its
+	// loss to count as the end of a good run rather than a crash at start:
+	// then the child is restarted (or the URL reconnected) at once and the
+	// backoff starts again from RestartBackoffMin. A connection lost sooner
+	// waits the growing backoff first. Zero: DefaultStableAfter.
 	StableAfter time.Duration
 	// KillGrace is how long a stdio child gets to exit after its stdin is
 	// closed, and again after SIGTERM, before its process group is killed.
@@ -140,6 +144,12 @@ type UpstreamConfig struct {
 	// MaxToolPages and MaxTools bound one tools/list walk; a longer list is
 	// truncated with a warning. Zero: DefaultMaxToolPages / DefaultMaxTools.
 	MaxToolPages, MaxTools int
+	// MaxMessageBytes bounds one message read from the upstream: a line of
+	// a stdio child's stdout, an HTTP JSON body, one event of an event
+	// stream. A longer answer is dropped as it arrives and fails its call
+	// with a *TooLargeError (ErrTooLarge); other calls go on (see upLines).
+	// Zero: DefaultUpstreamMaxMessageBytes.
+	MaxMessageBytes int64
 	// StderrLineMax bounds one logged line of a stdio child's stderr; the
 	// rest of a longer line is dropped. Zero: DefaultStderrLineMax.
 	StderrLineMax int
@@ -165,6 +175,12 @@ type UpstreamOptions struct {
 	// answered: "cancel" for URL mode, "decline" for form mode. Must not
 	// block. Nil: the request is only logged (URL mode with its url).
 	OnElicitation func(UpstreamElicitation)
+	// waited, when set, is told about each backoff wait the upstream
+	// chooses before it waits: "restart" (before reconnecting) or
+	// "tools/list" (before listing again), the 0-based attempt and the wait
+	// (tests record the schedule with it).
+	waited func(what string, attempt int, d time.Duration)
+
 	// OnNotification receives the upstream's notifications other than
 	// notifications/tools/list_changed (notifications/progress,
 	// notifications/message, …) in the order they arrive, with their params
@@ -231,6 +247,8 @@ type Upstream struct {
 	opts UpstreamOptions
 	log  *slog.Logger
 	kind upKind
+	// nonce marks the bridge's own synthetic answers (tooLargeAnswer).
+	nonce string
 
 	httpClient *http.Client      // HTTP kinds
 	headers    map[string]string // static headers, HTTP kinds
@@ -285,6 +303,7 @@ func StartUpstream(ctx context.Context, cfg *UpstreamConfig, opts *UpstreamOptio
 		done:    make(chan struct{}),
 		hurry:   make(chan struct{}),
 		changed: make(chan struct{}),
+		nonce:   upNewNonce(),
 	}
 	if o.Logger != nil {
 		u.log = o.Logger.With("upstream", c.Name)
@@ -341,6 +360,9 @@ func StartUpstream(ctx context.Context, cfg *UpstreamConfig, opts *UpstreamOptio
 	if c.MaxTools <= 0 {
 		c.MaxTools = DefaultMaxTools
 	}
+	if c.MaxMessageBytes <= 0 {
+		c.MaxMessageBytes = DefaultUpstreamMaxMessageBytes
+	}
 	if c.StderrLineMax <= 0 {
 		c.StderrLineMax = DefaultStderrLineMax
 	}
@@ -352,11 +374,7 @@ func StartUpstream(ctx context.Context, cfg *UpstreamConfig, opts *UpstreamOptio
 	}
 	u.cfg = c
 	if u.kind.isHTTP() {
-		var sse *Upstream
-		if u.kind == upSSE {
-			sse = u
-		}
-		u.httpClient = upNewHTTPClient(c.HTTPClient, sse)
+		u.httpClient = upNewHTTPClient(c.HTTPClient, u, u.kind == upSSE)
 		u.headers = u.staticHeaders(c.Headers)
 	}
 
@@ -595,8 +613,11 @@ func (u *Upstream) sleep(d time.Duration) bool {
 	}
 }
 
-// supervise connects, watches the connection, and reconnects with backoff
-// until the upstream is stopped.
+// supervise connects, watches the connection, and reconnects until the
+// upstream is stopped. A connection that fails before it is ready, or is
+// lost less than StableAfter after, waits a growing backoff first (a child
+// that crashes at start is not restarted in a tight loop); one lost after a
+// longer run is replaced at once, and the backoff starts over.
 func (u *Upstream) supervise() {
 	defer u.wg.Done()
 	attempt := 0
@@ -622,7 +643,7 @@ func (u *Upstream) supervise() {
 			} else {
 				u.log.Debug("upstream still not connected", "reason", reason)
 			}
-			if !u.sleep(u.backoff(attempt)) {
+			if !u.wait("restart", attempt) {
 				return
 			}
 			attempt++
@@ -651,21 +672,33 @@ func (u *Upstream) supervise() {
 		}
 		u.changedLocked()
 		u.mu.Unlock()
+		stable := time.Since(connectedAt) >= u.cfg.StableAfter
 		if !stopping {
-			u.log.Warn("upstream connection lost", "cause", why)
+			u.log.Warn("upstream connection lost", "cause", why, "restart_at_once", stable)
 		}
 		conn.teardown(u.hurry)
 		if stopping {
 			return
 		}
-		if time.Since(connectedAt) >= u.cfg.StableAfter {
+		if stable {
 			attempt = 0
+			continue
 		}
-		if !u.sleep(u.backoff(attempt)) {
+		if !u.wait("restart", attempt) {
 			return
 		}
 		attempt++
 	}
+}
+
+// wait sleeps the backoff of attempt, telling UpstreamOptions.waited; it
+// reports whether it slept the whole time (false: the upstream stopped).
+func (u *Upstream) wait(what string, attempt int) bool {
+	d := u.backoff(attempt)
+	if u.opts.waited != nil {
+		u.opts.waited(what, attempt, d)
+	}
+	return u.sleep(d)
 }
 
 // publish makes conn the ready connection.
@@ -696,12 +729,16 @@ func (u *Upstream) setServer(conn *upConn) {
 }
 
 // catalog reads the tool list when asked to (after each connection and
-// notifications/tools/list_changed) and reports it.
+// notifications/tools/list_changed) and reports it. A listing that fails
+// without an answer (unreachable, HTTP 401, a malformed or too large
+// result) is tried again after the restart backoff, growing with each
+// failure in a row and starting over after a success.
 func (u *Upstream) catalog() {
 	defer u.wg.Done()
 	retry := time.NewTimer(0)
 	retry.Stop()
 	defer retry.Stop()
+	failures := 0
 	for {
 		select {
 		case <-u.ctx.Done():
@@ -713,6 +750,7 @@ func (u *Upstream) catalog() {
 		if conn == nil {
 			continue // the next connection asks again
 		}
+		retry.Stop()
 		epoch := conn.epoch.Load()
 		ctx, cancel := context.WithTimeout(u.ctx, u.cfg.InitTimeout)
 		tools, err := conn.listTools(ctx)
@@ -734,12 +772,18 @@ func (u *Upstream) catalog() {
 				cancel()
 				continue
 			default:
-				u.log.Warn("tools/list failed; will retry", "err", err)
+				d := u.backoff(failures)
+				if u.opts.waited != nil {
+					u.opts.waited("tools/list", failures, d)
+				}
+				u.log.Warn("tools/list failed; will retry", "error", err, "retry_in", d.String(), "failures", failures+1)
+				failures++
 				conn.suspect()
-				retry.Reset(max(u.cfg.RestartBackoffMin, time.Second))
+				retry.Reset(d)
 				continue
 			}
 		}
+		failures = 0
 		u.tools.Store(&tools)
 		u.log.Debug("tool list read", "tools", len(tools))
 		if cb := u.opts.OnToolsChanged; cb != nil {

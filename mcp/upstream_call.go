@@ -184,7 +184,12 @@ func (u *Upstream) callEnded(ctx, callCtx context.Context, conn *upConn, name st
 // callFailed classifies a call that failed without an answer.
 func (u *Upstream) callFailed(conn *upConn, name string, r upSent) error {
 	var authErr *mcptransport.AuthorizationRequiredError
+	var tooLarge *TooLargeError
 	switch {
+	case errors.As(r.err, &tooLarge):
+		e := *tooLarge
+		e.Tool = name
+		return &e
 	case errors.As(r.err, &authErr):
 		return u.statusError(name, http.StatusUnauthorized)
 	case !r.sent:

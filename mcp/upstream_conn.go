@@ -118,7 +118,7 @@ func (c *upConn) startStdio() error {
 	}
 	c.proc = p
 	c.stdin = &upStdin{f: p.stdin, pending: map[int64]*atomic.Bool{}}
-	out := &upStdout{f: p.stdout, onEnd: func() { c.die("closed its stdout") }}
+	out := &upStdout{f: p.stdout, lines: c.u.newLines(c.stdin.respond, c.die), onEnd: func() { c.die("closed its stdout") }}
 	t := mcptransport.NewIO(out, c.stdin, nil)
 	t.SetRequestHandler(c.handleServerRequest)
 	t.SetNotificationHandler(c.handleNotification)
@@ -433,6 +433,9 @@ func (c *upConn) send(ctx context.Context, method string, params json.RawMessage
 		r.resp, r.err = c.t.SendRequest(ctx, req)
 		r.sent = r.err == nil || probe.wrote.Load()
 		r.status = int(probe.status.Load())
+		if r.err != nil && probe.tooLarge.Load() {
+			r.err = &TooLargeError{Upstream: c.u.name, Limit: c.u.cfg.MaxMessageBytes}
+		}
 	case upInProcess:
 		// The server runs the handler on this goroutine's behalf and may
 		// ignore ctx: do not wait for it once ctx ends.
@@ -455,6 +458,11 @@ func (c *upConn) send(ctx context.Context, method string, params json.RawMessage
 	}
 	if r.err == nil && r.resp == nil {
 		r.err = errors.New("no response")
+	}
+	if r.err == nil && r.resp.Error != nil {
+		if tl := c.u.tooLargeFrom(r.resp.Error.Data); tl != nil {
+			r.resp, r.err = nil, tl
+		}
 	}
 	return r
 }
@@ -508,6 +516,9 @@ func (c *upConn) listTools(ctx context.Context) ([]json.RawMessage, error) {
 			}
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
+			}
+			if errors.Is(r.err, ErrTooLarge) {
+				return nil, r.err
 			}
 			return nil, errors.New(upSafeError(r.err))
 		}

@@ -30,6 +30,7 @@ const upFakeEnv = "MCPOTC_TEST_FAKE_UPSTREAM"
 const (
 	upFakeIgnoreTerm  = "FAKE_IGNORE_TERM"   // "1": ignore SIGTERM and the end of stdin
 	upFakeExitAtStart = "FAKE_EXIT_AT_START" // "1": print to stderr and exit 1 at once
+	upFakeBadList     = "FAKE_BAD_LIST"      // "1": tools/list answers a malformed result (until list_ok)
 )
 
 func TestUpstreamFakeServerProcess(t *testing.T) {
@@ -61,6 +62,7 @@ type upFake struct {
 	waiting    map[string]chan []byte   // ids of the fake's own requests
 	cancels    map[string]chan struct{} // ids of calls waiting for a cancellation
 	extraTool  bool
+	badList    bool
 	initParams json.RawMessage
 }
 
@@ -74,6 +76,7 @@ func upRunFake(in io.Reader, out, errw io.Writer) int {
 		signal.Ignore(syscall.SIGTERM)
 	}
 	f := &upFake{out: out, errw: errw, waiting: map[string]chan []byte{}, cancels: map[string]chan struct{}{}}
+	f.badList = os.Getenv(upFakeBadList) == "1"
 	fmt.Fprintln(errw, "fake: started")
 	br := bufio.NewReader(in)
 	for {
@@ -165,6 +168,14 @@ func (f *upFake) request(id json.RawMessage, method string, params json.RawMessa
 			Cursor string `json:"cursor"`
 		}
 		_ = json.Unmarshal(params, &p)
+		f.mu.Lock()
+		bad := f.badList
+		f.mu.Unlock()
+		switch {
+		case bad:
+			f.reply(id, `{"tools":"not a list"}`)
+			return
+		}
 		switch p.Cursor {
 		case "":
 			f.reply(id, `{"tools":[`+upFakeTool1+`,`+upFakeTool2+`],"nextCursor":"page-2"}`)
@@ -283,6 +294,14 @@ func (f *upFake) call(id json.RawMessage, name string, args, meta json.RawMessag
 		f.replyText(id, "progressed")
 	case "bad_result":
 		f.reply(id, `"not an object"`)
+	case "list_ok", "list_bad":
+		f.mu.Lock()
+		f.badList = name == "list_bad"
+		f.mu.Unlock()
+		f.send(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`)
+		f.replyText(id, name)
+	case "big":
+		f.big(id, args)
 	default:
 		f.fail(id, -32602, "unknown tool "+name, "")
 	}
@@ -415,4 +434,57 @@ func TestUpstreamSampleServerProcess(t *testing.T) {
 		os.Exit(1)
 	}
 	os.Exit(0)
+}
+
+// big writes one line of about mb MiB in the shape args.shape asks for,
+// streamed in 64 KiB pieces (never held whole), then answers the call when
+// the line was not the answer itself. It answers with the total size of the
+// line it wrote ("wrote N") when the big line was not the answer.
+func (f *upFake) big(id json.RawMessage, args json.RawMessage) {
+	var a struct {
+		MB    int    `json:"mb"`
+		Shape string `json:"shape"`
+	}
+	_ = json.Unmarshal(args, &a)
+	var head, tail string
+	switch a.Shape {
+	case "id_first": // mcp-go, Python SDK
+		head, tail = `{"jsonrpc":"2.0","id":`+string(id)+`,"result":{"content":[{"type":"text","text":"`, `"}]}}`
+	case "id_last": // TypeScript SDK
+		head, tail = `{"result":{"content":[{"type":"text","text":"`, `"}],"_meta":{"id":"nested \\\"id\\\":9}"}},"jsonrpc":"2.0", "id" : `+string(id)+` }`
+	case "notification":
+		head, tail = `{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"`, `"}}`
+	case "request":
+		head, tail = `{"jsonrpc":"2.0","id":"srv-big","method":"sampling/createMessage","params":{"x":"`, `"}}`
+	case "no_id":
+		head, tail = `{"jsonrpc":"2.0","result":{"text":"`, `"}}`
+	}
+	ch := make(chan []byte, 1)
+	if a.Shape == "request" {
+		f.mu.Lock()
+		f.waiting[`"srv-big"`] = ch
+		f.mu.Unlock()
+	}
+	piece := bytes.Repeat([]byte("a"), 64<<10)
+	f.wmu.Lock()
+	total := len(head) + len(tail)
+	io.WriteString(f.out, head)
+	for range a.MB * 16 {
+		f.out.Write(piece)
+		total += len(piece)
+	}
+	io.WriteString(f.out, tail+"\n")
+	f.wmu.Unlock()
+	switch a.Shape {
+	case "notification":
+		f.replyText(id, fmt.Sprintf("wrote %d", total))
+	case "request":
+		select {
+		case answer := <-ch:
+			f.replyText(id, string(answer))
+		case <-time.After(10 * time.Second):
+			f.replyText(id, "no answer")
+		}
+	}
+	fmt.Fprintf(f.errw, "fake: big line of %d bytes written\n", total)
 }

@@ -205,12 +205,15 @@ func (u *Upstream) pumpStderr(r io.Reader, done chan<- struct{}) {
 // can tell "never sent" (ErrUnavailable) from "sent, then lost" (ErrLost).
 type upStdin struct {
 	f       *os.File
+	wmu     sync.Mutex // one line at a time: mcp-go's and respond's
 	mu      sync.Mutex
 	pending map[int64]*atomic.Bool
 }
 
 func (w *upStdin) Write(p []byte) (int, error) {
+	w.wmu.Lock()
 	n, err := w.f.Write(p)
+	w.wmu.Unlock()
 	if err == nil {
 		if id, ok := upRequestID(p); ok {
 			w.mu.Lock()
@@ -260,15 +263,24 @@ func upRequestID(line []byte) (int64, bool) {
 	return id, true
 }
 
-// upStdout is the child's stdout as mcp-go's stdio transport reads it; its
-// end means the connection is gone.
+// respond writes an answer line of the bridge's own to the child, in the
+// background (the child may be blocked writing its stdout, which the caller
+// reads).
+func (w *upStdin) respond(line []byte) {
+	go func() { _, _ = w.Write(line) }()
+}
+
+// upStdout is the child's stdout as mcp-go's stdio transport reads it, its
+// lines bounded by lines (see upLines); its end means the connection is
+// gone.
 type upStdout struct {
 	f     *os.File
+	lines *upLines
 	onEnd func()
 }
 
 func (r *upStdout) Read(p []byte) (int, error) {
-	n, err := r.f.Read(p)
+	n, err := r.lines.read(r.f, p)
 	if err != nil {
 		r.onEnd()
 	}

@@ -231,7 +231,8 @@ func TestUpstreamStdioStderrLogged(t *testing.T) {
 }
 
 func TestUpstreamStdioCrashLostThenRestart(t *testing.T) {
-	u, logs := upStartFake(t, UpstreamConfig{RestartBackoffMin: 400 * time.Millisecond, RestartBackoffMax: 400 * time.Millisecond}, UpstreamOptions{})
+	// Crashing soon after it is ready: restarted after the backoff.
+	u, logs := upStartFake(t, UpstreamConfig{StableAfter: time.Hour, RestartBackoffMin: 400 * time.Millisecond, RestartBackoffMax: 400 * time.Millisecond}, UpstreamOptions{})
 	upWaitReady(t, u)
 	pid1 := upPid(t, u)
 

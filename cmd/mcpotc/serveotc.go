@@ -42,6 +42,7 @@ type mcpServerConfig struct {
 	Allow                []string `json:"allow"`
 	Deny                 []string `json:"deny"`
 	CallTimeout          Duration `json:"call_timeout"`
+	MaxMessageBytes      int64    `json:"max_message_bytes"`
 	ForwardAuthorization bool     `json:"forward_authorization"`
 	ForwardContext       bool     `json:"forward_context"`
 }
@@ -75,6 +76,7 @@ func (m *Main) serveOTC(ctx context.Context, args []string) error {
 	forwardContext := fs.Bool("forward-context", false, "send each call's OTC context (tokens, secrets, user id) to --mcp servers that are mcpotc MCP fronts (see README, Round trips)")
 	name := fs.String("name", "", "toolkit name of the '-- COMMAND' server (default: its serverInfo.name)")
 	callTimeout := fs.Duration("call-timeout", 60*time.Second, "bound on each tool call")
+	maxMessage := fs.Int64("max-message-bytes", mcp.DefaultUpstreamMaxMessageBytes, "bound on one message from an MCP server (a stdio line, an HTTP body or event); a longer answer fails its call")
 	apiKeyEnv := fs.String("api-key-env", "", "environment variable holding the API key OTC clients must send (OXP-API-Key or bearer)")
 	jwtSecretEnv := fs.String("jwt-secret-env", "", "environment variable holding the HS256 secret of the bearer JWTs OTC clients may send")
 	jwtAudiences := fs.String("jwt-audience", "", "comma-separated audiences a JWT's aud may name (tokens with aud need one)")
@@ -96,6 +98,9 @@ func (m *Main) serveOTC(ctx context.Context, args []string) error {
 	}
 	if *callTimeout <= 0 {
 		return fmt.Errorf("%w: --call-timeout must be positive", errUsage)
+	}
+	if *maxMessage <= 0 {
+		return fmt.Errorf("%w: --max-message-bytes must be positive", errUsage)
 	}
 	server := otc.Options{IdempotencyTTL: *idemTTL}
 	var ownSecrets []string // read here, then kept from the children's environment
@@ -151,6 +156,9 @@ func (m *Main) serveOTC(ctx context.Context, args []string) error {
 
 	for i := range ups {
 		ups[i].Config.Unsetenv = childUnsetenv(cfg, ups[i].Config.Name, ownSecrets)
+		if ups[i].Config.MaxMessageBytes == 0 {
+			ups[i].Config.MaxMessageBytes = *maxMessage
+		}
 	}
 	// The upstreams get a context that the signal does not end: they are
 	// closed by front.Close below, once in-flight calls are done (or the
@@ -224,6 +232,10 @@ func (m *Main) mcpUpstreams(file string, cfg otcFrontConfig, callTimeout time.Du
 		if u.Config.CallTimeout == 0 {
 			u.Config.CallTimeout = callTimeout
 		}
+		if c.MaxMessageBytes < 0 {
+			return nil, &configError{file, key + ".max_message_bytes", "must be a positive number of bytes"}
+		}
+		u.Config.MaxMessageBytes = c.MaxMessageBytes // zero: --max-message-bytes
 		if c.Version != "" && !otc.ValidVersion(c.Version) {
 			return nil, &configError{file, key + ".version", fmt.Sprintf("%q is not x.y.z", c.Version)}
 		}
