@@ -246,3 +246,97 @@ func TestE2EHardeningTasksStdio(t *testing.T) {
 	b.stop(t)
 	b.checkLogs(t)
 }
+
+// tasksE2EListed initializes an MCP server over p's stdio (declaring
+// URL-mode elicitation, as the OTC front does) and returns
+// simulate-research-query as its tools/list gives it, waiting (bounded)
+// until it is listed.
+func tasksE2EListed(t *testing.T, p *proc) map[string]any {
+	t.Helper()
+	p.rpcCall(t, 1, "initialize", map[string]any{
+		"protocolVersion": "2025-11-25",
+		"capabilities":    map[string]any{"elicitation": map[string]any{"url": map[string]any{}}},
+		"clientInfo":      map[string]any{"name": "tasks-e2e", "version": "0.0.0"},
+	}, otcE2EStartTimeout)
+	p.rpcNotify(t, "notifications/initialized", nil)
+	deadline := time.Now().Add(otcE2EStartTimeout)
+	for id := 2; ; id++ {
+		var res struct {
+			Tools []map[string]any `json:"tools"`
+		}
+		if err := json.Unmarshal(p.rpcCall(t, id, "tools/list", nil, otcE2ECallTimeout), &res); err != nil {
+			t.Fatalf("%s: tools/list: %v", p.name, err)
+		}
+		for _, tool := range res.Tools {
+			if tool["name"] == "simulate-research-query" {
+				return tool
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s does not list simulate-research-query within %v", p.name, otcE2EStartTimeout)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// tasksE2ERawCall sends one tools/call on p's stdio and returns the whole
+// response frame (result or error), skipping notifications.
+func tasksE2ERawCall(t *testing.T, p *proc, id int, params map[string]any) map[string]any {
+	t.Helper()
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params})
+	if err := p.WriteLine(string(b)); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(otcE2ECallTimeout)
+	for {
+		line, err := p.ReadLine(time.Until(deadline))
+		if err != nil {
+			t.Fatalf("%s: no answer to tools/call %d: %v", p.name, id, err)
+		}
+		var m map[string]any
+		if json.Unmarshal([]byte(line), &m) == nil && m["method"] == nil && fmt.Sprint(m["id"]) == strconv.Itoa(id) {
+			return m
+		}
+	}
+}
+
+// TestE2EHardeningTasksChainExecution: server-everything → serve-otc →
+// serve-mcp lists simulate-research-query with the execution object the
+// server lists (compared as data, the whole tool too); the chain refuses a
+// plain call -32601, as "required" says, and ignores params.task (it
+// declares no tasks capability), so a task-augmented call is refused
+// alike rather than run on mcp-go's task store.
+func TestE2EHardeningTasksChainExecution(t *testing.T) {
+	t.Parallel()
+	node, everything := nodeBin(t), peerBin(t, "mcp-server-everything")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	t.Cleanup(cancel)
+
+	direct := tasksE2EListed(t, startPeer(t, ctx, "mcp-server-everything", []string{"stdio"}, nil))
+	if ex, _ := direct["execution"].(map[string]any); ex["taskSupport"] != "required" {
+		t.Fatalf("server-everything lists simulate-research-query with execution %v, want taskSupport required", direct["execution"])
+	}
+
+	otcb := otcE2EStart(t, []string{"--", node, everything, "stdio"}, peerEnv(t))
+	otcb.waitTools(t, []string{tasksE2ETool + "@2.0.0"})
+	mcpb := startProcess(t, ctx, buildMcpotc(t), []string{"serve-mcp", "--transport", "stdio", "--otc", otcb.base}, nil)
+	chained := tasksE2EListed(t, mcpb)
+	if diffs := otcE2EMatch("execution", direct["execution"], chained["execution"]); len(diffs) > 0 || chained["execution"] == nil {
+		t.Errorf("the chain lists execution %s, server-everything %s: %s", otcE2EShow(chained["execution"]), otcE2EShow(direct["execution"]), strings.Join(diffs, "; "))
+	}
+	if diffs := otcE2EMatch("tool", direct, chained); len(diffs) > 0 {
+		t.Errorf("the chain lists simulate-research-query otherwise than server-everything:\n  %s", strings.Join(diffs, "\n  "))
+	}
+
+	for i, params := range []map[string]any{
+		{"name": "simulate-research-query", "arguments": map[string]any{"topic": "bridges"}},
+		{"name": "simulate-research-query", "arguments": map[string]any{"topic": "bridges"}, "task": map[string]any{"ttl": 60000}},
+	} {
+		frame := tasksE2ERawCall(t, mcpb, 100+i, params)
+		errObj, _ := frame["error"].(map[string]any)
+		if errObj == nil || fmt.Sprint(errObj["code"]) != "-32601" || !strings.Contains(fmt.Sprint(errObj["message"]), "requires task augmentation") {
+			t.Errorf("tools/call %s through the chain: %s, want -32601 requires task augmentation", otcE2EShow(params), otcE2EShow(frame))
+		}
+	}
+	otcb.stop(t)
+}
