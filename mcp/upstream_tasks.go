@@ -284,7 +284,7 @@ func (c *upConn) cancelTask(header http.Header, idParams json.RawMessage) {
 		r := c.send(ctx, string(mcpgo.MethodTasksCancel), idParams, header)
 		switch {
 		case r.err != nil:
-			c.u.log.Debug("tasks/cancel not sent", "err", upSafeError(r.err))
+			c.u.log.Debug("tasks/cancel not sent", "error", upSafeError(r.err))
 		case r.resp.Error != nil:
 			c.u.log.Debug("tasks/cancel refused", "code", r.resp.Error.Code, "message", r.resp.Error.Message)
 		}
