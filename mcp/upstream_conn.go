@@ -548,11 +548,17 @@ func (c *upConn) listTools(ctx context.Context) ([]json.RawMessage, error) {
 				log.Warn("tools/list has more tools than allowed; the list is truncated", "tools", len(tools))
 				return listed()
 			}
-			names[t.Name] = true
-			tools = append(tools, raw)
 			if t.Execution.TaskSupport == string(mcpgo.TaskSupportRequired) {
+				if !c.tasks.toolCallTasks() {
+					// Never callable: a plain call is refused, and a task may not
+					// be asked of a server without the capability (upstream_tasks.go).
+					log.Warn("tools/list: skipping a tool that requires tasks; the server does not declare tasks.requests.tools.call", "tool", t.Name)
+					continue
+				}
 				required[t.Name] = true
 			}
+			names[t.Name] = true
+			tools = append(tools, raw)
 		}
 		if res.NextCursor == nil || *res.NextCursor == "" {
 			return listed()

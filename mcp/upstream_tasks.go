@@ -105,6 +105,14 @@ func (s *upTaskState) setRequired(names map[string]bool) {
 	s.mu.Unlock()
 }
 
+// toolCallTasks reports whether the server declared
+// capabilities.tasks.requests.tools.call.
+func (s *upTaskState) toolCallTasks() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.capable
+}
+
 // needsTask reports whether a call of tool name is sent task-augmented.
 func (s *upTaskState) needsTask(name string) bool {
 	s.mu.Lock()

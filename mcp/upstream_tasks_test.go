@@ -326,9 +326,21 @@ func TestUpstreamTaskOnlyWhenRequiredAndDeclared(t *testing.T) {
 	}
 
 	// A server that does not declare tasks.requests.tools.call is never
-	// sent a task (the spec forbids it): the server's own answer comes back.
+	// sent a task (the spec forbids it), so a tool that requires one is
+	// left out of the list, with one log line; called anyway, it gets the
+	// server's own answer.
 	g := &upTaskFake{noTasks: true, result: upTaskReport, status: func(int) (string, string) { return "completed", "" }}
-	u = upStartTaskFake(t, g, 30*time.Second)
+	srv := httptest.NewServer(g)
+	t.Cleanup(srv.Close)
+	u, logs := upStartHTTP(t, UpstreamConfig{URL: srv.URL + "/mcp"}, UpstreamOptions{})
+	upWaitReady(t, u)
+	if tools := upWaitTools(t, u, 1); !strings.Contains(string(tools[0]), `"name":"plain"`) {
+		t.Errorf("listed %s, want only the plain tool", tools)
+	}
+	logs.waitLog(t, "skipping a tool that requires tasks", 5*time.Second)
+	if n := strings.Count(logs.String(), "skipping a tool that requires tasks"); n != 1 {
+		t.Errorf("%d log lines for the tool left out, want 1 per listing: %s", n, logs.String())
+	}
 	_, err = upCall(t, u, "research", `{}`)
 	var ue *UpstreamError
 	if !errors.As(err, &ue) || ue.Code != -32601 {
