@@ -68,12 +68,13 @@ func restoreMCPTool(def *otc.ToolDefinition, c *MCPToolCarrier, prefix string) m
 	_ = json.Unmarshal(c.Title, &t.Title)
 	_ = json.Unmarshal(c.Annotations, &t.Annotations)
 	_ = json.Unmarshal(c.Icons, &t.Icons)
-	// A task-augmented tool cannot be served across OTC (one synchronous
-	// exchange a call): its execution is kept only when tasks are forbidden,
-	// so that the upstream answers a call itself, as it would directly.
+	// execution as the MCP server listed it (README, "Round trips"): the
+	// OTC front runs a taskSupport "required" tool as a task upstream, and
+	// the MCP front, which declares no tasks capability, answers a plain
+	// call of it -32601 as the server would (mcp-go enforces "required").
 	if isObject(c.Execution) {
 		var e mcpgo.ToolExecution
-		if json.Unmarshal(c.Execution, &e) == nil && (e.TaskSupport == "" || e.TaskSupport == mcpgo.TaskSupportForbidden) {
+		if json.Unmarshal(c.Execution, &e) == nil {
 			t.Execution = &e
 		}
 	}

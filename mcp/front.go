@@ -122,10 +122,18 @@ func (f *Front) Server() *mcpserver.MCPServer { return f.server }
 
 func (f *Front) addHooks(h *mcpserver.Hooks) {
 	h.AddOnError(f.onError)
-	h.AddBeforeCallTool(func(ctx context.Context, id any, _ *mcpgo.CallToolRequest) {
+	h.AddBeforeCallTool(func(ctx context.Context, id any, req *mcpgo.CallToolRequest) {
 		if st := frontStreamFrom(ctx); st != nil && st.trackOpen {
 			st.open(frontIDKey(id))
 		}
+		// The front declares no tasks capability, so a task-augmented
+		// tools/call is processed normally, its params.task ignored (MCP
+		// 2025-11-25, Tasks: "Receivers that do not declare the task
+		// capability for a request type MUST process requests of that type
+		// normally"). mcp-go v1.2.1 instead runs it on its own task store
+		// when the tool's execution.taskSupport is "optional" or "required",
+		// capability or not, where a task without a ttl is kept forever.
+		req.Params.Task = nil
 	})
 	h.AddOnRegisterSession(func(ctx context.Context, session mcpserver.ClientSession) {
 		if b, ok := ctx.Value(frontSSEBindKey{}).(*frontSSEBinding); ok {

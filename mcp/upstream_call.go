@@ -62,7 +62,12 @@ func (u *Upstream) CallTool(ctx context.Context, name string, arguments json.Raw
 
 	for attempt := 0; ; attempt++ {
 		epoch := conn.epoch.Load()
-		r := conn.send(callCtx, string(mcpgo.MethodToolsCall), params, header)
+		var r upSent
+		if conn.tasks.needsTask(name) {
+			r = conn.sendTask(callCtx, name, params, header) // upstream_tasks.go
+		} else {
+			r = conn.send(callCtx, string(mcpgo.MethodToolsCall), params, header)
+		}
 		if r.err == nil {
 			return u.callResult(name, r)
 		}

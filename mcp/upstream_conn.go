@@ -55,6 +55,8 @@ type upConn struct {
 	infoMu   sync.Mutex
 	server   UpstreamServerInfo
 	protocol string
+
+	tasks upTaskState // task-augmented calls (upstream_tasks.go)
 }
 
 // connect makes a new connection and initializes it. On failure it returns
@@ -339,6 +341,7 @@ func (c *upConn) initialize(ctx context.Context) (string, error) {
 	if err := json.Unmarshal(r.resp.Result, &res); err != nil {
 		return "initialize: malformed result", err
 	}
+	c.tasks.setCapable(r.resp.Result)
 	if !mcpgo.IsValidProtocolVersion(res.ProtocolVersion) || mcpgo.IsModernProtocol(res.ProtocolVersion) {
 		return fmt.Sprintf("initialize: unsupported protocol version %q", res.ProtocolVersion),
 			fmt.Errorf("mcp: unsupported protocol version %q", res.ProtocolVersion)
@@ -498,12 +501,17 @@ func (c *upConn) listTools(ctx context.Context) ([]json.RawMessage, error) {
 	log := c.u.log
 	tools := []json.RawMessage{}
 	names := map[string]bool{}
+	required := map[string]bool{} // execution.taskSupport "required"
+	listed := func() ([]json.RawMessage, error) {
+		c.tasks.setRequired(required)
+		return tools, nil
+	}
 	cursors := map[string]bool{}
 	var cursor *string
 	for page := 0; ; page++ {
 		if page == cfg.MaxToolPages {
 			log.Warn("tools/list has more pages than allowed; the list is truncated", "pages", page)
-			return tools, nil
+			return listed()
 		}
 		var params json.RawMessage
 		if cursor != nil {
@@ -534,7 +542,10 @@ func (c *upConn) listTools(ctx context.Context) ([]json.RawMessage, error) {
 		}
 		for i, raw := range res.Tools {
 			var t struct {
-				Name string `json:"name"`
+				Name      string `json:"name"`
+				Execution struct {
+					TaskSupport string `json:"taskSupport"`
+				} `json:"execution"`
 			}
 			if len(raw) == 0 || raw[0] != '{' || json.Unmarshal(raw, &t) != nil || t.Name == "" {
 				log.Warn("tools/list: skipping a tool that is not an object with a name", "page", page, "index", i)
@@ -546,17 +557,26 @@ func (c *upConn) listTools(ctx context.Context) ([]json.RawMessage, error) {
 			}
 			if len(tools) == cfg.MaxTools {
 				log.Warn("tools/list has more tools than allowed; the list is truncated", "tools", len(tools))
-				return tools, nil
+				return listed()
+			}
+			if t.Execution.TaskSupport == string(mcpgo.TaskSupportRequired) {
+				if !c.tasks.toolCallTasks() {
+					// Never callable: a plain call is refused, and a task may not
+					// be asked of a server without the capability (upstream_tasks.go).
+					log.Warn("tools/list: skipping a tool that requires tasks; the server does not declare tasks.requests.tools.call", "tool", t.Name)
+					continue
+				}
+				required[t.Name] = true
 			}
 			names[t.Name] = true
 			tools = append(tools, raw)
 		}
 		if res.NextCursor == nil || *res.NextCursor == "" {
-			return tools, nil
+			return listed()
 		}
 		if cursors[*res.NextCursor] {
 			log.Warn("tools/list repeated a cursor; the list may be incomplete")
-			return tools, nil
+			return listed()
 		}
 		cursors[*res.NextCursor] = true
 		cursor = res.NextCursor
@@ -630,6 +650,11 @@ func (c *upConn) handleNotification(n mcpgo.JSONRPCNotification) {
 	if n.Method == mcpgo.MethodNotificationToolsListChanged {
 		c.u.triggerRelist()
 		return
+	}
+	if n.Method == upTaskStatusNote {
+		if params, err := json.Marshal(n.Params); err == nil {
+			c.tasks.notified(params)
+		}
 	}
 	if cb := c.u.opts.OnNotification; cb != nil {
 		params, err := json.Marshal(n.Params)
