@@ -182,9 +182,9 @@ type Handler struct {
 	maxBody     int64
 	callTimeout time.Duration
 	bodyTimeout time.Duration
-	idem    *idempotency // nil when off
-	catalog atomic.Pointer[catalog]
-	mux     *http.ServeMux
+	idem        *idempotency // nil when off
+	catalog     atomic.Pointer[catalog]
+	mux         *http.ServeMux
 
 	setMu     sync.Mutex // serializes SetTools
 	checkedMu sync.Mutex
