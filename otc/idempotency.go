@@ -33,14 +33,16 @@ const (
 const idemEntryOverhead = 320
 
 // idemKey is an idempotency key: the caller as transport auth identified
-// it (Handler.authorized) and its call_id. Two callers never share a key.
+// it (Handler.authorized) and its call_id. Entries are found by call_id;
+// a call_id held by another caller is refused (400), never replayed and
+// never run a second time under the same id.
 type idemKey struct{ caller, callID string }
 
 // idempotency remembers the answers of calls by (caller, call_id), bounded
 // in count, bytes and time. Running entries are never evicted; their number
 // has a bound of its own.
 //
-// Every entry is in byKey. A finished entry that is kept is also in order
+// Every entry is in byKey (by call_id). A finished entry that is kept is also in order
 // (oldest kept first, for eviction) and in expiry (a min-heap by expires).
 // bytes is the sum of size over byKey, always: a running entry's size is
 // that of its key, a kept entry's that of its key and answer.
@@ -52,7 +54,7 @@ type idempotency struct {
 	now        func() time.Time
 
 	mu      sync.Mutex
-	byKey   map[idemKey]*idemEntry
+	byKey   map[string]*idemEntry
 	order   *list.List // of *idemEntry: kept entries, oldest first
 	expiry  idemHeap   // kept entries by expires
 	bytes   int64
@@ -81,7 +83,7 @@ func newIdempotency(ttl time.Duration, maxN int, maxBytes int64, maxRunning int,
 		maxRunning = DefaultIdempotencyMaxRunning
 	}
 	return &idempotency{ttl: ttl, maxN: maxN, maxBytes: maxBytes, maxRunning: maxRunning, now: now,
-		byKey: map[idemKey]*idemEntry{}, order: list.New()}
+		byKey: map[string]*idemEntry{}, order: list.New()}
 }
 
 // keySize is what an entry costs before it has an answer.
@@ -228,8 +230,8 @@ func (c *idempotency) begin(key idemKey, print [32]byte) (e *idemEntry, first bo
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.expire()
-	if e, ok := c.byKey[key]; ok {
-		if e.print != print {
+	if e, ok := c.byKey[key.callID]; ok {
+		if e.key.caller != key.caller || e.print != print {
 			return nil, false, errCallIDReused(key.callID)
 		}
 		return e, false, nil
@@ -238,7 +240,7 @@ func (c *idempotency) begin(key idemKey, print [32]byte) (e *idemEntry, first bo
 		return nil, false, errTooManyRunning(c.maxRunning)
 	}
 	e = &idemEntry{key: key, print: print, done: make(chan struct{}), size: keySize(key), heapIdx: -1}
-	c.byKey[key] = e
+	c.byKey[key.callID] = e
 	c.bytes += e.size
 	c.running++
 	return e, true, nil
@@ -285,10 +287,10 @@ func (c *idempotency) expire() {
 
 // remove forgets e (running or kept).
 func (c *idempotency) remove(e *idemEntry) {
-	if c.byKey[e.key] != e {
+	if c.byKey[e.key.callID] != e {
 		return
 	}
-	delete(c.byKey, e.key)
+	delete(c.byKey, e.key.callID)
 	c.bytes -= e.size
 	if e.el != nil {
 		c.order.Remove(e.el)

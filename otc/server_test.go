@@ -530,7 +530,7 @@ func TestIdempotencyBounded(t *testing.T) {
 	if len(c.byKey) != 3 || c.order.Len() != 3 {
 		t.Errorf("kept %d entries, want 3", len(c.byKey))
 	}
-	if _, ok := c.byKey[idemKey{callID: "9"}]; !ok {
+	if _, ok := c.byKey["9"]; !ok {
 		t.Error("newest entry dropped")
 	}
 }
