@@ -597,6 +597,10 @@ func (h *Handler) serveCall(w http.ResponseWriter, r *http.Request) {
 	h.call(rp, r, req, caller, start)
 }
 
+// maxEncodedID is the longest JSON encoding of a MaxIDBytes string (every
+// byte escaped as \u00XX, and the quotes).
+const maxEncodedID = 6*MaxIDBytes + 2
+
 // checkContentType answers a call whose Content-Type is missing or not
 // JSON (application/json or any +json type): a browser can send a
 // cross-origin text/plain or form POST without a preflight, never a JSON one.
@@ -621,7 +625,18 @@ func checkContentType(r *http.Request) *ServerErrorResponse {
 func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	rc := http.NewResponseController(w)
 	bounded := rc.SetReadDeadline(time.Now().Add(h.bodyTimeout)) == nil
-	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.maxBody))
+	body := http.MaxBytesReader(w, r.Body, h.maxBody)
+	var data []byte
+	var err error
+	if n := r.ContentLength; n > 0 && n <= h.maxBody {
+		// One buffer of the announced size (net/http ends the body there).
+		data = make([]byte, n)
+		var got int
+		got, err = io.ReadFull(body, data)
+		data = data[:got]
+	} else {
+		data, err = io.ReadAll(body)
+	}
 	if bounded && err == nil {
 		_ = rc.SetReadDeadline(time.Time{})
 	}
@@ -704,11 +719,11 @@ func (h *Handler) decodeCall(rp *reply, r *http.Request) (*CallToolRequest, int,
 		name string
 		v    *string
 	}{{"call_id", &req.CallID}, {"trace_id", &req.TraceID}} {
-		if n := len(*f.v); n > MaxIDBytes {
+		if len(*f.v) > MaxIDBytes {
 			*f.v = (*f.v)[:MaxIDBytes] // the record keeps a bounded prefix
 			return req, http.StatusBadRequest, &ServerErrorResponse{
 				Message:          "Request body is malformed",
-				DeveloperMessage: fmt.Sprintf("%s%s has %d bytes; at most %d are accepted", prefix, f.name, n, MaxIDBytes),
+				DeveloperMessage: fmt.Sprintf("%s%s is longer than %d bytes; at most %d are accepted", prefix, f.name, MaxIDBytes, MaxIDBytes),
 			}
 		}
 	}
@@ -723,6 +738,10 @@ func decodeCallFields(body map[string]json.RawMessage, prefix string) (*CallTool
 		raw, ok := body[key]
 		if !ok || isJSONNull(raw) {
 			return ""
+		}
+		if (key == "call_id" || key == "trace_id") && len(raw) > maxEncodedID {
+			// Too long however it is escaped: refused without decoding it.
+			return fmt.Sprintf("%s%s is longer than %d bytes; at most %d are accepted", prefix, key, MaxIDBytes, MaxIDBytes)
 		}
 		if json.Unmarshal(raw, dst) != nil {
 			return prefix + key + " must be a string"
