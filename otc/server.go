@@ -109,9 +109,9 @@ type Options struct {
 	//
 	// The key is (caller, call_id): the caller is who transport auth
 	// identified (the API key, a JWT's sub; everyone is one caller when
-	// auth is off). A repeat must also ask for the same tool, input and
-	// context (tokens, secrets, user id), else it is a 400, never a
-	// replay. A call with a caller's call_id runs detached from its
+	// auth is off). A call_id held by another caller is a 400, and a
+	// repeat must also ask for the same tool, input and context (tokens,
+	// secrets, user id), else it is a 400 too, never a replay. A call with a caller's call_id runs detached from its
 	// request (a client that goes away does not cancel it; CallTimeout
 	// bounds it) so that a retry gets its answer. Answers kept: a 200
 	// whose tool ran, for the TTL; a failure whose outcome is unknown
