@@ -21,6 +21,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/golang-jwt/jwt/v5"
 )
 
 // idemE2EVmRSS reads a process's resident set size in KiB.
@@ -194,5 +196,95 @@ func TestE2EHardeningIdemBrowserProtection(t *testing.T) {
 		if v, _ := got["value"].(map[string]any); tt.want == 200 && (v == nil || v["sum"] != 5.0) {
 			t.Errorf("%s: %s", tt.name, data)
 		}
+	}
+}
+
+// TestE2EHardeningIdemServeOTC: through serve-otc (the built-in sample MCP
+// server): a client that gives up on a slow call at 0.3 s and retries with
+// the same call_id gets the first run's answer (the log shows one run and
+// one replay), and a call_id used with the API key is a 400 for a JWT
+// caller, and for another JWT sub.
+func TestE2EHardeningIdemServeOTC(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	port := freePort(t)
+	secret := "jwt-secret-for-e2e"
+	p := startProcess(t, ctx, buildMcpotc(t), []string{"serve-otc", "--listen", "127.0.0.1:" + strconv.Itoa(port),
+		"--api-key-env", "IDEM_E2E_KEY", "--jwt-secret-env", "IDEM_E2E_JWT"},
+		[]string{"IDEM_E2E_KEY=the-api-key", "IDEM_E2E_JWT=" + secret})
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	p.waitHTTP(t, base+"/health", 30*time.Second)
+	for deadline := time.Now().Add(20 * time.Second); waitHTTP(t, base+"/health", 5*time.Second) != 200; {
+		if time.Now().After(deadline) {
+			t.Fatal("serve-otc did not become healthy")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	url := base + "/tools/call"
+	withKey := map[string]string{"Content-Type": "application/json", "OXP-Version": "1.0", "OXP-API-Key": "the-api-key"}
+	jwtFor := func(sub string) map[string]string {
+		tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"sub": sub, "exp": time.Now().Add(time.Hour).Unix()}).SignedString([]byte(secret))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return map[string]string{"Content-Type": "application/json", "OXP-Version": "1.0", "Authorization": "Bearer " + tok}
+	}
+
+	// Disconnect, then retry.
+	slow := []byte(`{"tool_id":"Sample.slow","call_id":"e2e-slow-1","input":{"seconds":1.5,"steps":1}}`)
+	cctx, ccancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	_, _, _, err := idemE2EPost(cctx, url, withKey, slow)
+	ccancel()
+	if err == nil {
+		t.Fatal("the slow call was answered within 0.3 s; the client must give up first")
+	}
+	status, _, data, err := idemE2EPost(ctx, url, withKey, slow)
+	if err != nil || status != 200 || !bytes.Contains(data, []byte(`"success":true`)) {
+		t.Fatalf("retry: %d %s %v", status, data, err)
+	}
+	var lines []map[string]any
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		lines = lines[:0]
+		for _, l := range strings.Split(p.Stderr(), "\n") {
+			var m map[string]any
+			if json.Unmarshal([]byte(l), &m) == nil && m["message"] == "call" && m["call_id"] == "e2e-slow-1" {
+				lines = append(lines, m)
+			}
+		}
+		if len(lines) >= 2 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	runs, replays := 0, 0
+	for _, m := range lines {
+		if m["replayed"] == true {
+			replays++
+		} else {
+			runs++
+		}
+	}
+	if runs != 1 || replays != 1 {
+		t.Errorf("call e2e-slow-1: %d runs and %d replays in the log, want 1 and 1:\n%v", runs, replays, lines)
+	}
+
+	// Another caller reusing a call_id.
+	add := []byte(`{"tool_id":"Sample.add","call_id":"e2e-shared","input":{"a":1,"b":2}}`)
+	if status, _, data, err := idemE2EPost(ctx, url, withKey, add); err != nil || status != 200 {
+		t.Fatalf("API key caller: %d %s %v", status, data, err)
+	}
+	for _, sub := range []string{"alice", "bob"} {
+		status, _, data, err := idemE2EPost(ctx, url, jwtFor(sub), add)
+		if err != nil || status != 400 || !bytes.Contains(data, []byte("already used")) {
+			t.Errorf("JWT %s reusing the API key caller's call_id: %d %s %v; want 400", sub, status, data, err)
+		}
+	}
+	add2 := []byte(`{"tool_id":"Sample.add","call_id":"e2e-alice","input":{"a":1,"b":2}}`)
+	if status, _, data, _ := idemE2EPost(ctx, url, jwtFor("alice"), add2); status != 200 {
+		t.Fatalf("alice: %d %s", status, data)
+	}
+	if status, _, data, _ := idemE2EPost(ctx, url, jwtFor("bob"), add2); status != 400 {
+		t.Errorf("bob reusing alice's call_id: %d %s; want 400", status, data)
 	}
 }
