@@ -43,13 +43,19 @@ func TestBodyTrickleGets408(t *testing.T) {
 		}))
 	srv := httptest.NewServer(h)
 	defer srv.Close()
+	for _, target := range []string{"POST /tools/call", "GET /tools"} {
+		t.Run(target, func(t *testing.T) { trickle(t, srv, target) })
+	}
+}
+
+func trickle(t *testing.T, srv *httptest.Server, target string) {
 	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
 	body := flatCall("T.X", `{}`)
-	head := "POST /tools/call HTTP/1.1\r\nHost: " + srv.Listener.Addr().String() + "\r\nContent-Type: application/json\r\nOXP-Version: 1.0\r\n" +
+	head := target + " HTTP/1.1\r\nHost: " + srv.Listener.Addr().String() + "\r\nContent-Type: application/json\r\nOXP-Version: 1.0\r\n" +
 		fmt.Sprintf("Content-Length: %d\r\n\r\n", len(body))
 	if _, err := io.WriteString(conn, head); err != nil {
 		t.Fatal(err)

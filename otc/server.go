@@ -544,7 +544,20 @@ func (h *Handler) serveTools(w http.ResponseWriter, r *http.Request) {
 		var body struct {
 			Schema string `json:"$schema"`
 		}
-		data, _ := io.ReadAll(io.LimitReader(r.Body, 64<<10))
+		rc := http.NewResponseController(w)
+		bounded := rc.SetReadDeadline(time.Now().Add(h.bodyTimeout)) == nil
+		data, err := io.ReadAll(io.LimitReader(r.Body, 64<<10))
+		if isTimeout(err) {
+			w.Header().Set("Connection", "close")
+			rp.error(http.StatusRequestTimeout, &ServerErrorResponse{
+				Message:          "Request body was not received in time",
+				DeveloperMessage: fmt.Sprintf("the body did not arrive within %s", h.bodyTimeout),
+			})
+			return
+		}
+		if bounded {
+			_ = rc.SetReadDeadline(time.Time{})
+		}
 		if len(bytes.TrimSpace(data)) > 0 && json.Unmarshal(data, &body) == nil && body.Schema != "" {
 			if _, known := dialectOfSchema(body.Schema); !known {
 				rp.error(http.StatusBadRequest, &ServerErrorResponse{Message: "Unsupported OTC version", DeveloperMessage: fmt.Sprintf("$schema %q is not supported", body.Schema)})
@@ -637,7 +650,7 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, erro
 	} else {
 		data, err = io.ReadAll(body)
 	}
-	if bounded && err == nil {
+	if bounded && !isTimeout(err) {
 		_ = rc.SetReadDeadline(time.Time{})
 	}
 	return data, err
