@@ -207,6 +207,7 @@ func (f *OTCFront) unknown(id otc.ToolID) *otc.ServerErrorResponse {
 			return &otc.ServerErrorResponse{
 				Message:          "Tool server temporarily unavailable",
 				DeveloperMessage: fmt.Sprintf("MCP server %s (toolkit %s) is not ready: %s", u.Config.Name, id.Toolkit, s.Reason),
+				RetryAfter:       mapping.UnavailableRetryAfter,
 			}
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/mcpotc/mcpotc/mcp"
 	"github.com/mcpotc/mcpotc/otc"
@@ -19,7 +20,7 @@ import (
 //	-32601, or -32602 "tool not found"     400
 //	-32042 URL elicitation required        400, missing_requirements.authorization [{id, url}]
 //	other JSON-RPC codes                   200 success:false, developer_message code + message
-//	unreachable before the call was sent   400 "tool server temporarily unavailable"
+//	unreachable before the call was sent   400 "tool server temporarily unavailable", Retry-After
 //	HTTP 401/403 from the upstream         400 "rejected the bridge's credentials"
 //	died or timed out after it was sent    200 success:false, can_retry, retry_after_ms
 //	answer over the message limit          200 success:false, can_retry false, naming the limit and how to raise it
@@ -27,6 +28,14 @@ import (
 // An answer over the message limit (mcp.ErrTooLarge) is a 200: the tool
 // ran, only its answer could not be carried, and a retry would run it again
 // to the same end.
+//
+// "Died or timed out after it was sent" is a call whose outcome is
+// unknown: it may have run.
+// retry_after_ms is how long the upstream may still be running it (it was
+// sent notifications/cancelled, or it died): otc.Handler replays that
+// answer to a repeat of the call_id for that long, then lets a repeat run
+// again. A -32042 without a URL is a ToolError marked NotRun: the tool did
+// not run, so a repeat of its call_id must reach it.
 func OTCError(err error) error {
 	var ue *mcp.UpstreamError
 	var tooLarge *mcp.TooLargeError
@@ -45,9 +54,9 @@ func OTCError(err error) error {
 	case errors.Is(err, mcp.ErrUpstreamUnauthorized):
 		return &otc.ServerErrorResponse{Message: "The tool server rejected the bridge's credentials", DeveloperMessage: err.Error()}
 	case errors.Is(err, mcp.ErrUnavailable):
-		return &otc.ServerErrorResponse{Message: msgUnavailableToolServe, DeveloperMessage: err.Error()}
+		return &otc.ServerErrorResponse{Message: msgUnavailableToolServe, DeveloperMessage: err.Error(), RetryAfter: UnavailableRetryAfter}
 	case errors.Is(err, mcp.ErrLost), errors.Is(err, context.DeadlineExceeded):
-		retry := int64(1000)
+		retry := LostRetryAfter.Milliseconds()
 		return &otc.ToolError{
 			Message:          "The tool server did not answer; the call may or may not have run",
 			DeveloperMessage: err.Error(),
@@ -58,6 +67,16 @@ func OTCError(err error) error {
 		return &otc.ToolError{Message: "The tool failed", DeveloperMessage: err.Error()}
 	}
 }
+
+// UnavailableRetryAfter is the Retry-After of a 400 "temporarily
+// unavailable": the upstream was not reached, and a stdio child restarts
+// at once after a crash.
+const UnavailableRetryAfter = time.Second
+
+// LostRetryAfter is retry_after_ms of a call whose outcome is unknown: the
+// upstream died (nothing runs any more) or timed out and was sent
+// notifications/cancelled, after which a conforming server stops.
+const LostRetryAfter = time.Second
 
 func otcErrorFromRPC(ue *mcp.UpstreamError) error {
 	switch ue.Code {
@@ -88,7 +107,7 @@ func otcErrorFromRPC(ue *mcp.UpstreamError) error {
 			}
 		}
 		if len(mr.Authorization) == 0 {
-			return &otc.ToolError{Message: "The tool requires an authorization the server did not describe", DeveloperMessage: rpcDetail(ue)}
+			return &otc.ToolError{Message: "The tool requires an authorization the server did not describe", DeveloperMessage: rpcDetail(ue), NotRun: true}
 		}
 		return &otc.ServerErrorResponse{
 			Message:             "Authorization is required: open the authorization URL, then call the tool again",

@@ -14,61 +14,77 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 )
 
+// Caller identities (see authorized).
+const (
+	// CallerAPIKey is the identity of a caller that sent the static API
+	// key (there is one key).
+	CallerAPIKey = "api-key"
+	// callerJWTPrefix prefixes a JWT's sub: "jwt:" + sub ("jwt:" for a
+	// token without sub: such tokens are one caller).
+	callerJWTPrefix = "jwt:"
+)
+
 // authorized checks transport credentials when any are configured and
 // answers 401 when they are missing or bad. With no APIKey and no
-// JWTSecret, every request passes and Authorization is ignored.
-func (h *Handler) authorized(rp *reply) bool {
+// JWTSecret, every request passes, Authorization is ignored and the
+// caller is "". Otherwise the caller is who the credentials name:
+// CallerAPIKey for the static key, "jwt:" + sub for a JWT. It scopes
+// call_id idempotency: one caller never sees another's answers.
+func (h *Handler) authorized(rp *reply) (caller string, ok bool) {
 	if h.opts.APIKey == "" && len(h.opts.JWTSecret) == 0 {
-		return true
+		return "", true
 	}
-	reason := h.checkCredentials(rp.r)
+	caller, reason := h.checkCredentials(rp.r)
 	if reason == "" {
-		return true
+		return caller, true
 	}
 	rp.w.Header().Set("WWW-Authenticate", `Bearer realm="otc"`)
 	rp.headers()
 	writeJSON(rp.w, http.StatusUnauthorized, map[string]string{"message": "Unauthorized: " + reason})
-	return false
+	return "", false
 }
 
-// checkCredentials returns "" when the request carries a valid API key or
-// JWT, else a reason that names no secret.
-func (h *Handler) checkCredentials(r *http.Request) string {
+// checkCredentials returns the caller when the request carries a valid
+// API key or JWT, else a reason that names no secret.
+func (h *Handler) checkCredentials(r *http.Request) (caller, reason string) {
 	if h.opts.APIKey != "" {
 		for _, name := range []string{APIKeyHeader, oldAPIKeyHeader, rfcAPIKeyHeader} {
 			if v := r.Header.Get(name); v != "" {
 				if equalSecret(v, h.opts.APIKey) {
-					return ""
+					return CallerAPIKey, ""
 				}
-				return "the API key is not valid"
+				return "", "the API key is not valid"
 			}
 		}
 	}
 	bearer, hasBearer := bearerToken(r)
 	if !hasBearer {
 		if h.opts.APIKey != "" {
-			return "send the API key in the OXP-API-Key header or a bearer token"
+			return "", "send the API key in the OXP-API-Key header or a bearer token"
 		}
-		return "send a bearer JWT in the Authorization header"
+		return "", "send a bearer JWT in the Authorization header"
 	}
 	// OXP SDK clients send their API key as a bearer token.
 	if h.opts.APIKey != "" && equalSecret(bearer, h.opts.APIKey) {
-		return ""
+		return CallerAPIKey, ""
 	}
 	if len(h.opts.JWTSecret) == 0 {
-		return "the bearer token is not valid"
+		return "", "the bearer token is not valid"
 	}
-	if err := h.checkJWT(bearer); err != nil {
-		return "the bearer token is not valid: " + err.Error()
+	sub, err := h.checkJWT(bearer)
+	if err != nil {
+		return "", "the bearer token is not valid: " + err.Error()
 	}
-	return ""
+	return callerJWTPrefix + sub, ""
 }
 
 // checkJWT verifies an HS256 JWT: signature, exp (required), nbf/iat, and
-// aud against the allow-list when the token has one.
-func (h *Handler) checkJWT(token string) error {
+// aud against the allow-list when the token has one, and returns its sub.
+// aud must be a string or a non-empty array of strings (RFC 7519 §4.1.3);
+// sub, when present, a string.
+func (h *Handler) checkJWT(token string) (sub string, err error) {
 	claims := jwt.MapClaims{}
-	_, err := jwt.ParseWithClaims(token, claims, func(*jwt.Token) (any, error) { return h.opts.JWTSecret, nil },
+	_, err = jwt.ParseWithClaims(token, claims, func(*jwt.Token) (any, error) { return h.opts.JWTSecret, nil },
 		jwt.WithValidMethods([]string{"HS256"}),
 		jwt.WithExpirationRequired(),
 		jwt.WithLeeway(30*time.Second),
@@ -77,29 +93,61 @@ func (h *Handler) checkJWT(token string) error {
 	if err != nil {
 		switch {
 		case errors.Is(err, jwt.ErrTokenExpired):
-			return errors.New("expired")
+			return "", errors.New("expired")
 		case errors.Is(err, jwt.ErrTokenRequiredClaimMissing):
-			return errors.New("exp is required")
+			return "", errors.New("exp is required")
 		case errors.Is(err, jwt.ErrTokenSignatureInvalid), errors.Is(err, jwt.ErrTokenUnverifiable):
-			return errors.New("bad signature")
+			return "", errors.New("bad signature")
 		case errors.Is(err, jwt.ErrTokenMalformed):
-			return errors.New("malformed")
+			return "", errors.New("malformed")
 		}
-		return errors.New("rejected")
+		return "", errors.New("rejected")
 	}
-	aud, err := claims.GetAudience()
-	if err != nil {
-		return errors.New("aud is malformed")
+	if raw, ok := claims["sub"]; ok {
+		if sub, ok = raw.(string); !ok {
+			return "", errors.New("sub is malformed")
+		}
 	}
-	if len(aud) == 0 {
-		return nil
+	aud, present, ok := audience(claims)
+	if !ok {
+		return "", errors.New("aud is malformed: want a string or a non-empty array of strings")
+	}
+	if !present {
+		return sub, nil
 	}
 	for _, a := range aud {
 		if slices.Contains(h.opts.JWTAudiences, a) {
-			return nil
+			return sub, nil
 		}
 	}
-	return errors.New("audience not allowed")
+	return "", errors.New("audience not allowed")
+}
+
+// audience reads the aud claim, strictly: a string, or a non-empty array
+// of strings. jwt/v5's GetAudience also takes an empty array, and is not
+// used.
+func audience(claims jwt.MapClaims) (aud []string, present, ok bool) {
+	raw, present := claims["aud"]
+	if !present {
+		return nil, false, true
+	}
+	switch v := raw.(type) {
+	case string:
+		return []string{v}, true, true
+	case []any:
+		if len(v) == 0 {
+			return nil, true, false
+		}
+		for _, a := range v {
+			s, isString := a.(string)
+			if !isString {
+				return nil, true, false
+			}
+			aud = append(aud, s)
+		}
+		return aud, true, true
+	}
+	return nil, true, false
 }
 
 func bearerToken(r *http.Request) (string, bool) {

@@ -24,8 +24,10 @@ func TestSetToolsKeepsOnlyUnchangedValidators(t *testing.T) {
 	}
 	status := func(id, input string) int {
 		w := httptest.NewRecorder()
-		h.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/tools/call",
-			strings.NewReader(`{"$schema":"urn:oxp:1.0","request":{"tool_id":"`+id+`","input":`+input+`}}`)))
+		r := httptest.NewRequest(http.MethodPost, "/tools/call",
+			strings.NewReader(`{"$schema":"urn:oxp:1.0","request":{"tool_id":"`+id+`","input":`+input+`}}`))
+		r.Header.Set("Content-Type", "application/json")
+		h.ServeHTTP(w, r)
 		return w.Code
 	}
 	before := h.catalog.Load().byKey["K.U"].byVer["1.0.0"].validator

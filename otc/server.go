@@ -10,10 +10,13 @@ import (
 	"fmt"
 	"io"
 	"mime"
+	"net"
 	"net/http"
+	"os"
 	"reflect"
 	"runtime/debug"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -103,13 +106,55 @@ type Options struct {
 	// gets the first answer without running the tool again, and a repeat
 	// while the first runs waits for it. A call_id reused for another tool
 	// or input is a 400. Zero: off.
+	//
+	// The key is (caller, call_id): the caller is who transport auth
+	// identified (the API key, a JWT's sub; everyone is one caller when
+	// auth is off). A call_id held by another caller is a 400, and a
+	// repeat must also ask for the same tool, input and context (tokens,
+	// secrets, user id), else it is a 400 too, never a replay. A call with a caller's call_id runs detached from its
+	// request (a client that goes away does not cancel it; CallTimeout
+	// bounds it) so that a retry gets its answer. Answers kept: a 200
+	// whose tool ran, for the TTL; a failure whose outcome is unknown
+	// (can_retry) for its retry_after_ms at most; never a 400 / 422 or a
+	// ToolError marked NotRun.
 	IdempotencyTTL time.Duration
-	// IdempotencyMaxEntries bounds the answers kept (oldest dropped first);
-	// zero means 10,000. IdempotencyMaxBytes bounds their total size; zero
-	// means 64 MiB. An answer larger than a tenth of it is not kept.
+	// IdempotencyMaxEntries bounds the entries (oldest answer dropped
+	// first); zero means DefaultIdempotencyMaxEntries. IdempotencyMaxBytes
+	// bounds the bytes they hold, keys included; zero means
+	// DefaultIdempotencyMaxBytes. An answer larger than a tenth of it is
+	// not kept. Running calls are never dropped: IdempotencyMaxRunning
+	// bounds them (zero: DefaultIdempotencyMaxRunning); beyond it a call
+	// gets a 400 "temporarily unavailable" with Retry-After.
 	IdempotencyMaxEntries int
 	IdempotencyMaxBytes   int64
+	IdempotencyMaxRunning int
+	// CallTimeout bounds a call that runs detached from its request (see
+	// IdempotencyTTL). Zero means DefaultCallTimeout.
+	CallTimeout time.Duration
+	// BodyReadTimeout bounds reading a call's body once its headers are
+	// in: a body that trickles in longer gets 408 and the connection is
+	// closed. Zero means DefaultBodyReadTimeout. (It needs a ResponseWriter
+	// that supports read deadlines; others read without this bound.)
+	BodyReadTimeout time.Duration
+	// AllowedHosts are host names (or host:port) admitted in Host and
+	// Origin besides the loopback ones, on a request that arrived on a
+	// loopback address (a reverse proxy's name). See
+	// DisableLocalhostProtection.
+	AllowedHosts []string
+	// DisableLocalhostProtection turns off DNS-rebinding protection. By
+	// default a request that arrived on a loopback address must name a
+	// loopback host (localhost, 127.0.0.0/8, [::1], any port) or an
+	// AllowedHosts name in Host and, when it sends Origin, in Origin;
+	// others get 403. Requests that arrived on other addresses are not
+	// checked.
+	DisableLocalhostProtection bool
 }
+
+// Defaults of Options.
+const (
+	DefaultCallTimeout     = 60 * time.Second
+	DefaultBodyReadTimeout = 10 * time.Second
+)
 
 // CallRecord describes one answered call for Options.Observe. It never
 // carries context secrets or tokens.
@@ -133,11 +178,13 @@ type CallRecord struct {
 // (and POST /call, the docs' alias). It is safe for concurrent use; SetTools
 // may replace the catalog at any time.
 type Handler struct {
-	opts    Options
-	maxBody int64
-	idem    *idempotency // nil when off
-	catalog atomic.Pointer[catalog]
-	mux     *http.ServeMux
+	opts        Options
+	maxBody     int64
+	callTimeout time.Duration
+	bodyTimeout time.Duration
+	idem        *idempotency // nil when off
+	catalog     atomic.Pointer[catalog]
+	mux         *http.ServeMux
 
 	setMu     sync.Mutex // serializes SetTools
 	checkedMu sync.Mutex
@@ -199,8 +246,17 @@ func NewHandler(tools []Tool, opts *Options) (*Handler, error) {
 	if h.opts.Now == nil {
 		h.opts.Now = time.Now
 	}
+	h.callTimeout = h.opts.CallTimeout
+	if h.callTimeout <= 0 {
+		h.callTimeout = DefaultCallTimeout
+	}
+	h.bodyTimeout = h.opts.BodyReadTimeout
+	if h.bodyTimeout <= 0 {
+		h.bodyTimeout = DefaultBodyReadTimeout
+	}
 	if h.opts.IdempotencyTTL > 0 {
-		h.idem = newIdempotency(h.opts.IdempotencyTTL, h.opts.IdempotencyMaxEntries, h.opts.IdempotencyMaxBytes, h.opts.Now)
+		h.idem = newIdempotency(h.opts.IdempotencyTTL, h.opts.IdempotencyMaxEntries, h.opts.IdempotencyMaxBytes,
+			h.opts.IdempotencyMaxRunning, h.opts.Now)
 	}
 	if err := h.SetTools(tools); err != nil {
 		return nil, err
@@ -381,7 +437,14 @@ func (h *Handler) takeChecked() map[validatorKey]*inputValidator {
 }
 
 // ServeHTTP implements http.Handler.
-func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+// A request that arrived on a loopback address and names a host that is
+// not local gets 403 first (see Options.DisableLocalhostProtection).
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !h.opts.DisableLocalhostProtection && h.rejectRebinding(w, r) {
+		return
+	}
+	h.mux.ServeHTTP(w, r)
+}
 
 func (h *Handler) serveHealth(w http.ResponseWriter, r *http.Request) {
 	if h.opts.Health == nil {
@@ -430,6 +493,9 @@ func (rp *reply) headers() {
 // error writes a 400 / 422 body in the caller's dialect.
 func (rp *reply) error(status int, body any) {
 	rp.headers()
+	if b, ok := body.(*ServerErrorResponse); ok && b.RetryAfter > 0 {
+		setRetryHeaders(rp.w.Header(), b.RetryAfter)
+	}
 	if !rp.flat {
 		switch b := body.(type) {
 		case *ServerErrorResponse:
@@ -470,7 +536,7 @@ func (h *Handler) serveTools(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if !h.authorized(rp) {
+	if _, ok := h.authorized(rp); !ok {
 		return
 	}
 	// A list request may carry {"$schema": …} in its body (OTC 1.0).
@@ -478,7 +544,20 @@ func (h *Handler) serveTools(w http.ResponseWriter, r *http.Request) {
 		var body struct {
 			Schema string `json:"$schema"`
 		}
-		data, _ := io.ReadAll(io.LimitReader(r.Body, 64<<10))
+		rc := http.NewResponseController(w)
+		bounded := rc.SetReadDeadline(time.Now().Add(h.bodyTimeout)) == nil
+		data, err := io.ReadAll(io.LimitReader(r.Body, 64<<10))
+		if isTimeout(err) {
+			w.Header().Set("Connection", "close")
+			rp.error(http.StatusRequestTimeout, &ServerErrorResponse{
+				Message:          "Request body was not received in time",
+				DeveloperMessage: fmt.Sprintf("the body did not arrive within %s", h.bodyTimeout),
+			})
+			return
+		}
+		if bounded {
+			_ = rc.SetReadDeadline(time.Time{})
+		}
 		if len(bytes.TrimSpace(data)) > 0 && json.Unmarshal(data, &body) == nil && body.Schema != "" {
 			if _, known := dialectOfSchema(body.Schema); !known {
 				rp.error(http.StatusBadRequest, &ServerErrorResponse{Message: "Unsupported OTC version", DeveloperMessage: fmt.Sprintf("$schema %q is not supported", body.Schema)})
@@ -504,21 +583,86 @@ func (h *Handler) serveTools(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) serveCall(w http.ResponseWriter, r *http.Request) {
-	start := h.opts.Now()
 	rp, ok := h.newReply(w, r)
 	if !ok {
 		return
 	}
-	if !h.authorized(rp) {
+	caller, ok := h.authorized(rp)
+	if !ok {
+		return
+	}
+	if failure := checkContentType(r); failure != nil {
+		rp.error(http.StatusUnsupportedMediaType, failure)
+		h.observe(nil, "", http.StatusUnsupportedMediaType, false, h.opts.Now(), failure)
 		return
 	}
 	req, status, failure := h.decodeCall(rp, r)
+	// Durations start once the body is in: a slow upload is not the tool's time.
+	start := h.opts.Now()
 	if failure != nil {
+		if status == http.StatusRequestTimeout {
+			w.Header().Set("Connection", "close")
+		}
 		rp.error(status, failure)
 		h.observe(req, "", status, false, start, failure)
 		return
 	}
-	h.call(rp, r, req, start)
+	h.call(rp, r, req, caller, start)
+}
+
+// maxEncodedID is the longest JSON encoding of a MaxIDBytes string (every
+// byte escaped as \u00XX, and the quotes).
+const maxEncodedID = 6*MaxIDBytes + 2
+
+// checkContentType answers a call whose Content-Type is missing or not
+// JSON (application/json or any +json type): a browser can send a
+// cross-origin text/plain or form POST without a preflight, never a JSON one.
+func checkContentType(r *http.Request) *ServerErrorResponse {
+	ct := r.Header.Get("Content-Type")
+	if ct == contentTypeJSON {
+		return nil
+	}
+	if ct == "" {
+		return &ServerErrorResponse{Message: "Request body must be JSON", DeveloperMessage: "Content-Type is missing; send Content-Type: application/json"}
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil || (mt != contentTypeJSON && !strings.HasSuffix(mt, "+json")) {
+		return &ServerErrorResponse{Message: "Request body must be JSON", DeveloperMessage: fmt.Sprintf("Content-Type %q is not application/json", ct)}
+	}
+	return nil
+}
+
+// readBody reads a call's body within the body read timeout (when the
+// ResponseWriter supports read deadlines), then lifts the deadline so that
+// the server's watch for a closed connection is not cut by it.
+func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	rc := http.NewResponseController(w)
+	bounded := rc.SetReadDeadline(time.Now().Add(h.bodyTimeout)) == nil
+	body := http.MaxBytesReader(w, r.Body, h.maxBody)
+	var data []byte
+	var err error
+	if n := r.ContentLength; n > 0 && n <= h.maxBody {
+		// One buffer of the announced size (net/http ends the body there).
+		data = make([]byte, n)
+		var got int
+		got, err = io.ReadFull(body, data)
+		data = data[:got]
+	} else {
+		data, err = io.ReadAll(body)
+	}
+	if bounded && !isTimeout(err) {
+		_ = rc.SetReadDeadline(time.Time{})
+	}
+	return data, err
+}
+
+// isTimeout reports whether err is a read deadline that passed.
+func isTimeout(err error) bool {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return true
+	}
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 // decodeCall reads and checks the request body. On failure it returns the
@@ -528,17 +672,17 @@ func (h *Handler) decodeCall(rp *reply, r *http.Request) (*CallToolRequest, int,
 	bad := func(msg, dev string) (*CallToolRequest, int, any) {
 		return nil, http.StatusBadRequest, &ServerErrorResponse{Message: msg, DeveloperMessage: dev}
 	}
-	if ct := r.Header.Get("Content-Type"); ct != "" && ct != contentTypeJSON {
-		mt, _, err := mime.ParseMediaType(ct)
-		if err != nil || (mt != contentTypeJSON && !strings.HasSuffix(mt, "+json")) {
-			return bad("Request body must be JSON", fmt.Sprintf("Content-Type %q is not application/json", ct))
-		}
-	}
-	data, err := io.ReadAll(http.MaxBytesReader(rp.w, r.Body, h.maxBody))
+	data, err := h.readBody(rp.w, r)
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
 			return bad("Request body is too large", fmt.Sprintf("the body exceeds the limit of %d bytes", tooBig.Limit))
+		}
+		if isTimeout(err) {
+			return nil, http.StatusRequestTimeout, &ServerErrorResponse{
+				Message:          "Request body was not received in time",
+				DeveloperMessage: fmt.Sprintf("the body did not arrive within %s", h.bodyTimeout),
+			}
 		}
 		return bad("Request body could not be read", err.Error())
 	}
@@ -584,6 +728,18 @@ func (h *Handler) decodeCall(rp *reply, r *http.Request) (*CallToolRequest, int,
 	if dev != "" {
 		return req, http.StatusBadRequest, &ServerErrorResponse{Message: "Request body is malformed", DeveloperMessage: dev}
 	}
+	for _, f := range []struct {
+		name string
+		v    *string
+	}{{"call_id", &req.CallID}, {"trace_id", &req.TraceID}} {
+		if len(*f.v) > MaxIDBytes {
+			*f.v = (*f.v)[:MaxIDBytes] // the record keeps a bounded prefix
+			return req, http.StatusBadRequest, &ServerErrorResponse{
+				Message:          "Request body is malformed",
+				DeveloperMessage: fmt.Sprintf("%s%s is longer than %d bytes; at most %d are accepted", prefix, f.name, MaxIDBytes, MaxIDBytes),
+			}
+		}
+	}
 	return req, 0, nil
 }
 
@@ -595,6 +751,10 @@ func decodeCallFields(body map[string]json.RawMessage, prefix string) (*CallTool
 		raw, ok := body[key]
 		if !ok || isJSONNull(raw) {
 			return ""
+		}
+		if (key == "call_id" || key == "trace_id") && len(raw) > maxEncodedID {
+			// Too long however it is escaped: refused without decoding it.
+			return fmt.Sprintf("%s%s is longer than %d bytes; at most %d are accepted", prefix, key, MaxIDBytes, MaxIDBytes)
 		}
 		if json.Unmarshal(raw, dst) != nil {
 			return prefix + key + " must be a string"
@@ -633,7 +793,7 @@ func decodeCallFields(body map[string]json.RawMessage, prefix string) (*CallTool
 }
 
 // call resolves the tool, checks requirements and input, runs it and answers.
-func (h *Handler) call(rp *reply, r *http.Request, req *CallToolRequest, start time.Time) {
+func (h *Handler) call(rp *reply, r *http.Request, req *CallToolRequest, caller string, start time.Time) {
 	callerCallID := req.CallID != ""
 	if !callerCallID {
 		req.CallID = newUUID()
@@ -686,12 +846,16 @@ func (h *Handler) call(rp *reply, r *http.Request, req *CallToolRequest, start t
 	if len(req.Input) == 0 {
 		req.Input = json.RawMessage("{}")
 	}
-	run := func() outcome { return h.execute(r, st, req, start) }
 	var out outcome
 	if h.idem != nil && callerCallID {
-		out = h.idem.do(r.Context(), req.CallID, fingerprint(def.ID, req.Input), run)
+		// Others may join this call by its call_id: it runs to its end
+		// (bounded by the call timeout) even if this client goes away.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), h.callTimeout)
+		defer cancel()
+		run := func() outcome { return h.execute(ctx, r, st, req) }
+		out = h.idem.do(r.Context(), idemKey{caller: caller, callID: req.CallID}, fingerprint(def.ID, req.Input, req.Context), run, h.retain)
 	} else {
-		out = run()
+		out = h.execute(r.Context(), r, st, req)
 	}
 	if out.status == http.StatusOK {
 		rp.result(out.resp)
@@ -719,9 +883,10 @@ type outcome struct {
 }
 
 // execute runs the tool's function and classifies what it returned.
-func (h *Handler) execute(r *http.Request, st *servedTool, req *CallToolRequest, start time.Time) outcome {
+func (h *Handler) execute(ctx context.Context, r *http.Request, st *servedTool, req *CallToolRequest) outcome {
 	call := &Call{Tool: &st.Definition, Request: req, HTTP: r}
-	value, err, stack := runTool(r.Context(), st.Func, call)
+	start := h.opts.Now()
+	value, err, stack := runTool(ctx, st.Func, call)
 	resp := &CallToolResponse{CallID: req.CallID, Ext: call.Ext}
 	var sErr *ServerErrorResponse
 	var vErr *ValidationErrorResponse
@@ -749,6 +914,40 @@ func (h *Handler) execute(r *http.Request, st *servedTool, req *CallToolRequest,
 		out.failure = resp.Error
 	}
 	return out
+}
+
+// retain is how long an outcome may be replayed to a repeat of its
+// call_id: a 200 whose tool ran, the TTL; a failure whose outcome is
+// unknown (can_retry), its retry_after_ms — the time the upstream may still
+// be running it — within the TTL (none: not kept); nothing for a 400 / 422
+// or a ToolError marked NotRun (the tool never ran: a repeat runs it).
+func (h *Handler) retain(out outcome) time.Duration {
+	if out.status != http.StatusOK || out.resp == nil {
+		return 0
+	}
+	ttl := h.opts.IdempotencyTTL
+	e := out.resp.Error
+	switch {
+	case out.resp.Success || e == nil:
+		return ttl
+	case e.NotRun:
+		return 0
+	case e.CanRetry:
+		if e.RetryAfterMS == nil || *e.RetryAfterMS <= 0 {
+			return 0
+		}
+		return min(time.Duration(*e.RetryAfterMS)*time.Millisecond, ttl)
+	}
+	return ttl
+}
+
+// setRetryHeaders marks a temporary refusal: Retry-After in whole seconds
+// (RFC 9110 §10.2.3, at least 1) and x-should-retry: true, which the OXP
+// SDK clients retry on.
+func setRetryHeaders(hdr http.Header, after time.Duration) {
+	secs := int64((after + time.Second - 1) / time.Second)
+	hdr.Set("Retry-After", strconv.FormatInt(max(secs, 1), 10))
+	hdr.Set("x-should-retry", "true")
 }
 
 // runTool calls f, turning a panic into an error; the stack is returned

@@ -123,6 +123,7 @@ func TestValueAbsentNullAndExact(t *testing.T) {
 			testTool("T.V@1.0.0", func(context.Context, *Call) (json.RawMessage, error) { return tt.value, nil }))
 		req := httptest.NewRequest("POST", "/tools/call", strings.NewReader(flatCall("T.V", `{}`)))
 		req.Header.Set("OXP-Version", "1.0")
+		req.Header.Set("Content-Type", "application/json")
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
 		if got := strings.TrimSpace(rec.Body.String()); got != tt.wantBody {
@@ -182,7 +183,6 @@ func TestMalformedRequests(t *testing.T) {
 		{"schema not string", `{"$schema":1,"request":{"tool_id":"T.X"}}`, env, "$schema must be a string"},
 		{"schema unknown", `{"$schema":"urn:oxp:2.0","request":{"tool_id":"T.X"}}`, env, `"urn:oxp:2.0" is not supported`},
 		{"no shape", `{"hello":1}`, env, "expected"},
-		{"form", `a=1`, map[string]string{"Content-Type": "application/x-www-form-urlencoded"}, "is not application/json"},
 		{"header version", flatCall("T.X", `{}`), map[string]string{"OXP-Version": "2.0"}, `"2.0" is not supported`},
 	}
 	for _, tt := range tests {
@@ -315,6 +315,7 @@ func TestSetToolsConcurrentWithCalls(t *testing.T) {
 			for j := 0; j < 50; j++ {
 				req := httptest.NewRequest("POST", "/tools/call", strings.NewReader(flatCall("T.X", `{"x":1}`)))
 				req.Header.Set("OXP-Version", "1.0")
+				req.Header.Set("Content-Type", "application/json")
 				rec := httptest.NewRecorder()
 				h.ServeHTTP(rec, req)
 				if rec.Code != 200 {
@@ -360,6 +361,7 @@ func TestCancelledClientCancelsTool(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	req, _ := http.NewRequestWithContext(ctx, "POST", srv.URL+"/tools/call", strings.NewReader(flatCall("T.Slow", `{}`)))
 	req.Header.Set("OXP-Version", "1.0")
+	req.Header.Set("Content-Type", "application/json")
 	go func() {
 		<-started
 		cancel()
@@ -399,6 +401,7 @@ func FuzzDecodeCall(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, body string, flat bool) {
 		req := httptest.NewRequest("POST", "/tools/call", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
 		if flat {
 			req.Header.Set("OXP-Version", "1.0")
 		}
@@ -516,17 +519,18 @@ func TestIdempotentCallID(t *testing.T) {
 }
 
 func TestIdempotencyBounded(t *testing.T) {
-	c := newIdempotency(time.Hour, 3, 0, time.Now)
+	c := newIdempotency(time.Hour, 3, 0, 0, time.Now)
+	keep := func(outcome) time.Duration { return time.Hour }
 	for i := 0; i < 10; i++ {
 		id := strconv.Itoa(i)
-		c.do(context.Background(), id, fingerprint("T", json.RawMessage(id)), func() outcome {
+		c.do(context.Background(), idemKey{callID: id}, fingerprint("T", json.RawMessage(id), nil), func() outcome {
 			return outcome{status: 200, resp: &CallToolResponse{CallID: id, Success: true}}
-		})
+		}, keep)
 	}
-	if len(c.byID) != 3 || c.order.Len() != 3 {
-		t.Errorf("kept %d entries, want 3", len(c.byID))
+	if len(c.byKey) != 3 || c.order.Len() != 3 {
+		t.Errorf("kept %d entries, want 3", len(c.byKey))
 	}
-	if _, ok := c.byID["9"]; !ok {
+	if _, ok := c.byKey["9"]; !ok {
 		t.Error("newest entry dropped")
 	}
 }

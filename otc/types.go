@@ -11,6 +11,7 @@ package otc
 import (
 	"bytes"
 	"encoding/json"
+	"time"
 )
 
 // ToolDefinition describes one version of one tool (GET /tools).
@@ -153,6 +154,11 @@ type ToolError struct {
 	RetryAfterMS            *int64 `json:"retry_after_ms,omitempty"`
 	// Ext holds the error's "x-" members (carriers).
 	Ext Extensions `json:"-"`
+	// NotRun, set by a tool function, says the call never reached the
+	// tool (a bridge whose upstream refused it before running it): the
+	// answer is not kept for the call_id, and a repeat runs again. Not on
+	// the wire.
+	NotRun bool `json:"-"`
 }
 
 func (e *ToolError) Error() string { return "tool error: " + e.Message }
@@ -167,6 +173,11 @@ type ServerErrorResponse struct {
 	MissingRequirements *MissingRequirements `json:"missing_requirements,omitempty"`
 	// Ext holds the body's "x-" members (carriers).
 	Ext Extensions `json:"-"`
+	// RetryAfter, when positive, marks a temporary refusal (the tool
+	// server is down or restarting, too many calls run): the 400 carries
+	// Retry-After (whole seconds, at least 1) and x-should-retry: true,
+	// which the OXP clients retry on. Not in the body.
+	RetryAfter time.Duration `json:"-"`
 }
 
 func (e *ServerErrorResponse) Error() string { return "server error: " + e.Message }

@@ -1306,7 +1306,9 @@ type otcE2EWire func() ([]map[string]any, string)
 // wire: through `tee` in front of the stdio child, and through a recording
 // reverse proxy in front of the streamable HTTP server. The same recordings
 // show that a call's context (tokens, secrets) never reaches the upstream
-// and that a traceparent trace_id becomes _meta.traceparent.
+// and that a traceparent trace_id becomes _meta.traceparent. Idempotency
+// is off here: with it on, a call with a call_id runs on after its client
+// leaves, for a retry to get its answer (TestE2EHardeningIdemServeOTC).
 func TestE2EOTCFrontCancel(t *testing.T) {
 	t.Parallel()
 	node, everything := nodeBin(t), peerBin(t, "mcp-server-everything")
@@ -1315,7 +1317,7 @@ func TestE2EOTCFrontCancel(t *testing.T) {
 		t.Parallel()
 		wire := filepath.Join(t.TempDir(), "to-child.jsonl")
 		// sh -c 'tee -a FILE | exec node everything stdio' FILE node everything
-		b := otcE2EStart(t, []string{"--", "/bin/sh", "-c", `tee -a "$0" | exec "$1" "$2" stdio`, wire, node, everything}, peerEnv(t))
+		b := otcE2EStart(t, []string{"--idempotency-ttl", "0", "--", "/bin/sh", "-c", `tee -a "$0" | exec "$1" "$2" stdio`, wire, node, everything}, peerEnv(t))
 		otcE2ECheckCancel(t, b, func() ([]map[string]any, string) {
 			raw, _ := os.ReadFile(wire)
 			var msgs []map[string]any
@@ -1359,7 +1361,7 @@ func TestE2EOTCFrontCancel(t *testing.T) {
 			proxy.ServeHTTP(w, r)
 		}))
 		t.Cleanup(ps.Close)
-		b := otcE2EStart(t, []string{"--mcp", ps.URL + "/mcp"}, nil)
+		b := otcE2EStart(t, []string{"--idempotency-ttl", "0", "--mcp", ps.URL + "/mcp"}, nil)
 		otcE2ECheckCancel(t, b, func() ([]map[string]any, string) {
 			mu.Lock()
 			defer mu.Unlock()

@@ -172,9 +172,12 @@ func (m *Main) help(_ context.Context, args []string) error {
 }
 
 func (m *Main) sampleOTC(ctx context.Context, args []string) error {
-	fs := m.flags("sample-otc", "[--listen 127.0.0.1:8081] [--log-level info]")
+	fs := m.flags("sample-otc", "[--listen 127.0.0.1:8081] [--allowed-host NAME]... [--idempotency-ttl 10m] [--log-level info]")
 	listen := fs.String("listen", "127.0.0.1:8081", "address to listen on")
 	level := fs.String("log-level", "info", "log level: debug, info, warn, error (logs go to stderr)")
+	idemTTL := fs.Duration("idempotency-ttl", 10*time.Minute, "how long a call_id's answer is kept and replayed (0: off)")
+	var allowedHosts stringList
+	fs.Var(&allowedHosts, "allowed-host", "host name admitted in Host and Origin on a loopback listener besides localhost and loopback IPs, e.g. a reverse proxy's (repeatable)")
 	if err := m.parse(fs, args); err != nil {
 		return err
 	}
@@ -182,7 +185,7 @@ func (m *Main) sampleOTC(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	h, err := sample.New(nil).Handler(&otc.Options{Observe: bridge.LogOTCCalls(log)})
+	h, err := sample.New(nil).Handler(&otc.Options{Observe: bridge.LogOTCCalls(log), IdempotencyTTL: *idemTTL, AllowedHosts: allowedHosts})
 	if err != nil {
 		return err
 	}

@@ -81,6 +81,9 @@ func (m *Main) serveOTC(ctx context.Context, args []string) error {
 	jwtSecretEnv := fs.String("jwt-secret-env", "", "environment variable holding the HS256 secret of the bearer JWTs OTC clients may send")
 	jwtAudiences := fs.String("jwt-audience", "", "comma-separated audiences a JWT's aud may name (tokens with aud need one)")
 	idemTTL := fs.Duration("idempotency-ttl", 10*time.Minute, "how long a call_id's answer is kept and replayed (0: off)")
+	idemRunning := fs.Int("idempotency-max-running", otc.DefaultIdempotencyMaxRunning, "bound on calls with a call_id running at once (beyond it: 400 temporarily unavailable, Retry-After)")
+	var allowedHosts stringList
+	fs.Var(&allowedHosts, "allowed-host", "host name admitted in Host and Origin on a loopback listener besides localhost and loopback IPs, e.g. a reverse proxy's (repeatable)")
 	level := fs.String("log-level", "info", "log level: debug, info, warn, error (logs go to stderr)")
 	var command []string
 	if i := slices.Index(args, "--"); i >= 0 {
@@ -102,7 +105,10 @@ func (m *Main) serveOTC(ctx context.Context, args []string) error {
 	if *maxMessage <= 0 {
 		return fmt.Errorf("%w: --max-message-bytes must be positive", errUsage)
 	}
-	server := otc.Options{IdempotencyTTL: *idemTTL}
+	if *idemRunning <= 0 {
+		return fmt.Errorf("%w: --idempotency-max-running must be positive", errUsage)
+	}
+	server := otc.Options{IdempotencyTTL: *idemTTL, IdempotencyMaxRunning: *idemRunning, AllowedHosts: allowedHosts}
 	var ownSecrets []string // read here, then kept from the children's environment
 	if *apiKeyEnv != "" {
 		if server.APIKey, err = requireEnv(m.Getenv, "--api-key-env", "", *apiKeyEnv); err != nil {
@@ -159,6 +165,10 @@ func (m *Main) serveOTC(ctx context.Context, args []string) error {
 		if ups[i].Config.MaxMessageBytes == 0 {
 			ups[i].Config.MaxMessageBytes = *maxMessage
 		}
+		// A call with a call_id runs detached from its client: bound it a
+		// little past the longest upstream call timeout, so that the
+		// upstream's own timeout (which cancels the call there) ends it first.
+		server.CallTimeout = max(server.CallTimeout, ups[i].Config.CallTimeout+detachedCallGrace)
 	}
 	// The upstreams get a context that the signal does not end: they are
 	// closed by front.Close below, once in-flight calls are done (or the
@@ -202,6 +212,10 @@ func childUnsetenv(cfg otcFrontConfig, name string, own []string) []string {
 	sort.Strings(out)
 	return out
 }
+
+// detachedCallGrace is how long a detached call may outlive its upstream's
+// call timeout (the upstream answers ErrLost at its timeout).
+const detachedCallGrace = 5 * time.Second
 
 // checkURL checks an http(s) URL without credentials.
 func checkURL(file, key, raw string) error {
