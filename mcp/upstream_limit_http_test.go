@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -217,8 +218,13 @@ func TestUpstreamHTTPStreamEventOverLimitSkipped(t *testing.T) {
 // many data: lines), "request" (a server request, then the call's answer
 // says what the bridge answered it), "notification" (then a small answer),
 // "no_id".
+//
+// Events go to the newest stream only: after a reconnection the old
+// stream's handler may not have seen its client go yet, and must not take
+// the answers meant for the new one.
 type upBigSSE struct {
-	events  chan func(w io.Writer) // written to the stream in order
+	mu      sync.Mutex
+	events  chan func(w io.Writer) // the newest stream's, written in order
 	answers chan string            // answers to the server's own request
 }
 
@@ -226,19 +232,31 @@ func newUpBigSSE() *upBigSSE {
 	return &upBigSSE{events: make(chan func(io.Writer), 16), answers: make(chan string, 1)}
 }
 
+// emit queues an event for the newest stream.
+func (s *upBigSSE) emit(ev func(io.Writer)) {
+	s.mu.Lock()
+	ch := s.events
+	s.mu.Unlock()
+	ch <- ev
+}
+
 func (s *upBigSSE) send(msg string) {
-	s.events <- func(w io.Writer) { io.WriteString(w, "event: message\ndata: "+msg+"\n\n") }
+	s.emit(func(w io.Writer) { io.WriteString(w, "event: message\ndata: "+msg+"\n\n") })
 }
 
 func (s *upBigSSE) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodGet {
+		events := make(chan func(io.Writer), 16)
+		s.mu.Lock()
+		s.events = events
+		s.mu.Unlock()
 		w.Header().Set("Content-Type", "text/event-stream")
 		w.WriteHeader(http.StatusOK)
 		io.WriteString(w, "event: endpoint\ndata: /messages?session=1\n\n")
 		w.(http.Flusher).Flush()
 		for {
 			select {
-			case ev := <-s.events:
+			case ev := <-events:
 				ev(w)
 				w.(http.Flusher).Flush()
 			case <-r.Context().Done():
@@ -284,7 +302,7 @@ func (s *upBigSSE) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		big := func(head, tail string, lines bool) {
-			s.events <- func(w io.Writer) {
+			s.emit(func(w io.Writer) {
 				io.WriteString(w, "event: message\ndata: "+head)
 				piece := strings.Repeat("a", 64<<10)
 				for range a.MB * 16 {
@@ -294,7 +312,7 @@ func (s *upBigSSE) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 					io.WriteString(w, piece)
 				}
 				io.WriteString(w, tail+"\n\n")
-			}
+			})
 		}
 		switch a.Shape {
 		case "answer":
