@@ -85,7 +85,7 @@ func NewOTCFront(ctx context.Context, upstreams []MCPUpstream, opts *OTCFrontOpt
 	f := &OTCFront{log: o.Logger}
 	names, toolkits := map[string]bool{}, map[string]bool{}
 	for _, u := range upstreams {
-		if names[u.Config.Name] {
+		if u.Config.Name != "" && names[u.Config.Name] {
 			return nil, fmt.Errorf("two MCP servers are named %q", u.Config.Name)
 		}
 		names[u.Config.Name] = true
@@ -159,7 +159,7 @@ func (f *OTCFront) Close(ctx context.Context) error {
 			defer wg.Done()
 			if err := u.up.Close(ctx); err != nil {
 				mu.Lock()
-				errs = append(errs, fmt.Errorf("%s: %w", u.Config.Name, err))
+				errs = append(errs, fmt.Errorf("%s: %w", u.name(), err))
 				mu.Unlock()
 			}
 		}()
@@ -168,25 +168,38 @@ func (f *OTCFront) Close(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// name is the upstream's name in logs and health: the configured one, else
+// the server's serverInfo.name (mcp.UpstreamConfig.Name).
+func (u *mcpUpstream) name() string {
+	if u.up != nil {
+		return u.up.Name()
+	}
+	return u.Config.Name
+}
+
 // health answers GET /health: 200 when every upstream is ready, else 503
 // naming the ones that are not and why.
 func (f *OTCFront) health(context.Context) (bool, any) {
 	ready := true
 	status := map[string]string{}
 	for _, u := range f.ups {
+		name := u.name()
+		for i := 2; status[name] != ""; i++ { // two servers that call themselves alike
+			name = fmt.Sprintf("%s#%d", u.name(), i)
+		}
 		s := u.up.Status()
 		u.mu.Lock()
 		listed := u.served
 		u.mu.Unlock()
 		switch {
 		case s.Ready && listed:
-			status[u.Config.Name] = "ready"
+			status[name] = "ready"
 		case s.Ready:
 			ready = false
-			status[u.Config.Name] = "reading the tool list"
+			status[name] = "reading the tool list"
 		default:
 			ready = false
-			status[u.Config.Name] = s.Reason
+			status[name] = s.Reason
 		}
 	}
 	if ready {
@@ -206,7 +219,7 @@ func (f *OTCFront) unknown(id otc.ToolID) *otc.ServerErrorResponse {
 		if id.Toolkit == mapping.Toolkit(u.Toolkit, s.Server.Name) {
 			return &otc.ServerErrorResponse{
 				Message:          "Tool server temporarily unavailable",
-				DeveloperMessage: fmt.Sprintf("MCP server %s (toolkit %s) is not ready: %s", u.Config.Name, id.Toolkit, s.Reason),
+				DeveloperMessage: fmt.Sprintf("MCP server %s (toolkit %s) is not ready: %s", u.name(), id.Toolkit, s.Reason),
 				RetryAfter:       mapping.UnavailableRetryAfter,
 			}
 		}
@@ -243,19 +256,19 @@ func (f *OTCFront) rebuild() {
 		info := u.up.ServerInfo()
 		toolkit := mapping.Toolkit(u.Toolkit, info.Name)
 		if other, ok := toolkits[toolkit]; ok {
-			f.log.Error().Str("upstream", u.Config.Name).Str("toolkit", toolkit).Str("other", other).
+			f.log.Error().Str("upstream", u.name()).Str("toolkit", toolkit).Str("other", other).
 				Msg("two MCP servers map to the same toolkit name; this one's tools are withheld (set a toolkit name in the config)")
 			continue
 		}
-		toolkits[toolkit] = u.Config.Name
+		toolkits[toolkit] = u.name()
 		for _, t := range f.otcTools(u, toolkit, mapping.OTCVersion(u.Version, info.Version), raw) {
 			// Restored OTC ids are an upstream's own: two may meet.
 			if other, dup := ids[t.Definition.ID]; dup {
-				f.log.Error().Str("upstream", u.Config.Name).Str("tool_id", t.Definition.ID).Str("other", other).
+				f.log.Error().Str("upstream", u.name()).Str("tool_id", t.Definition.ID).Str("other", other).
 					Msg("tool id exposed twice; this one is withheld")
 				continue
 			}
-			ids[t.Definition.ID] = u.Config.Name
+			ids[t.Definition.ID] = u.name()
 			all = append(all, t)
 		}
 		included = append(included, u)
@@ -279,7 +292,7 @@ func (f *OTCFront) otcTools(u *mcpUpstream, toolkit, version string, raw []json.
 	for _, r := range raw {
 		name, err := mapping.MCPToolName(r)
 		if err != nil {
-			f.log.Warn().Str("upstream", u.Config.Name).Err(err).Msg("tool skipped")
+			f.log.Warn().Str("upstream", u.name()).Err(err).Msg("tool skipped")
 			continue
 		}
 		if _, dup := byName[name]; dup || !u.exposes(name) {
@@ -293,17 +306,17 @@ func (f *OTCFront) otcTools(u *mcpUpstream, toolkit, version string, raw []json.
 	for _, id := range mapping.OTCIdentities(toolkit, version, names) {
 		tools, notes, err := mapping.OTCToolsFromMCP(byName[id.MCPName], id, version)
 		if err != nil {
-			f.log.Warn().Str("upstream", u.Config.Name).Str("tool", id.MCPName).Err(err).Msg("tool skipped")
+			f.log.Warn().Str("upstream", u.name()).Str("tool", id.MCPName).Err(err).Msg("tool skipped")
 			continue
 		}
 		if len(notes.CutRefs) > 0 {
-			f.log.Info().Str("upstream", u.Config.Name).Str("tool", id.MCPName).Strs("refs", notes.CutRefs).
+			f.log.Info().Str("upstream", u.name()).Str("tool", id.MCPName).Strs("refs", notes.CutRefs).
 				Msg("recursive or remote $refs replaced by {} in the OTC schema")
 		}
 		for _, t := range tools {
 			// One tool whose schema cannot be compiled must not withhold the rest.
 			if err := f.handler.CheckInputSchema(t.Def.ID, t.Def.InputSchema); err != nil {
-				f.log.Warn().Str("upstream", u.Config.Name).Str("tool", id.MCPName).Err(err).Msg("tool skipped")
+				f.log.Warn().Str("upstream", u.name()).Str("tool", id.MCPName).Err(err).Msg("tool skipped")
 				continue
 			}
 			out = append(out, otc.Tool{Definition: t.Def, Func: f.call(u, id.MCPName, t), DeferRequirements: t.Restored})

@@ -74,7 +74,9 @@ func (e *UpstreamError) Error() string {
 // (a stdio child), URL (streamable HTTP or legacy SSE) and InProcess. A nil
 // *UpstreamConfig is invalid.
 type UpstreamConfig struct {
-	// Name identifies the upstream in logs, errors and health. Zero: "upstream".
+	// Name identifies the upstream in logs, errors and health. Zero: the
+	// serverInfo.name the server answers to initialize ("mcp-server" until
+	// it has answered), never anything taken from its command line.
 	Name string
 
 	// Command is the program of a stdio child, looked up in PATH when it has
@@ -242,7 +244,8 @@ func (k upKind) isHTTP() bool { return k == upStreamable || k == upSSE }
 // handshake (servers answering an older revision are accepted); it does
 // not speak the stateless 2026-07-28 revision to upstreams.
 type Upstream struct {
-	name string
+	name       string                 // UpstreamConfig.Name
+	serverName atomic.Pointer[string] // serverInfo.name of the latest initialize
 	cfg  UpstreamConfig // defaults applied
 	opts UpstreamOptions
 	log  *slog.Logger
@@ -292,9 +295,6 @@ func StartUpstream(ctx context.Context, cfg *UpstreamConfig, opts *UpstreamOptio
 	if opts != nil {
 		o = *opts
 	}
-	if c.Name == "" {
-		c.Name = "upstream"
-	}
 	u := &Upstream{
 		name:    c.Name,
 		opts:    o,
@@ -306,7 +306,7 @@ func StartUpstream(ctx context.Context, cfg *UpstreamConfig, opts *UpstreamOptio
 		nonce:   upNewNonce(),
 	}
 	if o.Logger != nil {
-		u.log = o.Logger.With("upstream", c.Name)
+		u.log = o.Logger.With("upstream", upName{u})
 	} else {
 		u.log = slog.New(slog.DiscardHandler)
 	}
@@ -407,8 +407,22 @@ func upDefault(d *time.Duration, def time.Duration) {
 	}
 }
 
-// Name is UpstreamConfig.Name.
-func (u *Upstream) Name() string { return u.name }
+// Name is UpstreamConfig.Name or, when that is empty, the serverInfo.name of
+// the server's latest initialize ("mcp-server" before the first one).
+func (u *Upstream) Name() string {
+	if u.name != "" {
+		return u.name
+	}
+	if n := u.serverName.Load(); n != nil && *n != "" {
+		return *n
+	}
+	return "mcp-server"
+}
+
+// upName logs an upstream's name as it is when the line is written.
+type upName struct{ u *Upstream }
+
+func (n upName) LogValue() slog.Value { return slog.StringValue(n.u.Name()) }
 
 // Ready reports whether calls can be sent now.
 func (u *Upstream) Ready() bool {
@@ -462,7 +476,7 @@ func (u *Upstream) WaitReady(ctx context.Context) error {
 		u.mu.Unlock()
 		switch {
 		case closing:
-			return fmt.Errorf("%w: upstream %q is closed", ErrUnavailable, u.name)
+			return fmt.Errorf("%w: upstream %q is closed", ErrUnavailable, u.Name())
 		case ready:
 			return nil
 		}
@@ -578,7 +592,7 @@ func (u *Upstream) release() {
 }
 
 func (u *Upstream) unavailable(reason string) error {
-	return &upCallError{class: ErrUnavailable, msg: fmt.Sprintf("upstream %q unavailable: %s", u.name, reason)}
+	return &upCallError{class: ErrUnavailable, msg: fmt.Sprintf("upstream %q unavailable: %s", u.Name(), reason)}
 }
 
 // triggerRelist asks the catalog goroutine to read the tool list again.
@@ -710,6 +724,7 @@ func (u *Upstream) publish(conn *upConn) {
 		u.reason = ""
 	}
 	u.server = server
+	u.serverName.Store(&server.Name)
 	u.protocol = protocol
 	u.changedLocked()
 	u.mu.Unlock()
@@ -724,6 +739,7 @@ func (u *Upstream) setServer(conn *upConn) {
 	defer u.mu.Unlock()
 	if u.conn == conn {
 		u.server = server
+		u.serverName.Store(&server.Name)
 		u.protocol = protocol
 	}
 }

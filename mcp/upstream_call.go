@@ -154,7 +154,7 @@ func (u *Upstream) callResult(name string, r upSent) (json.RawMessage, error) {
 		if r.status >= 400 {
 			return nil, u.statusError(name, r.status)
 		}
-		return nil, &upCallError{class: ErrLost, msg: fmt.Sprintf("upstream %q answered %q with a malformed result", u.name, name)}
+		return nil, &upCallError{class: ErrLost, msg: fmt.Sprintf("upstream %q answered %q with a malformed result", u.Name(), name)}
 	}
 	return r.resp.Result, nil
 }
@@ -175,12 +175,12 @@ func (u *Upstream) callEnded(ctx, callCtx context.Context, conn *upConn, name st
 	}
 	switch {
 	case ctx.Err() != nil:
-		return &upCallError{extra: ctx.Err(), msg: fmt.Sprintf("call to %q on upstream %q: %v", name, u.name, ctx.Err())}
+		return &upCallError{extra: ctx.Err(), msg: fmt.Sprintf("call to %q on upstream %q: %v", name, u.Name(), ctx.Err())}
 	case errors.Is(cause, upErrTimeout):
 		return &upCallError{class: ErrLost, extra: context.DeadlineExceeded,
-			msg: fmt.Sprintf("call to %q on upstream %q timed out after %s", name, u.name, u.cfg.CallTimeout)}
+			msg: fmt.Sprintf("call to %q on upstream %q timed out after %s", name, u.Name(), u.cfg.CallTimeout)}
 	case r.sent:
-		return &upCallError{class: ErrLost, msg: fmt.Sprintf("call to %q abandoned: upstream %q is closing", name, u.name)}
+		return &upCallError{class: ErrLost, msg: fmt.Sprintf("call to %q abandoned: upstream %q is closing", name, u.Name())}
 	default:
 		return u.unavailable("closing")
 	}
@@ -199,7 +199,7 @@ func (u *Upstream) callFailed(conn *upConn, name string, r upSent) error {
 		return u.statusError(name, http.StatusUnauthorized)
 	case !r.sent:
 		conn.suspect()
-		return &upCallError{class: ErrUnavailable, msg: fmt.Sprintf("call to %q not sent to upstream %q: %s", name, u.name, upSafeError(r.err))}
+		return &upCallError{class: ErrUnavailable, msg: fmt.Sprintf("call to %q not sent to upstream %q: %s", name, u.Name(), upSafeError(r.err))}
 	case r.status == http.StatusNotFound && conn.kind == upSSE:
 		conn.die("session lost (HTTP 404)")
 		return u.statusError(name, r.status)
@@ -207,7 +207,7 @@ func (u *Upstream) callFailed(conn *upConn, name string, r upSent) error {
 		return u.statusError(name, r.status)
 	default:
 		conn.suspect()
-		return &upCallError{class: ErrLost, msg: fmt.Sprintf("call to %q on upstream %q lost: %s", name, u.name, upSafeError(r.err))}
+		return &upCallError{class: ErrLost, msg: fmt.Sprintf("call to %q on upstream %q lost: %s", name, u.Name(), upSafeError(r.err))}
 	}
 }
 
@@ -217,7 +217,7 @@ func (u *Upstream) callFailed(conn *upConn, name string, r upSent) error {
 //	other 4xx, 503          ErrUnavailable: refused before reaching the tool
 //	other 5xx               ErrLost: the server may have failed inside the tool
 func (u *Upstream) statusError(name string, status int) error {
-	msg := fmt.Sprintf("upstream %q answered the call to %q with HTTP %d", u.name, name, status)
+	msg := fmt.Sprintf("upstream %q answered the call to %q with HTTP %d", u.Name(), name, status)
 	switch {
 	case status == http.StatusUnauthorized, status == http.StatusForbidden:
 		return &upCallError{class: ErrUpstreamUnauthorized, msg: msg}

@@ -437,7 +437,7 @@ func (c *upConn) send(ctx context.Context, method string, params json.RawMessage
 		r.sent = r.err == nil || probe.wrote.Load()
 		r.status = int(probe.status.Load())
 		if r.err != nil && probe.tooLarge.Load() {
-			r.err = &TooLargeError{Upstream: c.u.name, Limit: c.u.cfg.MaxMessageBytes}
+			r.err = &TooLargeError{Upstream: c.u.Name(), Limit: c.u.cfg.MaxMessageBytes}
 		}
 	case upInProcess:
 		// The server runs the handler on this goroutine's behalf and may
@@ -616,7 +616,7 @@ func (u *Upstream) answerServerRequest(method string, params json.RawMessage) (j
 			URL           string `json:"url"`
 		}
 		_ = json.Unmarshal(params, &p)
-		e := UpstreamElicitation{Upstream: u.name, Mode: p.Mode, ElicitationID: p.ElicitationID, URL: p.URL, Message: p.Message}
+		e := UpstreamElicitation{Upstream: u.Name(), Mode: p.Mode, ElicitationID: p.ElicitationID, URL: p.URL, Message: p.Message}
 		if e.Mode == "" {
 			e.Mode = mcpgo.ElicitationModeForm
 		}

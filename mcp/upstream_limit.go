@@ -84,7 +84,7 @@ func (u *Upstream) tooLargeFrom(data any) *TooLargeError {
 		return nil
 	}
 	size, _ := m["size"].(float64)
-	return &TooLargeError{Upstream: u.name, Limit: u.cfg.MaxMessageBytes, Size: int64(size)}
+	return &TooLargeError{Upstream: u.Name(), Limit: u.cfg.MaxMessageBytes, Size: int64(size)}
 }
 
 // upMsgEnds is what could be read of a message's top-level members from

@@ -176,7 +176,7 @@ func (u *Upstream) pumpStderr(r io.Reader, done chan<- struct{}) {
 			text += " …[line truncated]"
 		}
 		if text != "" {
-			u.log.Info(u.name+": "+text, "stream", "stderr")
+			u.log.Info(u.Name()+": "+text, "stream", "stderr")
 		}
 		line, cut = line[:0], false
 	}

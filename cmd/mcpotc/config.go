@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"reflect"
@@ -29,7 +30,8 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// configError names the file, the key and the reason.
+// configError names the file (or the flag), the key and the reason of one
+// problem.
 type configError struct {
 	file, key, reason string
 }
@@ -41,33 +43,176 @@ func (e *configError) Error() string {
 	return fmt.Sprintf("%s: %s: %s", e.file, e.key, e.reason)
 }
 
-// loadConfig reads a JSON config file strictly into dst: an unknown key or
-// a value of the wrong type is an error naming the file, the key and the
-// reason.
-func loadConfig(path string, dst any) error {
+// problems collects every problem of a configuration — the config file and
+// the flags that name environment variables — so that one run reports them
+// all (README, Config errors). The zero value is ready to use.
+type problems struct {
+	list    []*configError
+	missing []string // unset environment variables, in the order met
+}
+
+// add records a problem with key in file.
+func (p *problems) add(file, key, reason string) {
+	p.list = append(p.list, &configError{file, key, reason})
+}
+
+// addErr records err: a *configError as itself, a *problemsError's problems
+// one by one, anything else under file.
+func (p *problems) addErr(file, key string, err error) {
+	var pe *problemsError
+	var ce *configError
+	switch {
+	case errors.As(err, &pe):
+		p.list = append(p.list, pe.list...)
+		for _, name := range pe.missing {
+			p.noteMissing(name)
+		}
+	case errors.As(err, &ce):
+		p.list = append(p.list, ce)
+	default:
+		p.add(file, key, err.Error())
+	}
+}
+
+func (p *problems) noteMissing(name string) {
+	if !slices.Contains(p.missing, name) {
+		p.missing = append(p.missing, name)
+	}
+}
+
+// env reads the environment variable that key names: a problem when the
+// value is not a variable name or the variable is unset or empty.
+func (p *problems) env(getenv func(string) string, file, key, name string) string {
+	if !envName(name) {
+		// The value is not repeated: it may be a secret written in by mistake.
+		p.add(file, key, "must name an environment variable (letters, digits, _): secrets are never written in the file, only the variable that holds them")
+		return ""
+	}
+	v := getenv(name)
+	if v == "" {
+		p.add(file, key, fmt.Sprintf("environment variable %s is not set", name))
+		p.noteMissing(name)
+	}
+	return v
+}
+
+// err is nil without problems, else a *problemsError holding them all.
+func (p *problems) err() error {
+	if len(p.list) == 0 {
+		return nil
+	}
+	return &problemsError{list: slices.Clone(p.list), missing: slices.Clone(p.missing)}
+}
+
+// problemsError is every problem of a configuration, in one message. It is
+// the caller's wording: exit code 2.
+type problemsError struct {
+	list    []*configError
+	missing []string
+}
+
+func (e *problemsError) Error() string {
+	if len(e.list) == 1 && len(e.missing) == 0 {
+		return e.list[0].Error()
+	}
+	var b strings.Builder
+	if len(e.list) == 1 {
+		b.WriteString(e.list[0].Error())
+	} else {
+		fmt.Fprintf(&b, "%d problems:", len(e.list))
+		for _, c := range e.list {
+			b.WriteString("\n  ")
+			b.WriteString(c.Error())
+		}
+	}
+	if len(e.missing) > 0 && len(e.list) > 1 {
+		verb := "is"
+		if len(e.missing) > 1 {
+			verb = "are"
+		}
+		fmt.Fprintf(&b, "\n%s %s not set: set %s in the environment and run again (the configuration names the variables; secrets are never written in it)",
+			andList(e.missing), verb, map[bool]string{true: "it", false: "them"}[len(e.missing) == 1])
+	}
+	return b.String()
+}
+
+// andList writes "A", "A and B", "A, B and C".
+func andList(s []string) string {
+	if len(s) < 2 {
+		return strings.Join(s, "")
+	}
+	return strings.Join(s[:len(s)-1], ", ") + " and " + s[len(s)-1]
+}
+
+// readConfig reads a config file as JSON: a syntax error names the line and
+// the column.
+func readConfig(path string) ([]byte, error) {
 	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: config file: %v", errUsage, err)
+	}
+	var v any
+	if err := json.Unmarshal(data, &v); err != nil {
+		var syn *json.SyntaxError
+		if errors.As(err, &syn) {
+			off, msg := syn.Offset, strings.TrimPrefix(syn.Error(), "invalid character ")
+			if msg == "unexpected end of JSON input" {
+				off, msg = off+1, "the file ends before the JSON does (a missing } or ]?)"
+			}
+			line, col := lineCol(data, off)
+			return nil, &configError{path, "", fmt.Sprintf("line %d, column %d: invalid JSON: %s", line, col, msg)}
+		}
+		return nil, &configError{path, "", "invalid JSON: " + err.Error()}
+	}
+	if _, ok := v.(map[string]any); !ok {
+		return nil, &configError{path, "", "want a JSON object"}
+	}
+	return data, nil
+}
+
+// lineCol turns a byte offset of a JSON syntax error (the offset after the
+// offending byte) into a 1-based line and column.
+func lineCol(data []byte, offset int64) (line, col int) {
+	if offset > int64(len(data))+1 {
+		offset = int64(len(data)) + 1
+	}
+	before := data[:max(offset-1, 0)]
+	line = bytes.Count(before, []byte("\n")) + 1
+	col = len(before) - bytes.LastIndexByte(before, '\n')
+	return line, col
+}
+
+// loadConfig reads a JSON config file strictly into dst: every unknown key
+// and every value of the wrong type is a problem naming the file, the key
+// and the reason, all of them in one error.
+func loadConfig(path string, dst any) error {
+	data, err := readConfig(path)
 	if err != nil {
 		return err
 	}
-	return decodeStrict(path, "", data, reflect.ValueOf(dst).Elem())
+	var p problems
+	decodeStrict(&p, path, "", data, reflect.ValueOf(dst).Elem())
+	return p.err()
 }
 
 // decodeStrict decodes data into v, walking structs, slices and maps so that
-// every unknown key is reported with its path.
-func decodeStrict(file, path string, data []byte, v reflect.Value) error {
-	fail := func(reason string) error { return &configError{file, path, reason} }
+// every unknown key is reported with its path. Problems go to p; decoding
+// goes on past them, so that one run reports every one.
+func decodeStrict(p *problems, file, path string, data []byte, v reflect.Value) {
+	fail := func(reason string) { p.add(file, path, reason) }
 	data = bytes.TrimSpace(data)
 	if u, ok := v.Addr().Interface().(json.Unmarshaler); ok {
 		if err := u.UnmarshalJSON(data); err != nil {
-			return fail(err.Error())
+			fail(err.Error())
 		}
-		return nil
+		return
 	}
 	switch v.Kind() {
 	case reflect.Struct:
 		var obj map[string]json.RawMessage
 		if err := json.Unmarshal(data, &obj); err != nil || obj == nil {
-			return fail("want an object")
+			fail("want an object")
+			return
 		}
 		fields := map[string]reflect.Value{}
 		var names []string
@@ -78,54 +223,93 @@ func decodeStrict(file, path string, data []byte, v reflect.Value) error {
 				names = append(names, tag)
 			}
 		}
-		keys := make([]string, 0, len(obj))
-		for k := range obj {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
+		for _, k := range sortedKeys(obj) {
 			f, ok := fields[k]
 			if !ok {
-				return &configError{file, join(path, k), "unknown key (known: " + strings.Join(names, ", ") + ")"}
+				reason := "unknown key (known: " + strings.Join(names, ", ") + ")"
+				if near := nearest(k, names); near != "" {
+					reason = fmt.Sprintf("unknown key: did you mean %q? (known: %s)", near, strings.Join(names, ", "))
+				}
+				p.add(file, join(path, k), reason)
+				continue
 			}
-			if err := decodeStrict(file, join(path, k), obj[k], f); err != nil {
-				return err
-			}
+			decodeStrict(p, file, join(path, k), obj[k], f)
 		}
-		return nil
 	case reflect.Slice:
 		var items []json.RawMessage
 		if err := json.Unmarshal(data, &items); err != nil {
-			return fail("want a list")
+			fail("want a list")
+			return
 		}
 		s := reflect.MakeSlice(v.Type(), len(items), len(items))
 		for i, item := range items {
-			if err := decodeStrict(file, fmt.Sprintf("%s[%d]", path, i), item, s.Index(i)); err != nil {
-				return err
-			}
+			decodeStrict(p, file, fmt.Sprintf("%s[%d]", path, i), item, s.Index(i))
 		}
 		v.Set(s)
-		return nil
 	case reflect.Map:
 		var obj map[string]json.RawMessage
 		if err := json.Unmarshal(data, &obj); err != nil || obj == nil {
-			return fail("want an object")
+			fail("want an object")
+			return
 		}
 		m := reflect.MakeMapWithSize(v.Type(), len(obj))
-		for k, item := range obj {
+		for _, k := range sortedKeys(obj) {
 			e := reflect.New(v.Type().Elem()).Elem()
-			if err := decodeStrict(file, join(path, k), item, e); err != nil {
-				return err
-			}
+			decodeStrict(p, file, join(path, k), obj[k], e)
 			m.SetMapIndex(reflect.ValueOf(k), e)
 		}
 		v.Set(m)
-		return nil
+	default:
+		if err := json.Unmarshal(data, v.Addr().Interface()); err != nil {
+			fail("want " + kindName(v.Kind()))
+		}
 	}
-	if err := json.Unmarshal(data, v.Addr().Interface()); err != nil {
-		return fail("want " + kindName(v.Kind()))
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
 	}
-	return nil
+	sort.Strings(keys)
+	return keys
+}
+
+// nearest returns the name of names that key most likely misspells (edit
+// distance at most 2, or the same ignoring case and _ -), or "".
+func nearest(key string, names []string) string {
+	norm := func(s string) string { return strings.NewReplacer("_", "", "-", "").Replace(strings.ToLower(s)) }
+	best, bestD := "", 3
+	for _, n := range names {
+		if norm(n) == norm(key) {
+			return n
+		}
+		if d := editDistance(key, n); d < bestD {
+			best, bestD = n, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance of a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }
 
 func join(path, key string) string {
@@ -160,17 +344,11 @@ func envName(s string) bool {
 	return true
 }
 
-// requireEnv reads the environment variable a config key names.
+// requireEnv reads the environment variable a flag or config key names.
 func requireEnv(getenv func(string) string, file, key, name string) (string, error) {
-	if !envName(name) {
-		// The value is not repeated: it may be a secret written in by mistake.
-		return "", &configError{file, key, "must name an environment variable (letters, digits, _): secrets are never written in the file, only the variable that holds them"}
-	}
-	v := getenv(name)
-	if v == "" {
-		return "", &configError{file, key, fmt.Sprintf("environment variable %s is not set", name)}
-	}
-	return v, nil
+	var p problems
+	v := p.env(getenv, file, key, name)
+	return v, p.err()
 }
 
 // oneOf checks an enumerated value.

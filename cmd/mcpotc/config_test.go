@@ -1,11 +1,15 @@
 package main
 
 import (
+	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rs/zerolog"
 )
 
 func writeConfig(t *testing.T, body string) string {
@@ -24,8 +28,9 @@ func TestMCPFrontConfigExample(t *testing.T) {
 	if err := loadConfig("../../testdata/config/serve-mcp.json", &cfg); err != nil {
 		t.Fatal(err)
 	}
-	ups, err := m.otcUpstreams("serve-mcp.json", cfg.Upstreams, false)
-	if err != nil {
+	var p problems
+	ups := m.otcUpstreams(&p, zerolog.Nop(), "serve-mcp.json", cfg.Upstreams, false)
+	if err := p.err(); err != nil {
 		t.Fatal(err)
 	}
 	if len(ups) != 2 || ups[0].Secrets["TWILIO_API_KEY"] != "t" || ups[0].Tokens["google"] != "g" || ups[0].UserID != "user_123" ||
@@ -41,12 +46,12 @@ func TestMCPFrontConfigErrors(t *testing.T) {
 		http       bool
 		want       string
 	}{
-		{"unknown top key", `{"upstream":[]}`, nil, false, `config.json: upstream: unknown key (known: upstreams)`},
+		{"unknown top key", `{"upstream":[]}`, nil, false, `config.json: upstream: unknown key: did you mean "upstreams"? (known: upstreams)`},
 		{"unknown nested key", `{"upstreams":[{"url":"http://h","api_key":"inline"}]}`, nil, false, `upstreams[0].api_key: unknown key`},
 		{"wrong type", `{"upstreams":[{"url":5}]}`, nil, false, `upstreams[0].url: want a string`},
 		{"not a list", `{"upstreams":{}}`, nil, false, `upstreams: want a list`},
 		{"bad duration", `{"upstreams":[{"url":"http://h","call_timeout":"soon"}]}`, nil, false, `upstreams[0].call_timeout: "soon" is not a positive duration`},
-		{"bad url", `{"upstreams":[{"url":"ftp://h"}]}`, nil, false, `upstreams[0].url: "ftp://h" is not an http(s) URL`},
+		{"bad url", `{"upstreams":[{"url":"ftp://h"}]}`, nil, false, `upstreams[0].url: "ftp://h": want an http:// or https:// URL`},
 		{"credentials in url", `{"upstreams":[{"url":"http://u:p@h"}]}`, nil, false, `upstreams[0].url: must not carry credentials`},
 		{"bad dialect", `{"upstreams":[{"url":"http://h","dialect":"otc-2"}]}`, nil, false, `upstreams[0].dialect: unknown OTC dialect`},
 		{"bad prefix", `{"upstreams":[{"url":"http://h","prefix":"a b"}]}`, nil, false, `upstreams[0].prefix`},
@@ -56,7 +61,11 @@ func TestMCPFrontConfigErrors(t *testing.T) {
 		{"audience without secret", `{"upstreams":[{"url":"http://h","jwt_audience":"a"}]}`, nil, false, `upstreams[0].jwt_audience: needs jwt_secret_env`},
 		{"caller token on stdio", `{"upstreams":[{"url":"http://h","forward_caller_token":["google"]}]}`, nil, false, `forward_caller_token: needs an HTTP transport`},
 		{"caller token on http", `{"upstreams":[{"url":"http://h","forward_caller_token":["google"]}]}`, nil, true, ``},
-		{"not JSON", `{`, nil, false, `config.json: want an object`},
+		{"not JSON", `{`, nil, false, `config.json: line 1, column 2: invalid JSON`},
+		{"not an object", `[]`, nil, false, `config.json: want a JSON object`},
+		{"misspelt key", `{"upstreams":[{"url":"http://h","api_key_nev":"K"}]}`, nil, false, `upstreams[0].api_key_nev: unknown key: did you mean "api_key_env"?`},
+		{"no scheme", `{"upstreams":[{"url":"127.0.0.1:8081"}]}`, nil, false, `upstreams[0].url: "127.0.0.1:8081" has no scheme: add http://, e.g. http://127.0.0.1:8081`},
+		{"header var", `{"upstreams":[{"url":"http://h","headers":{"X-Key":"${NOPE}"}}]}`, nil, false, `upstreams[0].headers.X-Key: environment variable NOPE is not set`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -65,7 +74,9 @@ func TestMCPFrontConfigErrors(t *testing.T) {
 			var cfg mcpFrontConfig
 			err := loadConfig(path, &cfg)
 			if err == nil {
-				_, err = m.otcUpstreams(path, cfg.Upstreams, tt.http)
+				var p problems
+				m.otcUpstreams(&p, zerolog.Nop(), path, cfg.Upstreams, tt.http)
+				err = p.err()
 			}
 			if tt.want == "" {
 				if err != nil {
@@ -85,12 +96,13 @@ func TestMCPFrontConfigErrors(t *testing.T) {
 
 func TestOTCFrontConfigExample(t *testing.T) {
 	m := &Main{Getenv: func(k string) string { return map[string]string{"GITHUB_MCP_TOKEN": "ghp_x"}[k] }}
-	var cfg otcFrontConfig
-	if err := loadConfig("../../testdata/config/serve-otc.json", &cfg); err != nil {
-		t.Fatal(err)
+	cfg, warning, err := loadOTCFrontConfig("../../testdata/config/serve-otc.json")
+	if err != nil || warning != "" {
+		t.Fatal(err, warning)
 	}
-	ups, err := m.mcpUpstreams("serve-otc.json", cfg, time.Minute)
-	if err != nil {
+	var p problems
+	ups := m.mcpUpstreams(&p, "serve-otc.json", cfg, time.Minute)
+	if err := p.err(); err != nil {
 		t.Fatal(err)
 	}
 	if len(ups) != 3 {
@@ -111,8 +123,13 @@ func TestOTCFrontConfigExample(t *testing.T) {
 
 func TestOTCFrontConfigErrors(t *testing.T) {
 	tests := []struct{ name, body, want string }{
-		{"unknown key", `{"mcpServers":{"a":{"command":"x","autoApprove":[]}}}`, `mcpServers.a.autoApprove: unknown key`},
-		{"top key", `{"servers":{}}`, `servers: unknown key (known: mcpServers)`},
+		{"unknown key", `{"mcpServers":{"a":{"comand":"x"}}}`, `mcpServers.a.comand: unknown key: did you mean "command"?`},
+		{"no servers", `{"globalShortcut":"Ctrl+Space"}`, `config.json: has no mcpServers (or VS Code servers) object`},
+		{"empty", `{"mcpServers":{}}`, ``},
+		{"servers not an object", `{"servers":[]}`, `config.json: servers: want an object`},
+		{"twice", `{"mcpServers":{"a":{"command":"x"}},"servers":{"a":{"command":"y"}}}`, `servers.a: is also in mcpServers`},
+		{"vs code input", `{"servers":{"a":{"url":"http://h","headers":{"Authorization":"Bearer ${input:token}"}}}}`, `servers.a.headers.Authorization: ${input:token} is a VS Code prompt input`},
+		{"syntax", "{\n  \"mcpServers\": {\n    \"a\": {\"command\": \"x\",}\n  }\n}", `config.json: line 3, column 26: invalid JSON`},
 		{"neither", `{"mcpServers":{"a":{}}}`, `mcpServers.a: needs a command (stdio) or a url (HTTP)`},
 		{"both", `{"mcpServers":{"a":{"command":"x","url":"http://h"}}}`, `mcpServers.a: has both command and url`},
 		{"bad type", `{"mcpServers":{"a":{"url":"http://h","type":"ws"}}}`, `mcpServers.a.type: "ws" is not one of`},
@@ -128,14 +145,69 @@ func TestOTCFrontConfigErrors(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			path := writeConfig(t, tt.body)
 			m := &Main{Getenv: func(string) string { return "" }}
-			var cfg otcFrontConfig
-			err := loadConfig(path, &cfg)
+			cfg, _, err := loadOTCFrontConfig(path)
 			if err == nil {
-				_, err = m.mcpUpstreams(path, cfg, time.Minute)
+				var p problems
+				m.mcpUpstreams(&p, path, cfg, time.Minute)
+				err = p.err()
+			}
+			if tt.want == "" {
+				if err != nil {
+					t.Fatalf("unexpected error: %v", err)
+				}
+				return
 			}
 			if err == nil || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), "config.json") {
 				t.Errorf("error = %v, want it to name the file and contain %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestOTCFrontConfigAsHostsWriteIt reads a file the way MCP hosts write
+// them: Claude Desktop's top-level keys, VS Code's servers object with
+// ${env:VAR} and its inputs, host-only server keys, disabled servers.
+func TestOTCFrontConfigAsHostsWriteIt(t *testing.T) {
+	path := writeConfig(t, `{
+  "globalShortcut": "Ctrl+Space",
+  "inputs": [{"type": "promptString", "id": "token"}],
+  "mcpServers": {
+    "everything": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-everything"], "autoApprove": ["echo"], "timeout": 60},
+    "old": {"command": "old-server", "disabled": true}
+  },
+  "servers": {
+    "github": {"type": "http", "url": "https://api.example.com/mcp/", "headers": {"Authorization": "Bearer ${env:GH_TOKEN}"}},
+    "off": {"url": "http://127.0.0.1:1/mcp", "disabled": true}
+  }
+}`)
+	cfg, warning, err := loadOTCFrontConfig(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantWarning := path + ": ignoring keys that are for MCP hosts, not mcpotc: mcpServers.everything.autoApprove, mcpServers.everything.timeout, globalShortcut, inputs"
+	if warning != wantWarning {
+		t.Errorf("warning = %q\nwant      %q", warning, wantWarning)
+	}
+	m := &Main{Getenv: func(k string) string { return map[string]string{"GH_TOKEN": "ghp_1"}[k] }}
+	var p problems
+	ups := m.mcpUpstreams(&p, path, cfg, time.Minute)
+	if err := p.err(); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, u := range ups {
+		got = append(got, u.Config.Name+" "+u.Config.Command+u.Config.URL+" "+u.Config.Headers.Get("Authorization"))
+	}
+	want := []string{"everything npx ", "github https://api.example.com/mcp/ Bearer ghp_1"}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("servers = %q, want %q", got, want)
+	}
+
+	// The warning is one log line, at start.
+	var stderr syncBuffer
+	mm := &Main{Stdout: io.Discard, Stderr: &stderr, Getenv: func(string) string { return "" }}
+	code := mm.Run(context.Background(), []string{"serve-otc", "--log-format", "json", "--config", writeConfig(t, `{"globalShortcut":"x","mcpServers":{"a":{"url":"http://127.0.0.1:1/mcp","headers":{"A":"${NOPE}"}}}}`)})
+	if code != 2 || strings.Count(stderr.String(), "ignoring keys that are for MCP hosts") != 1 || !strings.Contains(stderr.String(), "mcpServers.a.headers.A: environment variable NOPE is not set") {
+		t.Errorf("code %d, stderr:\n%s", code, stderr.String())
 	}
 }

@@ -55,7 +55,35 @@ func TestCommandLine(t *testing.T) {
 		{args: []string{"version"}, code: 0, stdout: "mcpotc ", emptyError: true},
 		{args: []string{"version", "-h"}, code: 0, stdout: "Usage: mcpotc version", emptyError: true},
 		{args: []string{"bogus"}, code: 2, stderr: `unknown command "bogus"`, noStdout: true},
-		{args: []string{"sample-otc", "--bogus"}, code: 2, stderr: "flag provided but not defined: -bogus", noStdout: true},
+		{args: []string{"sample-otc", "--bogus"}, code: 2, stderr: "unknown flag --bogus (see -h)", noStdout: true},
+		{args: []string{"sample-otc", "--lisen", ":1"}, code: 2, stderr: "unknown flag --lisen: did you mean --listen?", noStdout: true},
+		{args: []string{"serve-mcp", "-h"}, code: 0, stdout: "\nExamples:\n  mcpotc serve-mcp --transport http", emptyError: true},
+		{args: []string{"serve-otc", "-h"}, code: 0, stdout: "\nExamples:\n  mcpotc serve-otc ", emptyError: true},
+		{args: []string{"sample-otc", "-h"}, code: 0, stdout: "\nExamples:\n", emptyError: true},
+		// Errors that say what to type.
+		{args: []string{"serve-mcp", "--call-timeout", "30"}, code: 2, stderr: `invalid value "30" for flag -call-timeout: a duration needs a unit: use a duration such as 30s`, noStdout: true},
+		{args: []string{"serve-otc", "--idempotency-ttl", "soon"}, code: 2, stderr: "use a duration such as 30s, 500ms or 2m", noStdout: true},
+		{args: []string{"serve-otc", "npx", "foo"}, code: 2, stderr: `unexpected argument "npx": put the MCP server's command after --, e.g. mcpotc serve-otc -- npx`, noStdout: true},
+		{args: []string{"serve-otc", "--"}, code: 2, stderr: "'--' must be followed by the MCP server's command", noStdout: true},
+		{args: []string{"serve-mcp", "http://127.0.0.1:8081"}, code: 2, stderr: `name an OTC server with --otc, e.g. --otc http://127.0.0.1:8081`, noStdout: true},
+		{args: []string{"serve-otc", "--listen", "8090"}, code: 2, stderr: "--listen 8090: use host:port, e.g. 127.0.0.1:8090", noStdout: true},
+		{args: []string{"sample-otc", "--listen", "http://127.0.0.1:1"}, code: 2, stderr: "use host:port without a scheme", noStdout: true},
+		{args: []string{"serve-mcp", "--transport", "http", "--listen", "8090"}, code: 2, stderr: "--listen 8090: use host:port, e.g. 127.0.0.1:8090", noStdout: true},
+		{args: []string{"serve-mcp", "--otc", "127.0.0.1:8081"}, code: 2, stderr: `--otc "127.0.0.1:8081" has no scheme: add http://, e.g. http://127.0.0.1:8081`, noStdout: true},
+		{args: []string{"serve-otc", "--mcp", "localhost:3000/mcp"}, code: 2, stderr: `add http://, e.g. http://localhost:3000/mcp`, noStdout: true},
+		{args: []string{"serve-otc", "--mcp", "http://u:secret@h/mcp"}, code: 2, stderr: `--mcp must not carry credentials`, noStdout: true},
+		// Flags that need another flag.
+		{args: []string{"serve-mcp", "--listen", "127.0.0.1:9"}, code: 2, stderr: "--listen needs --transport http or sse", noStdout: true},
+		{args: []string{"serve-mcp", "--bearer-token-env", "T"}, code: 2, stderr: "--bearer-token-env needs --transport http or sse", noStdout: true},
+		{args: []string{"serve-mcp", "--header", "X-A: b"}, code: 2, stderr: "--header needs --otc URL", noStdout: true},
+		{args: []string{"serve-mcp", "--otc", "http://a", "--otc", "http://b", "--otc-api-key-env", "K"}, code: 2, stderr: "--otc-api-key-env needs exactly one --otc", noStdout: true},
+		{args: []string{"serve-mcp", "--transport", "sse", "--stateless"}, code: 2, stderr: "--stateless needs --transport http", noStdout: true},
+		{args: []string{"serve-otc", "--mcp-sse"}, code: 2, stderr: "--mcp-sse needs --mcp URL", noStdout: true},
+		{args: []string{"serve-otc", "--name", "X"}, code: 2, stderr: "--name needs an MCP server's command after --", noStdout: true},
+		{args: []string{"serve-otc", "--jwt-audience", "a"}, code: 2, stderr: "--jwt-audience needs --jwt-secret-env", noStdout: true},
+		{args: []string{"serve-otc", "--mcp", "http://h/mcp", "--header", "Authorization Bearer x"}, code: 2, stderr: "want 'Name: value'", noStdout: true},
+		{args: []string{"serve-otc", "--mcp", "http://h/mcp", "--header", "Authorization: Bearer ${NOPE_TOKEN}"}, code: 2, stderr: "--header: Authorization: environment variable NOPE_TOKEN is not set", noStdout: true},
+		{args: []string{"serve-otc", "--log-format", "xml"}, code: 2, stderr: `--log-format "xml" is not one of auto, json, text`, noStdout: true},
 		{args: []string{"sample-otc", "extra"}, code: 2, stderr: `unexpected argument "extra"`, noStdout: true},
 		{args: []string{"sample-otc", "--log-level", "loud"}, code: 2, stderr: "--log-level", noStdout: true},
 		{args: []string{"sample-otc", "--listen", "256.0.0.1:1"}, code: 1, stderr: "mcpotc sample-otc:", noStdout: true},
@@ -66,6 +94,51 @@ func TestCommandLine(t *testing.T) {
 			(tt.noStdout && stdout != "") || (tt.emptyError && stderr != "") {
 			t.Errorf("mcpotc %q: code %d\nstdout: %s\nstderr: %s", tt.args, code, stdout, stderr)
 		}
+		if strings.Contains(stderr, "secret@") {
+			t.Errorf("mcpotc %q repeats a credential: %s", tt.args, stderr)
+		}
+	}
+}
+
+// TestConfigProblemsInOneGo is the acceptance check of the first-hour
+// issue: the README's serve-mcp config with no variable set names all four
+// in one message and exits 2, before anything is started.
+func TestConfigProblemsInOneGo(t *testing.T) {
+	code, stdout, stderr := run(t, "serve-mcp", "--config", "../../testdata/config/serve-mcp.json")
+	want := `mcpotc serve-mcp: 4 problems:
+  ../../testdata/config/serve-mcp.json: upstreams[0].api_key_env: environment variable TOOLS_OXP_API_KEY is not set
+  ../../testdata/config/serve-mcp.json: upstreams[0].secrets.TWILIO_API_KEY: environment variable TWILIO_API_KEY is not set
+  ../../testdata/config/serve-mcp.json: upstreams[0].authorization.google: environment variable GOOGLE_ACCESS_TOKEN is not set
+  ../../testdata/config/serve-mcp.json: upstreams[1].jwt_secret_env: environment variable BILLING_JWT_SECRET is not set
+TOOLS_OXP_API_KEY, TWILIO_API_KEY, GOOGLE_ACCESS_TOKEN and BILLING_JWT_SECRET are not set: set them in the environment and run again (the configuration names the variables; secrets are never written in it)
+`
+	if code != 2 || stdout != "" || stderr != want {
+		t.Errorf("code %d\nstdout: %q\nstderr:\n%s\nwant:\n%s", code, stdout, stderr, want)
+	}
+
+	// Bad keys, bad values and unset variables of two files' worth of
+	// problems come in one message too.
+	path := writeConfig(t, `{"upstreams":[{"url":"127.0.0.1:1","dialet":"auto"},{"url":"http://h","api_key_env":"A_KEY","jwt_audience":"x","call_timeout":"5"}]}`)
+	code, _, stderr = run(t, "serve-mcp", "--config", path)
+	for _, w := range []string{"5 problems:", `upstreams[0].dialet: unknown key: did you mean "dialect"?`, `upstreams[1].call_timeout: "5" is not a positive duration`,
+		`upstreams[0].url: "127.0.0.1:1" has no scheme: add http://`, "upstreams[1].api_key_env: environment variable A_KEY is not set", "upstreams[1].jwt_audience: needs jwt_secret_env"} {
+		if code != 2 || !strings.Contains(stderr, w) {
+			t.Errorf("code %d, stderr lacks %q:\n%s", code, w, stderr)
+		}
+	}
+
+	for _, tt := range []struct{ body, want string }{
+		{`{"upstreams":[]}`, `upstreams: lists no OTC server`},
+		{`{}`, `upstreams: lists no OTC server`},
+	} {
+		code, _, stderr := run(t, "serve-mcp", "--config", writeConfig(t, tt.body))
+		if code != 2 || !strings.Contains(stderr, tt.want) {
+			t.Errorf("%s: code %d, stderr %s", tt.body, code, stderr)
+		}
+	}
+	code, _, stderr = run(t, "serve-otc", "--config", writeConfig(t, `{"mcpServers":{"a":{"command":"x","disabled":true}}}`))
+	if code != 2 || !strings.Contains(stderr, "mcpServers: has no server (every one is disabled") {
+		t.Errorf("all disabled: code %d, stderr %s", code, stderr)
 	}
 }
 

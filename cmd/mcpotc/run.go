@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"runtime/debug"
 	"strings"
 	"time"
@@ -36,6 +37,9 @@ type Main struct {
 	// Ready, when set, is told the address a server command listens on
 	// (tests use it with --listen 127.0.0.1:0).
 	Ready func(addr string)
+	// Terminal, when set, tells whether Stdin or Stderr is a terminal
+	// (tests); nil: a character device is one.
+	Terminal func(f any) bool
 }
 
 // errUsage marks an error that is the caller's wording: exit code 2.
@@ -75,8 +79,8 @@ func (m *Main) Run(ctx context.Context, args []string) int {
 			switch {
 			case err == nil, errors.Is(err, flag.ErrHelp):
 				return 0
-			case errors.Is(err, errUsage):
-				fmt.Fprintf(m.Stderr, "mcpotc %s: %v\n", name, err)
+			case isUsage(err):
+				fmt.Fprintf(m.Stderr, "mcpotc %s: %s\n", name, strings.TrimPrefix(err.Error(), errUsage.Error()+": "))
 				return 2
 			default:
 				fmt.Fprintf(m.Stderr, "mcpotc %s: %v\n", name, err)
@@ -96,6 +100,51 @@ func (m *Main) usage(w io.Writer) {
 		fmt.Fprintf(w, "  %-12s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintln(w, "\nRun 'mcpotc <command> -h' for a command's flags.")
+}
+
+// isUsage tells the errors that are the caller's wording — a flag, an
+// argument, a config file or an unset variable it names — from failures of
+// the program: exit code 2 rather than 1.
+func isUsage(err error) bool {
+	var pe *problemsError
+	var ce *configError
+	return errors.Is(err, errUsage) || errors.As(err, &pe) || errors.As(err, &ce)
+}
+
+// examples are shown at the end of a command's -h.
+var examples = map[string][]string{
+	"serve-mcp": {
+		"mcpotc serve-mcp --transport http                      # the built-in sample toolkit at http://127.0.0.1:8090/mcp",
+		"mcpotc serve-mcp --otc http://127.0.0.1:8081           # one OTC server, over stdio (for an MCP host's config)",
+		"mcpotc serve-mcp --config serve-mcp.json --transport http --listen 0.0.0.0:8090",
+	},
+	"serve-otc": {
+		"mcpotc serve-otc                                       # the built-in sample MCP server at http://127.0.0.1:8080",
+		"mcpotc serve-otc -- npx -y @modelcontextprotocol/server-everything",
+		"mcpotc serve-otc --mcp https://mcp.example.com/mcp --header 'Authorization: Bearer ${TOKEN}'",
+	},
+	"sample-otc": {
+		"mcpotc sample-otc                                      # http://127.0.0.1:8081/tools",
+		"mcpotc sample-otc --listen 127.0.0.1:9000 --log-level debug",
+	},
+	"sample-mcp": {
+		"mcpotc sample-mcp                                      # MCP over stdin/stdout, for an MCP host or serve-otc",
+		"mcpotc serve-otc -- mcpotc sample-mcp                  # the same tools over OTC",
+	},
+}
+
+// positional says what to do with a command-line argument that is not a
+// flag, per command.
+var positional = map[string]func(arg string) string{
+	"serve-otc": func(arg string) string {
+		return fmt.Sprintf("unexpected argument %q: put the MCP server's command after --, e.g. mcpotc serve-otc -- %s (flags of mcpotc go before --)", arg, arg)
+	},
+	"serve-mcp": func(arg string) string {
+		if strings.Contains(arg, "://") || strings.Contains(arg, ":") {
+			return fmt.Sprintf("unexpected argument %q: name an OTC server with --otc, e.g. --otc %s", arg, arg)
+		}
+		return fmt.Sprintf("unexpected argument %q: serve-mcp takes only flags (an OTC server: --otc URL; see -h)", arg)
+	},
 }
 
 // flags returns a flag set for a command. Parse errors never print by
@@ -120,23 +169,72 @@ func (m *Main) parse(fs *flag.FlagSet, args []string) error {
 			fs.SetOutput(m.Stdout)
 			fs.PrintDefaults()
 			fs.SetOutput(io.Discard)
+			if ex := examples[commandOf(fs)]; len(ex) > 0 {
+				fmt.Fprintln(m.Stdout, "\nExamples:")
+				for _, e := range ex {
+					fmt.Fprintln(m.Stdout, "  "+e)
+				}
+			}
 			return err
 		}
-		return fmt.Errorf("%w: %v (see -h)", errUsage, err)
+		return fmt.Errorf("%w: %v (see -h)", errUsage, unknownFlag(fs, err))
 	}
 	if fs.NArg() > 0 {
+		if hint := positional[commandOf(fs)]; hint != nil {
+			return fmt.Errorf("%w: %s", errUsage, hint(fs.Arg(0)))
+		}
 		return fmt.Errorf("%w: unexpected argument %q (see -h)", errUsage, fs.Arg(0))
 	}
 	return nil
 }
 
-// logger builds the logger for a command: zerolog to stderr, never stdout.
-func (m *Main) logger(level string) (zerolog.Logger, error) {
+// commandOf is the command a flag set of flags belongs to.
+func commandOf(fs *flag.FlagSet) string {
+	name, _, _ := strings.Cut(fs.Name(), " ")
+	return name
+}
+
+// logFlags defines --log-level and --log-format on fs and returns the
+// function that builds the command's logger from them, once fs is parsed.
+func (m *Main) logFlags(fs *flag.FlagSet) func() (zerolog.Logger, error) {
+	level := fs.String("log-level", "info", "log level: debug, info, warn, error (logs go to stderr)")
+	format := fs.String("log-format", "auto", "log format: json (one JSON object a line), text (for people), auto (text when stderr is a terminal, else json)")
+	return func() (zerolog.Logger, error) { return m.logger(*level, *format) }
+}
+
+// logger builds the logger for a command: zerolog to stderr, never stdout,
+// as JSON lines or, for a person at a terminal, as text (README, Logs).
+func (m *Main) logger(level, format string) (zerolog.Logger, error) {
 	lvl, err := zerolog.ParseLevel(strings.ToLower(level))
 	if err != nil || level == "" {
 		return zerolog.Nop(), fmt.Errorf("%w: --log-level %q is not one of debug, info, warn, error", errUsage, level)
 	}
-	return zerolog.New(m.Stderr).Level(lvl).With().Timestamp().Logger(), nil
+	var w io.Writer = m.Stderr
+	switch format {
+	case "json":
+	case "text", "auto":
+		tty := m.terminal(m.Stderr)
+		if format == "text" || tty {
+			w = zerolog.ConsoleWriter{Out: m.Stderr, NoColor: !tty, TimeFormat: "15:04:05.000"}
+		}
+	default:
+		return zerolog.Nop(), fmt.Errorf("%w: --log-format %q is not one of auto, json, text", errUsage, format)
+	}
+	return zerolog.New(w).Level(lvl).With().Timestamp().Logger(), nil
+}
+
+// terminal tells whether w is a terminal (Main.Terminal, else a character
+// device).
+func (m *Main) terminal(w any) bool {
+	if m.Terminal != nil {
+		return m.Terminal(w)
+	}
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
 func (m *Main) version(_ context.Context, args []string) error {
@@ -174,14 +272,17 @@ func (m *Main) help(_ context.Context, args []string) error {
 func (m *Main) sampleOTC(ctx context.Context, args []string) error {
 	fs := m.flags("sample-otc", "[--listen 127.0.0.1:8081] [--allowed-host NAME]... [--idempotency-ttl 10m] [--log-level info]")
 	listen := fs.String("listen", "127.0.0.1:8081", "address to listen on")
-	level := fs.String("log-level", "info", "log level: debug, info, warn, error (logs go to stderr)")
-	idemTTL := fs.Duration("idempotency-ttl", 10*time.Minute, "how long a call_id's answer is kept and replayed (0: off)")
+	logOpts := m.logFlags(fs)
+	idemTTL := durationFlag(fs, "idempotency-ttl", 10*time.Minute, "how long a call_id's answer is kept and replayed (0: off)")
 	var allowedHosts stringList
 	fs.Var(&allowedHosts, "allowed-host", "host name admitted in Host and Origin on a loopback listener besides localhost and loopback IPs, e.g. a reverse proxy's (repeatable)")
 	if err := m.parse(fs, args); err != nil {
 		return err
 	}
-	log, err := m.logger(*level)
+	if err := checkListen("--listen", *listen); err != nil {
+		return err
+	}
+	log, err := logOpts()
 	if err != nil {
 		return err
 	}

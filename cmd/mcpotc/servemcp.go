@@ -43,6 +43,9 @@ type otcUpstreamConfig struct {
 	ForwardCallerToken []string          `json:"forward_caller_token"`
 	UserID             string            `json:"user_id"`
 	CallTimeout        Duration          `json:"call_timeout"`
+	// Headers are sent with every request; ${VAR} in a value is read from
+	// the environment.
+	Headers map[string]string `json:"headers"`
 	// AcceptForwardedContext uses the OTC context an mcpotc OTC front
 	// forwards with a call (README, Round trips).
 	AcceptForwardedContext bool `json:"accept_forwarded_context"`
@@ -60,26 +63,29 @@ func (m *Main) serveMCP(ctx context.Context, args []string) error {
 	fs := m.flags("serve-mcp", "[--otc URL]... [--config FILE] [--transport stdio|http|sse] [--listen ADDR] [flags]")
 	var otcURLs stringList
 	fs.Var(&otcURLs, "otc", "URL of an OTC tool server (repeatable); none and no --config: the built-in sample toolkit")
+	var headers headerList
+	fs.Var(&headers, "header", "header 'Name: value' sent to the one --otc server, ${VAR} read from the environment (repeatable)")
+	otcKeyEnv := fs.String("otc-api-key-env", "", "environment variable holding the API key of the one --otc server (sent in OXP-API-Key)")
 	configPath := fs.String("config", "", "JSON config file with OTC upstreams (see README)")
 	transport := fs.String("transport", "stdio", "MCP transport: stdio, http (streamable HTTP at /mcp) or sse (legacy SSE at /sse)")
 	listen := fs.String("listen", "127.0.0.1:8090", "address for the http and sse transports")
 	dialect := fs.String("otc-dialect", "auto", "OTC dialect of --otc upstreams: auto, otc-1.0, oxp-1.0 or oxp-flat")
-	callTimeout := fs.Duration("call-timeout", bridge.DefaultCallTimeout, "bound on each tool call (JSON-RPC -32001 when exceeded)")
-	refresh := fs.Duration("refresh", bridge.DefaultRefresh, "how often upstream catalogs are listed again")
+	callTimeout := durationFlag(fs, "call-timeout", bridge.DefaultCallTimeout, "bound on each tool call (JSON-RPC -32001 when exceeded)")
+	refresh := durationFlag(fs, "refresh", bridge.DefaultRefresh, "how often upstream catalogs are listed again")
 	inputErrors := fs.String("input-errors", "jsonrpc", "input validation failures as a JSON-RPC -32602 error (jsonrpc) or an isError result (result)")
 	acceptContext := fs.Bool("accept-otc-context", false, "use the OTC context (tokens, secrets, user id) an mcpotc OTC front forwards with a call, for --otc upstreams (see README, Round trips)")
 	bearerEnv := fs.String("bearer-token-env", "", "environment variable holding a bearer token that HTTP clients must send (http and sse transports)")
-	idleTTL := fs.Duration("session-idle-ttl", mcp.DefaultSessionIdleTTL, "end HTTP sessions idle that long (http and sse transports); 0: never")
+	idleTTL := durationFlag(fs, "session-idle-ttl", mcp.DefaultSessionIdleTTL, "end HTTP sessions idle that long (http and sse transports); 0: never")
 	maxSessions := fs.Int("max-sessions", mcp.DefaultMaxSessions, "most HTTP sessions held at once; beyond it initialize gets 503 (http and sse transports); 0: no bound")
 	stateless := fs.Bool("stateless", false, "serve streamable HTTP without sessions: no Mcp-Session-Id, no standalone GET stream (http transport)")
-	bodyTimeout := fs.Duration("body-timeout", mcp.DefaultBodyTimeout, "bound on receiving a request body; a slower one gets 408 (http and sse transports)")
+	bodyTimeout := durationFlag(fs, "body-timeout", mcp.DefaultBodyTimeout, "bound on receiving a request body; a slower one gets 408 (http and sse transports)")
 	var allowedHosts stringList
 	fs.Var(&allowedHosts, "allowed-host", "host name (no port) a loopback listener also accepts in Host and Origin, such as a reverse proxy's (repeatable)")
-	level := fs.String("log-level", "info", "log level: debug, info, warn, error (logs go to stderr)")
+	logOpts := m.logFlags(fs)
 	if err := m.parse(fs, args); err != nil {
 		return err
 	}
-	log, err := m.logger(*level)
+	log, err := logOpts()
 	if err != nil {
 		return err
 	}
@@ -92,6 +98,23 @@ func (m *Main) serveMCP(ctx context.Context, args []string) error {
 	if *callTimeout <= 0 || *refresh <= 0 {
 		return fmt.Errorf("%w: --call-timeout and --refresh must be positive", errUsage)
 	}
+	set := flagsSet(fs)
+	for _, err := range []error{
+		needs(set, *transport != "stdio", "--transport http or sse (stdio serves on stdin/stdout)",
+			"listen", "bearer-token-env", "session-idle-ttl", "max-sessions", "body-timeout", "allowed-host"),
+		needs(set, len(otcURLs) > 0, "--otc URL (in a config file, set it per upstream: dialect, accept_forwarded_context, headers, api_key_env)",
+			"otc-dialect", "accept-otc-context", "header", "otc-api-key-env"),
+		needs(set, len(otcURLs) < 2, "exactly one --otc: for several servers, use a config file (headers and api_key_env per upstream)", "header", "otc-api-key-env"),
+	} {
+		if err != nil {
+			return err
+		}
+	}
+	if *transport != "stdio" {
+		if err := checkListen("--listen", *listen); err != nil {
+			return err
+		}
+	}
 	httpOpts, err := mcpHTTPOptions(*transport, *idleTTL, *maxSessions, *stateless, *bodyTimeout, allowedHosts)
 	if err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
@@ -100,29 +123,39 @@ func (m *Main) serveMCP(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("%w: --otc-dialect: %v", errUsage, err)
 	}
-	var requiredBearer string
-	if *bearerEnv != "" {
-		if requiredBearer, err = requireEnv(m.Getenv, "--bearer-token-env", "", *bearerEnv); err != nil {
-			return err
+	for _, u := range otcURLs {
+		if reason := urlProblem(u); reason != "" {
+			return fmt.Errorf("%w: --otc %s", errUsage, reason)
 		}
 	}
 
+	// From here on every problem is collected and reported in one message.
+	var p problems
+	var requiredBearer string
+	if *bearerEnv != "" {
+		requiredBearer = p.env(m.Getenv, "--bearer-token-env", "", *bearerEnv)
+	}
 	var cfg mcpFrontConfig
 	if *configPath != "" {
 		if err := loadConfig(*configPath, &cfg); err != nil {
-			return err
+			p.addErr(*configPath, "", err)
+		} else if len(cfg.Upstreams) == 0 {
+			p.add(*configPath, "upstreams", "lists no OTC server: add one ({\"url\": \"http://127.0.0.1:8081\"}), or run serve-mcp without --config for the built-in sample toolkit")
 		}
 	}
+	upstreams := m.otcUpstreams(&p, log, *configPath, cfg.Upstreams, *transport != "stdio")
 	for _, u := range otcURLs {
-		cfg.Upstreams = append(cfg.Upstreams, otcUpstreamConfig{URL: u, Dialect: string(d), AcceptForwardedContext: *acceptContext})
+		c := otcUpstreamConfig{URL: u, Dialect: string(d), AcceptForwardedContext: *acceptContext, APIKeyEnv: *otcKeyEnv}
+		up, ok := m.otcUpstream(&p, log, "--otc", "", c, false, headers.header(&p, m.Getenv))
+		if ok {
+			upstreams = append(upstreams, up)
+		}
 	}
-	file := *configPath
-	if file == "" {
-		file = "--otc"
-	}
-	upstreams, err := m.otcUpstreams(file, cfg.Upstreams, *transport != "stdio")
-	if err != nil {
+	if err := p.err(); err != nil {
 		return err
+	}
+	if err := uniqueNames(upstreams); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
 	}
 	if len(upstreams) == 0 {
 		stop, u, err := startSample(ctx, log)
@@ -201,75 +234,124 @@ func mcpHTTPOptions(transport string, idleTTL time.Duration, maxSessions int, st
 }
 
 // otcUpstreams checks the configured upstreams and resolves their secrets
-// from the environment.
-func (m *Main) otcUpstreams(file string, cfgs []otcUpstreamConfig, httpTransport bool) ([]bridge.OTCUpstream, error) {
+// from the environment; problems go to p.
+func (m *Main) otcUpstreams(p *problems, log zerolog.Logger, file string, cfgs []otcUpstreamConfig, httpTransport bool) []bridge.OTCUpstream {
 	var out []bridge.OTCUpstream
 	names := map[string]bool{}
 	for i, c := range cfgs {
-		key := fmt.Sprintf("upstreams[%d]", i)
-		u, err := url.Parse(c.URL)
-		if c.URL == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return nil, &configError{file, key + ".url", fmt.Sprintf("%q is not an http(s) URL", c.URL)}
+		key := fmt.Sprintf("upstreams[%d].", i)
+		up, ok := m.otcUpstream(p, log, file, key, c, httpTransport, nil)
+		if !ok {
+			continue
 		}
-		if u.User != nil {
-			return nil, &configError{file, key + ".url", "must not carry credentials: use api_key_env or jwt_secret_env"}
+		if names[up.Name] {
+			p.add(file, key+"name", fmt.Sprintf("%q is used twice: give each upstream its own name", up.Name))
+			continue
 		}
-		name := c.Name
-		if name == "" {
-			name = u.Host
-		}
-		if names[name] {
-			return nil, &configError{file, key + ".name", fmt.Sprintf("%q is used twice", name)}
-		}
-		names[name] = true
-		dialect, err := otc.ParseDialect(c.Dialect)
-		if err != nil {
-			return nil, &configError{file, key + ".dialect", err.Error()}
-		}
-		if !mcpNamePrefix.MatchString(c.Prefix) {
-			return nil, &configError{file, key + ".prefix", fmt.Sprintf("%q may hold only letters, digits, _, - and .", c.Prefix)}
-		}
-		opts := &otc.ClientOptions{Dialect: dialect}
-		var credentials []string
-		if c.APIKeyEnv != "" {
-			if opts.APIKey, err = requireEnv(m.Getenv, file, key+".api_key_env", c.APIKeyEnv); err != nil {
-				return nil, err
-			}
-			credentials = append(credentials, opts.APIKey)
-		}
-		if c.JWTSecretEnv != "" {
-			secret, err := requireEnv(m.Getenv, file, key+".jwt_secret_env", c.JWTSecretEnv)
-			if err != nil {
-				return nil, err
-			}
-			credentials = append(credentials, secret)
-			opts.BearerTokenFunc = otc.NewJWTSource([]byte(secret), c.JWTAudience, 5*time.Minute, nil)
-		} else if c.JWTAudience != "" {
-			return nil, &configError{file, key + ".jwt_audience", "needs jwt_secret_env"}
-		}
-		client, err := otc.NewClient(c.URL, opts)
-		if err != nil {
-			return nil, &configError{file, key + ".url", err.Error()}
-		}
-		up := bridge.OTCUpstream{Name: name, Client: client, Prefix: c.Prefix, UserID: c.UserID, CallTimeout: time.Duration(c.CallTimeout),
-			Secrets: map[string]string{}, Tokens: map[string]string{}, Credentials: credentials, AcceptContext: c.AcceptForwardedContext}
-		for id, env := range c.Secrets {
-			if up.Secrets[id], err = requireEnv(m.Getenv, file, key+".secrets."+id, env); err != nil {
-				return nil, err
-			}
-		}
-		for id, env := range c.Authorization {
-			if up.Tokens[id], err = requireEnv(m.Getenv, file, key+".authorization."+id, env); err != nil {
-				return nil, err
-			}
-		}
-		if len(c.ForwardCallerToken) > 0 && !httpTransport {
-			return nil, &configError{file, key + ".forward_caller_token", "needs an HTTP transport (--transport http or sse): stdio callers have no bearer token"}
-		}
-		up.CallerTokenProviders = c.ForwardCallerToken
+		names[up.Name] = true
 		out = append(out, up)
 	}
-	return out, nil
+	return out
+}
+
+// uniqueNames checks that no two upstreams share a name.
+func uniqueNames(ups []bridge.OTCUpstream) error {
+	seen := map[string]bool{}
+	for _, u := range ups {
+		if seen[u.Name] {
+			return fmt.Errorf("two OTC servers are named %q: give one a name in the config file", u.Name)
+		}
+		seen[u.Name] = true
+	}
+	return nil
+}
+
+// otcUpstream checks one upstream (key is its config path with a trailing
+// dot, "" for --otc) and resolves its secrets. Problems go to p; ok is false
+// when there was one.
+func (m *Main) otcUpstream(p *problems, log zerolog.Logger, file, key string, c otcUpstreamConfig, httpTransport bool, extra http.Header) (bridge.OTCUpstream, bool) {
+	before := len(p.list)
+	where := func(k string) string { return strings.TrimSuffix(key+k, ".") }
+	urlKey := where("url")
+	if file == "--otc" {
+		urlKey = ""
+	}
+	if reason := urlProblem(c.URL); reason != "" {
+		p.add(file, urlKey, reason)
+		return bridge.OTCUpstream{}, false
+	}
+	base, stripped := otcBaseURL(c.URL)
+	if stripped != "" {
+		log.Warn().Str("url", base).Msgf("%s ends in %s: using %s as the OTC server's base URL (the bridge appends /tools and /tools/call itself)", c.URL, stripped, base)
+	}
+	u, _ := url.Parse(base)
+	name := c.Name
+	if name == "" {
+		name = u.Host
+	}
+	dialect, err := otc.ParseDialect(c.Dialect)
+	if err != nil {
+		p.add(file, where("dialect"), err.Error())
+	}
+	if !mcpNamePrefix.MatchString(c.Prefix) {
+		p.add(file, where("prefix"), fmt.Sprintf("%q may hold only letters, digits, _, - and .", c.Prefix))
+	}
+	opts := &otc.ClientOptions{Dialect: dialect, Header: http.Header{}}
+	var credentials []string
+	if c.APIKeyEnv != "" {
+		k := where("api_key_env")
+		if file == "--otc" {
+			file, k = "--otc-api-key-env", ""
+		}
+		if opts.APIKey = p.env(m.Getenv, file, k, c.APIKeyEnv); opts.APIKey != "" {
+			credentials = append(credentials, opts.APIKey)
+		}
+	}
+	if c.JWTSecretEnv != "" {
+		if secret := p.env(m.Getenv, file, where("jwt_secret_env"), c.JWTSecretEnv); secret != "" {
+			credentials = append(credentials, secret)
+			opts.BearerTokenFunc = otc.NewJWTSource([]byte(secret), c.JWTAudience, 5*time.Minute, nil)
+		}
+	} else if c.JWTAudience != "" {
+		p.add(file, where("jwt_audience"), "needs jwt_secret_env")
+	}
+	for _, h := range sortedKeys(c.Headers) {
+		v, err := expandEnv(m.Getenv, file, where("headers."+h), c.Headers[h])
+		if err != nil {
+			p.addErr(file, where("headers."+h), err)
+			continue
+		}
+		opts.Header.Set(h, v)
+		if envRef.MatchString(c.Headers[h]) {
+			credentials = append(credentials, v)
+		}
+	}
+	for h, vs := range extra {
+		opts.Header[h] = vs
+		credentials = append(credentials, vs...)
+	}
+	up := bridge.OTCUpstream{Name: name, Prefix: c.Prefix, UserID: c.UserID, CallTimeout: time.Duration(c.CallTimeout),
+		Secrets: map[string]string{}, Tokens: map[string]string{}, AcceptContext: c.AcceptForwardedContext}
+	for _, id := range sortedKeys(c.Secrets) {
+		up.Secrets[id] = p.env(m.Getenv, file, where("secrets."+id), c.Secrets[id])
+	}
+	for _, id := range sortedKeys(c.Authorization) {
+		up.Tokens[id] = p.env(m.Getenv, file, where("authorization."+id), c.Authorization[id])
+	}
+	if len(c.ForwardCallerToken) > 0 && !httpTransport {
+		p.add(file, where("forward_caller_token"), "needs an HTTP transport (--transport http or sse): stdio callers have no bearer token")
+	}
+	up.CallerTokenProviders = c.ForwardCallerToken
+	if len(p.list) > before {
+		return bridge.OTCUpstream{}, false
+	}
+	client, err := otc.NewClient(base, opts)
+	if err != nil {
+		p.add(file, urlKey, err.Error())
+		return bridge.OTCUpstream{}, false
+	}
+	up.Client, up.Credentials = client, credentials
+	return up, true
 }
 
 // startSample serves the sample OTC toolkit on a loopback port of its own,

@@ -2,11 +2,11 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
-	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"sort"
@@ -23,6 +23,82 @@ import (
 // hosts use, with a few keys of mcpotc's own per server.
 type otcFrontConfig struct {
 	MCPServers map[string]mcpServerConfig `json:"mcpServers"`
+}
+
+// hostServerKeys are keys MCP hosts write in a server entry that mcpotc has
+// no use for: ignored with a warning (README, Config file). Any other
+// unknown key is an error, so that a misspelt key is never silently lost.
+var hostServerKeys = []string{"autoApprove", "alwaysAllow", "disabledTools", "timeout", "description", "envFile", "dev", "gallery"}
+
+// loadOTCFrontConfig reads a serve-otc config file as MCP hosts write them:
+// the mcpServers object (Claude Desktop, Cursor, …) or VS Code's servers
+// object, or both; other top-level keys (globalShortcut, inputs, …) and the
+// host-only keys of a server entry are ignored, named in one warning; a
+// server with "disabled": true is skipped.
+func loadOTCFrontConfig(path string) (cfg otcFrontConfig, warning string, err error) {
+	data, err := readConfig(path)
+	if err != nil {
+		return cfg, "", err
+	}
+	var top map[string]json.RawMessage
+	_ = json.Unmarshal(data, &top) // readConfig checked it is an object
+	var p problems
+	var ignored []string
+	cfg.MCPServers = map[string]mcpServerConfig{}
+	found := false
+	for _, key := range []string{"mcpServers", "servers"} {
+		raw, ok := top[key]
+		if !ok {
+			continue
+		}
+		found = true
+		var servers map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &servers); err != nil || servers == nil {
+			p.add(path, key, "want an object: server name → {command, args, env} or {url, headers}")
+			continue
+		}
+		for _, name := range sortedKeys(servers) {
+			k := key + "." + name
+			if _, dup := cfg.MCPServers[name]; dup {
+				p.add(path, k, "is also in mcpServers: give each server once")
+				continue
+			}
+			var entry map[string]json.RawMessage
+			if err := json.Unmarshal(servers[name], &entry); err != nil || entry == nil {
+				p.add(path, k, "want an object such as {\"command\": \"npx\", \"args\": [...]} or {\"url\": \"https://…/mcp\"}")
+				continue
+			}
+			for _, hk := range hostServerKeys {
+				if _, ok := entry[hk]; ok {
+					ignored = append(ignored, k+"."+hk)
+					delete(entry, hk)
+				}
+			}
+			cleaned, _ := json.Marshal(entry)
+			var c mcpServerConfig
+			decodeStrict(&p, path, k, cleaned, reflect.ValueOf(&c).Elem())
+			if c.Disabled {
+				continue
+			}
+			c.key = k
+			cfg.MCPServers[name] = c
+		}
+	}
+	for _, key := range sortedKeys(top) {
+		if key != "mcpServers" && key != "servers" {
+			ignored = append(ignored, key)
+		}
+	}
+	if !found {
+		p.add(path, "", "has no mcpServers (or VS Code servers) object: add one, e.g. {\"mcpServers\": {\"everything\": {\"command\": \"npx\", \"args\": [\"-y\", \"@modelcontextprotocol/server-everything\"]}}}")
+	}
+	if err := p.err(); err != nil {
+		return cfg, "", err
+	}
+	if len(ignored) > 0 {
+		warning = fmt.Sprintf("%s: ignoring keys that are for MCP hosts, not mcpotc: %s", path, strings.Join(ignored, ", "))
+	}
+	return cfg, warning, nil
 }
 
 // mcpServerConfig is one MCP server. Values of env and headers may name
@@ -45,23 +121,38 @@ type mcpServerConfig struct {
 	MaxMessageBytes      int64    `json:"max_message_bytes"`
 	ForwardAuthorization bool     `json:"forward_authorization"`
 	ForwardContext       bool     `json:"forward_context"`
+	// Disabled skips the server, as MCP hosts do.
+	Disabled bool `json:"disabled"`
+
+	key string // where it is in the file: mcpServers.NAME or servers.NAME
 }
 
-var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+// envRef is a reference to an environment variable in a value: ${VAR}, or
+// ${env:VAR} as VS Code writes it.
+var envRef = regexp.MustCompile(`\$\{(?:env:)?([A-Za-z_][A-Za-z0-9_]*)\}`)
 
-// expandEnv replaces ${VAR} in s; an unset variable is an error.
+// hostInput is a VS Code prompt input, ${input:id}, which only VS Code can
+// fill in.
+var hostInput = regexp.MustCompile(`\$\{input:[^}]*\}`)
+
+// expandEnv replaces ${VAR} and ${env:VAR} in s; every unset variable is a
+// problem (all of them in one error).
 func expandEnv(getenv func(string) string, file, key, s string) (string, error) {
-	var missing string
+	if in := hostInput.FindString(s); in != "" {
+		return "", &configError{file, key, in + " is a VS Code prompt input, which only VS Code fills in: use ${VAR} and set VAR in the environment"}
+	}
+	var p problems
 	out := envRef.ReplaceAllStringFunc(s, func(ref string) string {
 		name := envRef.FindStringSubmatch(ref)[1]
 		v := getenv(name)
-		if v == "" && missing == "" {
-			missing = name
+		if v == "" && !slices.Contains(p.missing, name) {
+			p.add(file, key, fmt.Sprintf("environment variable %s is not set", name))
+			p.noteMissing(name)
 		}
 		return v
 	})
-	if missing != "" {
-		return "", &configError{file, key, fmt.Sprintf("environment variable %s is not set", missing)}
+	if err := p.err(); err != nil {
+		return "", err
 	}
 	return out, nil
 }
@@ -72,30 +163,32 @@ func (m *Main) serveOTC(ctx context.Context, args []string) error {
 	configPath := fs.String("config", "", "JSON config file with an mcpServers object (see README)")
 	var mcpURLs stringList
 	fs.Var(&mcpURLs, "mcp", "URL of an MCP server over streamable HTTP, or legacy SSE when the path ends in /sse (repeatable)")
+	var headers headerList
+	fs.Var(&headers, "header", "header 'Name: value' sent to the one --mcp server, ${VAR} read from the environment (repeatable)")
 	forceSSE := fs.Bool("mcp-sse", false, "use the legacy SSE transport for every --mcp URL")
 	forwardContext := fs.Bool("forward-context", false, "send each call's OTC context (tokens, secrets, user id) to --mcp servers that are mcpotc MCP fronts (see README, Round trips)")
 	name := fs.String("name", "", "toolkit name of the '-- COMMAND' server (default: its serverInfo.name)")
-	callTimeout := fs.Duration("call-timeout", 60*time.Second, "bound on each tool call")
+	callTimeout := durationFlag(fs, "call-timeout", 60*time.Second, "bound on each tool call")
 	maxMessage := fs.Int64("max-message-bytes", mcp.DefaultUpstreamMaxMessageBytes, "bound on one message from an MCP server (a stdio line, an HTTP body or event); a longer answer fails its call")
 	apiKeyEnv := fs.String("api-key-env", "", "environment variable holding the API key OTC clients must send (OXP-API-Key or bearer)")
 	jwtSecretEnv := fs.String("jwt-secret-env", "", "environment variable holding the HS256 secret of the bearer JWTs OTC clients may send")
 	jwtAudiences := fs.String("jwt-audience", "", "comma-separated audiences a JWT's aud may name (tokens with aud need one)")
-	idemTTL := fs.Duration("idempotency-ttl", 10*time.Minute, "how long a call_id's answer is kept and replayed (0: off)")
+	idemTTL := durationFlag(fs, "idempotency-ttl", 10*time.Minute, "how long a call_id's answer is kept and replayed (0: off)")
 	idemRunning := fs.Int("idempotency-max-running", otc.DefaultIdempotencyMaxRunning, "bound on calls with a call_id running at once (beyond it: 400 temporarily unavailable, Retry-After)")
 	var allowedHosts stringList
 	fs.Var(&allowedHosts, "allowed-host", "host name admitted in Host and Origin on a loopback listener besides localhost and loopback IPs, e.g. a reverse proxy's (repeatable)")
-	level := fs.String("log-level", "info", "log level: debug, info, warn, error (logs go to stderr)")
+	logOpts := m.logFlags(fs)
 	var command []string
 	if i := slices.Index(args, "--"); i >= 0 {
 		if i == len(args)-1 {
-			return fmt.Errorf("%w: '--' must be followed by a command", errUsage)
+			return fmt.Errorf("%w: '--' must be followed by the MCP server's command, e.g. -- npx -y @modelcontextprotocol/server-everything", errUsage)
 		}
 		args, command = args[:i], args[i+1:]
 	}
 	if err := m.parse(fs, args); err != nil {
 		return err
 	}
-	log, err := m.logger(*level)
+	log, err := logOpts()
 	if err != nil {
 		return err
 	}
@@ -108,20 +201,36 @@ func (m *Main) serveOTC(ctx context.Context, args []string) error {
 	if *idemRunning <= 0 {
 		return fmt.Errorf("%w: --idempotency-max-running must be positive", errUsage)
 	}
-	server := otc.Options{IdempotencyTTL: *idemTTL, IdempotencyMaxRunning: *idemRunning, AllowedHosts: allowedHosts}
-	var ownSecrets []string // read here, then kept from the children's environment
-	if *apiKeyEnv != "" {
-		if server.APIKey, err = requireEnv(m.Getenv, "--api-key-env", "", *apiKeyEnv); err != nil {
-			return err
-		}
-		ownSecrets = append(ownSecrets, *apiKeyEnv)
+	if err := checkListen("--listen", *listen); err != nil {
+		return err
 	}
-	if *jwtSecretEnv != "" {
-		secret, err := requireEnv(m.Getenv, "--jwt-secret-env", "", *jwtSecretEnv)
+	set := flagsSet(fs)
+	for _, err := range []error{
+		needs(set, len(mcpURLs) > 0, "--mcp URL (in a config file, set type or headers per server)", "mcp-sse", "forward-context", "header"),
+		needs(set, len(mcpURLs) < 2, "exactly one --mcp: for several servers, use a config file (headers per server)", "header"),
+		needs(set, len(command) > 0, "an MCP server's command after --, e.g. --name Everything -- npx -y @modelcontextprotocol/server-everything", "name"),
+		needs(set, *jwtSecretEnv != "", "--jwt-secret-env", "jwt-audience"),
+	} {
 		if err != nil {
 			return err
 		}
-		server.JWTSecret = []byte(secret)
+	}
+	for _, u := range mcpURLs {
+		if reason := urlProblem(u); reason != "" {
+			return fmt.Errorf("%w: --mcp %s", errUsage, reason)
+		}
+	}
+	server := otc.Options{IdempotencyTTL: *idemTTL, IdempotencyMaxRunning: *idemRunning, AllowedHosts: allowedHosts}
+
+	// From here on every problem is collected and reported in one message.
+	var p problems
+	var ownSecrets []string // read here, then kept from the children's environment
+	if *apiKeyEnv != "" {
+		server.APIKey = p.env(m.Getenv, "--api-key-env", "", *apiKeyEnv)
+		ownSecrets = append(ownSecrets, *apiKeyEnv)
+	}
+	if *jwtSecretEnv != "" {
+		server.JWTSecret = []byte(p.env(m.Getenv, "--jwt-secret-env", "", *jwtSecretEnv))
 		ownSecrets = append(ownSecrets, *jwtSecretEnv)
 	}
 	for _, a := range strings.Split(*jwtAudiences, ",") {
@@ -133,27 +242,34 @@ func (m *Main) serveOTC(ctx context.Context, args []string) error {
 	var ups []bridge.MCPUpstream
 	var cfg otcFrontConfig
 	if *configPath != "" {
-		if err := loadConfig(*configPath, &cfg); err != nil {
-			return err
+		var warning string
+		cfg, warning, err = loadOTCFrontConfig(*configPath)
+		switch {
+		case err != nil:
+			p.addErr(*configPath, "", err)
+		case len(cfg.MCPServers) == 0:
+			p.add(*configPath, "mcpServers", "has no server (every one is disabled, or the object is empty): add one, or run serve-otc without --config for the built-in sample MCP server")
+		default:
+			ups = m.mcpUpstreams(&p, *configPath, cfg, *callTimeout)
 		}
-		if ups, err = m.mcpUpstreams(*configPath, cfg, *callTimeout); err != nil {
-			return err
+		if warning != "" {
+			log.Warn().Msg(warning)
 		}
+	}
+	var extra http.Header
+	if len(headers) > 0 {
+		extra = headers.header(&p, m.Getenv)
 	}
 	for _, u := range mcpURLs {
-		if err := checkURL("--mcp", "", u); err != nil {
-			return err
-		}
-		ups = append(ups, bridge.MCPUpstream{ForwardContext: *forwardContext, Config: mcp.UpstreamConfig{Name: u, URL: u, SSE: *forceSSE, CallTimeout: *callTimeout}})
+		ups = append(ups, bridge.MCPUpstream{ForwardContext: *forwardContext, Config: mcp.UpstreamConfig{URL: u, SSE: *forceSSE, CallTimeout: *callTimeout, Headers: extra}})
+	}
+	if err := p.err(); err != nil {
+		return err
 	}
 	if len(command) > 0 {
-		n := *name
-		if n == "" {
-			n = commandName(command)
-		}
-		ups = append(ups, bridge.MCPUpstream{Toolkit: *name, Config: mcp.UpstreamConfig{Name: n, Command: command[0], Args: command[1:], CallTimeout: *callTimeout}})
-	} else if *name != "" {
-		return fmt.Errorf("%w: --name names the '-- COMMAND' server; there is none", errUsage)
+		// Named by --name or, once it answers, by its serverInfo.name:
+		// never by its command line (README, Logs).
+		ups = append(ups, bridge.MCPUpstream{Toolkit: *name, Config: mcp.UpstreamConfig{Name: *name, Command: command[0], Args: command[1:], CallTimeout: *callTimeout}})
 	}
 	if len(ups) == 0 {
 		log.Info().Msg("no upstream named: serving the built-in sample MCP server")
@@ -217,29 +333,17 @@ func childUnsetenv(cfg otcFrontConfig, name string, own []string) []string {
 // call timeout (the upstream answers ErrLost at its timeout).
 const detachedCallGrace = 5 * time.Second
 
-// checkURL checks an http(s) URL without credentials.
-func checkURL(file, key, raw string) error {
-	u, err := url.Parse(raw)
-	if raw == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return &configError{file, key, fmt.Sprintf("%q is not an http(s) URL", raw)}
-	}
-	if u.User != nil {
-		return &configError{file, key, "must not carry credentials: use headers"}
-	}
-	return nil
-}
-
-// mcpUpstreams checks the configured MCP servers and expands ${VAR}s.
-func (m *Main) mcpUpstreams(file string, cfg otcFrontConfig, callTimeout time.Duration) ([]bridge.MCPUpstream, error) {
-	names := make([]string, 0, len(cfg.MCPServers))
-	for n := range cfg.MCPServers {
-		names = append(names, n)
-	}
-	sort.Strings(names)
+// mcpUpstreams checks the configured MCP servers and expands ${VAR}s;
+// problems go to p.
+func (m *Main) mcpUpstreams(p *problems, file string, cfg otcFrontConfig, callTimeout time.Duration) []bridge.MCPUpstream {
 	var out []bridge.MCPUpstream
-	for _, n := range names {
+	for _, n := range sortedKeys(cfg.MCPServers) {
 		c := cfg.MCPServers[n]
-		key := "mcpServers." + n
+		key := c.key
+		if key == "" {
+			key = "mcpServers." + n
+		}
+		before := len(p.list)
 		u := bridge.MCPUpstream{Toolkit: c.Toolkit, Version: c.Version, Allow: c.Allow, Deny: c.Deny,
 			ForwardAuthorization: c.ForwardAuthorization, ForwardContext: c.ForwardContext}
 		u.Config = mcp.UpstreamConfig{Name: n, CallTimeout: time.Duration(c.CallTimeout)}
@@ -247,60 +351,59 @@ func (m *Main) mcpUpstreams(file string, cfg otcFrontConfig, callTimeout time.Du
 			u.Config.CallTimeout = callTimeout
 		}
 		if c.MaxMessageBytes < 0 {
-			return nil, &configError{file, key + ".max_message_bytes", "must be a positive number of bytes"}
+			p.add(file, key+".max_message_bytes", "must be a positive number of bytes")
 		}
 		u.Config.MaxMessageBytes = c.MaxMessageBytes // zero: --max-message-bytes
 		if c.Version != "" && !otc.ValidVersion(c.Version) {
-			return nil, &configError{file, key + ".version", fmt.Sprintf("%q is not x.y.z", c.Version)}
+			p.add(file, key+".version", fmt.Sprintf("%q is not x.y.z", c.Version))
 		}
 		if err := oneOf(file, key+".type", c.Type, "", "stdio", "http", "streamable-http", "streamableHttp", "sse"); err != nil {
-			return nil, err
+			p.addErr(file, key+".type", err)
 		}
 		switch {
 		case c.Command != "" && c.URL != "":
-			return nil, &configError{file, key, "has both command and url: give one"}
+			p.add(file, key, "has both command and url: give one")
 		case c.Command != "":
 			if c.Type != "" && c.Type != "stdio" || len(c.Headers) > 0 {
-				return nil, &configError{file, key, "a command server is stdio: type and headers do not apply"}
+				p.add(file, key, "a command server is stdio: type and headers do not apply")
 			}
 			u.Config.Command, u.Config.Args, u.Config.Dir = c.Command, c.Args, c.Cwd
-			envKeys := make([]string, 0, len(c.Env))
-			for k := range c.Env {
-				envKeys = append(envKeys, k)
-			}
-			sort.Strings(envKeys)
-			for _, k := range envKeys {
+			for _, k := range sortedKeys(c.Env) {
 				v, err := expandEnv(m.Getenv, file, key+".env."+k, c.Env[k])
 				if err != nil {
-					return nil, err
+					p.addErr(file, key+".env."+k, err)
+					continue
 				}
 				u.Config.Env = append(u.Config.Env, k+"="+v)
 			}
 		case c.URL != "":
-			if err := checkURL(file, key+".url", c.URL); err != nil {
-				return nil, err
+			if reason := urlProblem(c.URL); reason != "" {
+				p.add(file, key+".url", reason)
 			}
 			if c.Type == "stdio" || len(c.Env) > 0 || len(c.Args) > 0 || c.Cwd != "" {
-				return nil, &configError{file, key, "a url server is HTTP: type stdio, args, env and cwd do not apply"}
+				p.add(file, key, "a url server is HTTP: type stdio, args, env and cwd do not apply")
 			}
 			u.Config.URL, u.Config.SSE = c.URL, c.Type == "sse"
 			u.Config.Headers = http.Header{}
-			for k, v := range c.Headers {
-				ev, err := expandEnv(m.Getenv, file, key+".headers."+k, v)
+			for _, k := range sortedKeys(c.Headers) {
+				ev, err := expandEnv(m.Getenv, file, key+".headers."+k, c.Headers[k])
 				if err != nil {
-					return nil, err
+					p.addErr(file, key+".headers."+k, err)
+					continue
 				}
 				u.Config.Headers.Set(k, ev)
 			}
 		default:
-			return nil, &configError{file, key, "needs a command (stdio) or a url (HTTP)"}
+			p.add(file, key, "needs a command (stdio) or a url (HTTP)")
 		}
 		if c.ForwardAuthorization && c.URL == "" {
-			return nil, &configError{file, key + ".forward_authorization", "needs a url server: a stdio child has no Authorization header"}
+			p.add(file, key+".forward_authorization", "needs a url server: a stdio child has no Authorization header")
 		}
-		out = append(out, u)
+		if len(p.list) == before {
+			out = append(out, u)
+		}
 	}
-	return out, nil
+	return out
 }
 
 // sampleMCP serves the built-in sample MCP server over stdio.
@@ -314,19 +417,4 @@ func (m *Main) sampleMCP(ctx context.Context, args []string) error {
 		return nil
 	}
 	return err
-}
-
-// commandName names a '-- COMMAND' server for logs and health: the
-// program, or for an interpreter or launcher the script or package it runs.
-func commandName(command []string) string {
-	name := filepath.Base(command[0])
-	switch name {
-	case "node", "npx", "bun", "bunx", "deno", "python", "python3", "uv", "uvx", "pipx", "sh", "bash", "docker":
-		for _, a := range command[1:] {
-			if !strings.HasPrefix(a, "-") && a != "run" {
-				return filepath.Base(a)
-			}
-		}
-	}
-	return name
 }

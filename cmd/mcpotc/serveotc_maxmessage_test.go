@@ -25,8 +25,8 @@ func TestServeOTCMaxMessageBytesChecked(t *testing.T) {
 		{[]string{"serve-otc", "--max-message-bytes", "0"}, 2, "--max-message-bytes must be positive"},
 		{[]string{"serve-otc", "--max-message-bytes", "-1"}, 2, "--max-message-bytes must be positive"},
 		{[]string{"serve-otc", "--max-message-bytes", "16MiB"}, 2, "-max-message-bytes"},
-		{[]string{"serve-otc", "--config", config("negative", "-5")}, 1, "mcpServers.web.max_message_bytes: must be a positive number of bytes"},
-		{[]string{"serve-otc", "--config", config("string", `"16MiB"`)}, 1, "mcpServers.web.max_message_bytes: want a number"},
+		{[]string{"serve-otc", "--config", config("negative", "-5")}, 2, "mcpServers.web.max_message_bytes: must be a positive number of bytes"},
+		{[]string{"serve-otc", "--config", config("string", `"16MiB"`)}, 2, "mcpServers.web.max_message_bytes: want a number"},
 	}
 	for _, tt := range tests {
 		code, stdout, stderr := run(t, tt.args...)
