@@ -246,10 +246,10 @@ func (k upKind) isHTTP() bool { return k == upStreamable || k == upSSE }
 type Upstream struct {
 	name       string                 // UpstreamConfig.Name
 	serverName atomic.Pointer[string] // serverInfo.name of the latest initialize
-	cfg  UpstreamConfig // defaults applied
-	opts UpstreamOptions
-	log  *slog.Logger
-	kind upKind
+	cfg        UpstreamConfig         // defaults applied
+	opts       UpstreamOptions
+	log        *slog.Logger
+	kind       upKind
 	// nonce marks the bridge's own synthetic answers (tooLargeAnswer).
 	nonce string
 
