@@ -96,6 +96,18 @@ type otcUpstream struct {
 	tools map[string]*frontTool
 	// err is the last listing error (nil when the catalog is fresh).
 	err error
+	// explained is the last listing error with what to do about it, for
+	// the error message explainedFor (the probes run once per message).
+	explainedFor string
+	explained    error
+}
+
+// explain adds what to do to a listing error (see explainOTCListing).
+func (u *otcUpstream) explain(ctx context.Context, err error) error {
+	if msg := err.Error(); msg != u.explainedFor {
+		u.explainedFor, u.explained = msg, explainOTCListing(ctx, u.Client.BaseURL(), err)
+	}
+	return u.explained
 }
 
 // frontTool is one MCP tool and where its calls go.
@@ -179,7 +191,7 @@ func (f *MCPFront) refresh(ctx context.Context, atStart bool) error {
 			defer cancel()
 			defs, err := u.Client.ListTools(lctx)
 			if err != nil {
-				results[i].err = err
+				results[i].err = u.explain(lctx, err)
 				return
 			}
 			results[i].tools, results[i].clash = latestTools(u, defs)

@@ -114,6 +114,7 @@ func NewOTCFront(ctx context.Context, upstreams []MCPUpstream, opts *OTCFrontOpt
 			ClientName:     "mcpotc",
 			ClientVersion:  o.Version,
 			OnToolsChanged: func(tools []json.RawMessage) { f.toolsChanged(u, tools) },
+			Diagnose:       diagnoseMCPURL,
 			OnElicitation: func(e mcp.UpstreamElicitation) {
 				f.log.Warn().Str("upstream", e.Upstream).Str("mode", e.Mode).Str("url", e.URL).Str("answer", e.Action).
 					Msg("upstream asked for an elicitation during a call; OTC cannot carry it, so it was refused")

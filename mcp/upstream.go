@@ -75,8 +75,9 @@ func (e *UpstreamError) Error() string {
 // *UpstreamConfig is invalid.
 type UpstreamConfig struct {
 	// Name identifies the upstream in logs, errors and health. Zero: the
-	// serverInfo.name the server answers to initialize ("mcp-server" until
-	// it has answered), never anything taken from its command line.
+	// serverInfo.name the server answers to initialize (until it has
+	// answered, its URL without credentials, or "mcp-server" for a command),
+	// never anything taken from its command line.
 	Name string
 
 	// Command is the program of a stdio child, looked up in PATH when it has
@@ -177,6 +178,12 @@ type UpstreamOptions struct {
 	// answered: "cancel" for URL mode, "decline" for form mode. Must not
 	// block. Nil: the request is only logged (URL mode with its url).
 	OnElicitation func(UpstreamElicitation)
+	// Diagnose, when set, is asked what answers near an HTTP upstream's URL
+	// when its initialize POST got an HTTP 4xx other than 401/403 (a wrong
+	// path, an OTC server, a legacy SSE server): its answer, if any, is
+	// added to the upstream's reason. It is asked once per status, and its
+	// context ends after InitTimeout. Nil: not asked.
+	Diagnose func(ctx context.Context, url string, status int) string
 	// waited, when set, is told about each backoff wait the upstream
 	// chooses before it waits: "restart" (before reconnecting) or
 	// "tools/list" (before listing again), the 0-based attempt and the wait
@@ -244,6 +251,9 @@ func (k upKind) isHTTP() bool { return k == upStreamable || k == upSSE }
 // handshake (servers answering an older revision are accepted); it does
 // not speak the stateless 2026-07-28 revision to upstreams.
 type Upstream struct {
+	diagMu     sync.Mutex
+	diagFor    int                    // the HTTP status diag answers
+	diag       string                 // UpstreamOptions.Diagnose's answer for diagFor
 	name       string                 // UpstreamConfig.Name
 	serverName atomic.Pointer[string] // serverInfo.name of the latest initialize
 	cfg        UpstreamConfig         // defaults applied
@@ -416,7 +426,26 @@ func (u *Upstream) Name() string {
 	if n := u.serverName.Load(); n != nil && *n != "" {
 		return *n
 	}
+	if u.cfg.URL != "" {
+		return upRedactURLString(u.cfg.URL)
+	}
 	return "mcp-server"
+}
+
+// diagnosis is UpstreamOptions.Diagnose's answer for an initialize that got
+// HTTP status, asked once per status.
+func (u *Upstream) diagnosis(status int) string {
+	if u.opts.Diagnose == nil {
+		return ""
+	}
+	u.diagMu.Lock()
+	defer u.diagMu.Unlock()
+	if u.diagFor != status {
+		ctx, cancel := context.WithTimeout(u.ctx, u.cfg.InitTimeout)
+		u.diagFor, u.diag = status, u.opts.Diagnose(ctx, u.cfg.URL, status)
+		cancel()
+	}
+	return u.diag
 }
 
 // upName logs an upstream's name as it is when the line is written.

@@ -320,7 +320,11 @@ func (c *upConn) initialize(ctx context.Context) (string, error) {
 	case errors.As(r.err, &authErr), r.status == http.StatusUnauthorized, r.status == http.StatusForbidden:
 		return fmt.Sprintf("the server refused the bridge's credentials (HTTP %d)", max(r.status, http.StatusUnauthorized)), r.err
 	case errors.Is(r.err, mcptransport.ErrLegacySSEServer):
-		return fmt.Sprintf("the server answered initialize with HTTP %d (a legacy SSE server? then use its /sse URL or set SSE)", r.status), r.err
+		reason := fmt.Sprintf("POST %s answered initialize with HTTP %d", upRedactURLString(c.u.cfg.URL), r.status)
+		if d := c.u.diagnosis(r.status); d != "" {
+			reason += ": " + d
+		}
+		return reason, r.err
 	case c.kind.isHTTP() && !r.sent:
 		return "unreachable: " + upSafeError(r.err), r.err
 	default:

@@ -244,6 +244,9 @@ func newHTTPClient() *http.Client {
 // (DialectAuto until the first successful ListTools or Call).
 func (c *Client) Dialect() Dialect { return c.dialect.Load().(Dialect) }
 
+// BaseURL is the server's base URL: the endpoints less their path.
+func (c *Client) BaseURL() string { return strings.TrimSuffix(c.toolsURL, "/tools") }
+
 // Health checks GET /health: nil on a 2xx answer, else a *StatusError
 // (a 503 is ErrServerFailure) or a transport error.
 func (c *Client) Health(ctx context.Context) error {

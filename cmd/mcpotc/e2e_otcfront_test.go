@@ -37,6 +37,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	mcpsample "github.com/mcpotc/mcpotc/mcp/sample"
 	"image/png"
 	"io"
 	"maps"
@@ -1065,6 +1066,10 @@ var otcE2EEverythingIDs = func() []string {
 
 const otcE2EEv = "mcp_servers_everything."
 
+// otcE2EEverythingName is server-everything's serverInfo.name: the name the
+// bridge gives it in logs and health.
+const otcE2EEverythingName = "mcp-servers/everything"
+
 // TestE2EOTCFrontEverything: serve-otc in front of server-everything, as a
 // stdio child (run by Node 22) and over streamable HTTP.
 func TestE2EOTCFrontEverything(t *testing.T) {
@@ -1074,14 +1079,20 @@ func TestE2EOTCFrontEverything(t *testing.T) {
 	t.Run("stdio", func(t *testing.T) {
 		t.Parallel()
 		b := otcE2EStart(t, []string{"--", node, everything, "stdio"}, peerEnv(t))
-		otcE2ECheckEverything(t, b, filepath.Base(everything))
+		otcE2ECheckEverything(t, b, otcE2EEverythingName)
 		// The child's stderr reaches the log, prefixed with the upstream's
-		// name: for an interpreter, the script it runs.
-		name := filepath.Base(everything)
+		// name: its serverInfo.name once it has answered initialize,
+		// "mcp-server" before; never a name taken from its command line.
 		if l := b.waitLogs(1, func(m map[string]any) bool {
-			return m["stream"] == "stderr" && m["upstream"] == name && strings.HasPrefix(fmt.Sprint(m["message"]), name+": ")
+			name := fmt.Sprint(m["upstream"])
+			return m["stream"] == "stderr" && (name == "mcp-server" || name == otcE2EEverythingName) && strings.HasPrefix(fmt.Sprint(m["message"]), name+": ")
 		}); len(l) == 0 {
-			t.Errorf("no stderr line of server-everything in the log, prefixed %q", name+": ")
+			t.Errorf("no stderr line of server-everything in the log, prefixed with its name")
+		}
+		if l := b.logs(func(m map[string]any) bool {
+			return strings.Contains(fmt.Sprint(m["upstream"]), filepath.Base(everything))
+		}); len(l) > 0 {
+			t.Errorf("a log line names the upstream after its command line: %v", l[0])
 		}
 		took := b.stop(t)
 		t.Logf("stopped in %v", took.Round(time.Millisecond))
@@ -1095,7 +1106,7 @@ func TestE2EOTCFrontEverything(t *testing.T) {
 		u := fmt.Sprintf("http://127.0.0.1:%d/mcp", port)
 		srv.waitHTTP(t, u, otcE2EStartTimeout)
 		b := otcE2EStart(t, []string{"--mcp", u}, nil)
-		otcE2ECheckEverything(t, b, u)
+		otcE2ECheckEverything(t, b, otcE2EEverythingName)
 		took := b.stop(t)
 		t.Logf("stopped in %v", took.Round(time.Millisecond))
 		b.checkLogs(t)
@@ -1786,7 +1797,7 @@ func TestE2EOTCFrontChildKilled(t *testing.T) {
 		t.Errorf("GET /health never reported the restart gap (%d samples, all 200)", len(samples))
 	}
 	for _, s := range gap {
-		want := map[string]any{"status": "unavailable", "upstreams": map[string]any{filepath.Base(bin): "~^restarting after signal: killed \\(restart 1\\)$"}}
+		want := map[string]any{"status": "unavailable", "upstreams": map[string]any{mcpsample.Name: "~^restarting after signal: killed \\(restart 1\\)$"}}
 		if diffs := otcE2EMatch("health", want, s.body); s.status != 503 || len(diffs) > 0 {
 			t.Errorf("GET /health during the gap: HTTP %d %s: %s", s.status, otcE2EShow(s.body), strings.Join(diffs, "; "))
 			break
