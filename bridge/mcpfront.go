@@ -88,6 +88,7 @@ type MCPFront struct {
 
 	mu          sync.Mutex // guards fingerprint and each upstream's tools on refresh
 	fingerprint [32]byte
+	print       catalogPrint // the served catalog, for the log of its changes
 }
 
 type otcUpstream struct {
@@ -189,7 +190,9 @@ func (f *MCPFront) refresh(ctx context.Context, atStart bool) error {
 			defer wg.Done()
 			lctx, cancel := context.WithTimeout(ctx, listTimeout)
 			defer cancel()
+			start := time.Now()
 			defs, err := u.Client.ListTools(lctx)
+			f.log.Debug().Str("upstream", u.Name).Dur("took", time.Since(start)).Int("tools", len(defs)).AnErr("error", err).Msg("GET /tools")
 			if err != nil {
 				results[i].err = u.explain(lctx, err)
 				return
@@ -254,9 +257,14 @@ func (f *MCPFront) refresh(ctx context.Context, atStart bool) error {
 	if fp != f.fingerprint || atStart {
 		f.fingerprint = fp
 		f.front.Server().SetTools(server...)
-		if !atStart {
-			f.log.Info().Int("tools", len(all)).Msg("catalog changed")
+		next := catalogPrint{}
+		for _, t := range all {
+			next.add(t.Tool.Name, t.Tool)
 		}
+		logCatalogChange(f.log, f.print, next)
+		f.print = next
+	} else {
+		f.log.Debug().Int("tools", len(all)).Msg("catalog unchanged")
 	}
 	return nil
 }
@@ -359,6 +367,8 @@ func (f *MCPFront) handler(t *frontTool) mcpserver.ToolHandlerFunc {
 		}
 		cctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
+		f.log.Debug().Str("call_id", cutID(callReq.CallID)).Str("tool_id", callReq.ToolID).Str("upstream", t.up.Name).
+			Str("dialect", string(t.up.Client.Dialect())).Dur("timeout", timeout).Msg("POST /tools/call")
 		resp, err := t.up.Client.Call(cctx, callReq)
 		ev := f.log.Info().Str("call_id", cutID(callReq.CallID)).Str("tool", t.Tool.Name).Str("tool_id", callReq.ToolID).Str("upstream", t.up.Name)
 		if callReq.TraceID != "" {

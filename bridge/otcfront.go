@@ -59,7 +59,9 @@ type OTCFront struct {
 	handler *otc.Handler
 	ups     []*mcpUpstream
 
-	mu sync.Mutex // serializes catalog rebuilds
+	mu    sync.Mutex   // serializes catalog rebuilds; guards what follows
+	print catalogPrint // the served catalog's fingerprint
+	notes onceNotes    // catalog problems already logged
 }
 
 type mcpUpstream struct {
@@ -256,17 +258,21 @@ func (f *OTCFront) rebuild() {
 		}
 		info := u.up.ServerInfo()
 		toolkit := mapping.Toolkit(u.Toolkit, info.Name)
-		if other, ok := toolkits[toolkit]; ok {
+		if other, ok := toolkits[toolkit]; ok && f.notes.fresh("toolkit "+u.name()+" "+toolkit+" "+other) {
 			f.log.Error().Str("upstream", u.name()).Str("toolkit", toolkit).Str("other", other).
 				Msg("two MCP servers map to the same toolkit name; this one's tools are withheld (set a toolkit name in the config)")
+		}
+		if _, ok := toolkits[toolkit]; ok {
 			continue
 		}
 		toolkits[toolkit] = u.name()
 		for _, t := range f.otcTools(u, toolkit, mapping.OTCVersion(u.Version, info.Version), raw) {
 			// Restored OTC ids are an upstream's own: two may meet.
 			if other, dup := ids[t.Definition.ID]; dup {
-				f.log.Error().Str("upstream", u.name()).Str("tool_id", t.Definition.ID).Str("other", other).
-					Msg("tool id exposed twice; this one is withheld")
+				if f.notes.fresh("dup " + u.name() + " " + t.Definition.ID + " " + other) {
+					f.log.Error().Str("upstream", u.name()).Str("tool_id", t.Definition.ID).Str("other", other).
+						Msg("tool id exposed twice; this one is withheld")
+				}
 				continue
 			}
 			ids[t.Definition.ID] = u.name()
@@ -274,6 +280,7 @@ func (f *OTCFront) rebuild() {
 		}
 		included = append(included, u)
 	}
+	f.notes.round()
 	if err := f.handler.SetTools(all); err != nil {
 		f.log.Error().Err(err).Msg("catalog not updated")
 		return
@@ -283,7 +290,12 @@ func (f *OTCFront) rebuild() {
 		u.served = true
 		u.mu.Unlock()
 	}
-	f.log.Info().Int("tools", len(all)).Msg("catalog updated")
+	next := catalogPrint{}
+	for _, t := range all {
+		next.add(t.Definition.ID, t.Definition)
+	}
+	logCatalogChange(f.log, f.print, next)
+	f.print = next
 }
 
 // otcTools maps one upstream's raw tools to OTC tools.
@@ -293,7 +305,9 @@ func (f *OTCFront) otcTools(u *mcpUpstream, toolkit, version string, raw []json.
 	for _, r := range raw {
 		name, err := mapping.MCPToolName(r)
 		if err != nil {
-			f.log.Warn().Str("upstream", u.name()).Err(err).Msg("tool skipped")
+			if f.notes.fresh("name " + u.name() + " " + err.Error()) {
+				f.log.Warn().Str("upstream", u.name()).Err(err).Msg("tool skipped")
+			}
 			continue
 		}
 		if _, dup := byName[name]; dup || !u.exposes(name) {
@@ -307,17 +321,21 @@ func (f *OTCFront) otcTools(u *mcpUpstream, toolkit, version string, raw []json.
 	for _, id := range mapping.OTCIdentities(toolkit, version, names) {
 		tools, notes, err := mapping.OTCToolsFromMCP(byName[id.MCPName], id, version)
 		if err != nil {
-			f.log.Warn().Str("upstream", u.name()).Str("tool", id.MCPName).Err(err).Msg("tool skipped")
+			if f.notes.fresh("map " + u.name() + " " + id.MCPName + " " + err.Error()) {
+				f.log.Warn().Str("upstream", u.name()).Str("tool", id.MCPName).Err(err).Msg("tool skipped")
+			}
 			continue
 		}
-		if len(notes.CutRefs) > 0 {
+		if len(notes.CutRefs) > 0 && f.notes.fresh("refs "+u.name()+" "+id.MCPName) {
 			f.log.Info().Str("upstream", u.name()).Str("tool", id.MCPName).Strs("refs", notes.CutRefs).
 				Msg("recursive or remote $refs replaced by {} in the OTC schema")
 		}
 		for _, t := range tools {
 			// One tool whose schema cannot be compiled must not withhold the rest.
 			if err := f.handler.CheckInputSchema(t.Def.ID, t.Def.InputSchema); err != nil {
-				f.log.Warn().Str("upstream", u.name()).Str("tool", id.MCPName).Err(err).Msg("tool skipped")
+				if f.notes.fresh("schema " + u.name() + " " + t.Def.ID + " " + err.Error()) {
+					f.log.Warn().Str("upstream", u.name()).Str("tool", id.MCPName).Err(err).Msg("tool skipped")
+				}
 				continue
 			}
 			out = append(out, otc.Tool{Definition: t.Def, Func: f.call(u, id.MCPName, t), DeferRequirements: t.Restored})

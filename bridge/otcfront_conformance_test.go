@@ -871,7 +871,7 @@ type otcfLogSink struct {
 func (s *otcfLogSink) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if bytes.Contains(p, []byte(`"catalog updated"`)) || bytes.Contains(p, []byte(`"catalog not updated"`)) {
+	if bytes.Contains(p, []byte(`"catalog ready"`)) || bytes.Contains(p, []byte(`"catalog not updated"`)) {
 		s.once.Do(func() { close(s.catalog) })
 	}
 	return s.buf.Write(p)

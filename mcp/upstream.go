@@ -741,6 +741,7 @@ func (u *Upstream) wait(what string, attempt int) bool {
 	if u.opts.waited != nil {
 		u.opts.waited(what, attempt, d)
 	}
+	u.log.Debug("waiting before trying again", "what", what, "attempt", attempt+1, "wait", d.Round(time.Millisecond).String())
 	return u.sleep(d)
 }
 

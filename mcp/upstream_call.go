@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"time"
 
@@ -60,13 +61,19 @@ func (u *Upstream) CallTool(ctx context.Context, name string, arguments json.Raw
 		defer t.Stop()
 	}
 
+	debug := u.log.Enabled(ctx, slog.LevelDebug)
 	for attempt := 0; ; attempt++ {
 		epoch := conn.epoch.Load()
 		var r upSent
+		start := time.Now()
 		if conn.tasks.needsTask(name) {
 			r = conn.sendTask(callCtx, name, params, header) // upstream_tasks.go
 		} else {
 			r = conn.send(callCtx, string(mcpgo.MethodToolsCall), params, header)
+		}
+		if debug {
+			u.log.Debug("tools/call sent", "tool", name, "attempt", attempt+1, "took", time.Since(start).String(),
+				"answered", r.err == nil, "http_status", r.status)
 		}
 		if r.err == nil {
 			return u.callResult(name, r)
@@ -77,6 +84,7 @@ func (u *Upstream) CallTool(ctx context.Context, name string, arguments json.Raw
 		if attempt == 0 && conn.kind == upStreamable && errors.Is(r.err, mcptransport.ErrSessionTerminated) {
 			// The server does not know the session: the call did not reach
 			// the tool. Start a new session and send it again, once.
+			u.log.Debug("the server dropped the session: re-initializing and sending the call again", "tool", name)
 			if err := conn.reinitialize(callCtx, epoch); err != nil {
 				if callCtx.Err() != nil {
 					r.sent = false

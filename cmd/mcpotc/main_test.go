@@ -53,6 +53,7 @@ func TestCommandLine(t *testing.T) {
 		{args: []string{"help", "sample-otc"}, code: 0, stdout: "-listen", emptyError: true},
 		{args: []string{"sample-otc", "-h"}, code: 0, stdout: "Usage: mcpotc sample-otc", emptyError: true},
 		{args: []string{"version"}, code: 0, stdout: "mcpotc ", emptyError: true},
+		{args: []string{"--version"}, code: 0, stdout: "mcpotc devel", emptyError: true},
 		{args: []string{"version", "-h"}, code: 0, stdout: "Usage: mcpotc version", emptyError: true},
 		{args: []string{"bogus"}, code: 2, stderr: `unknown command "bogus"`, noStdout: true},
 		{args: []string{"sample-otc", "--bogus"}, code: 2, stderr: "unknown flag --bogus (see -h)", noStdout: true},

@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"runtime/debug"
 	"strings"
 	"time"
 
@@ -19,10 +18,6 @@ import (
 	"github.com/mcpotc/mcpotc/otc"
 	"github.com/mcpotc/mcpotc/otc/sample"
 )
-
-// version is set at build time with -ldflags "-X main.version=…"; else the
-// module version from the build info is used.
-var version = ""
 
 // shutdownGrace bounds how long in-flight requests may take after a signal.
 const shutdownGrace = 10 * time.Second
@@ -72,6 +67,9 @@ func (m *Main) Run(ctx context.Context, args []string) int {
 	if name == "-h" || name == "--help" || name == "-help" {
 		m.usage(m.Stdout)
 		return 0
+	}
+	if name == "--version" || name == "-version" || name == "-v" {
+		name, args = "version", append([]string{"version"}, args[1:]...)
 	}
 	for _, c := range commands() {
 		if c.name == name {
@@ -235,25 +233,6 @@ func (m *Main) terminal(w any) bool {
 	}
 	fi, err := f.Stat()
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
-}
-
-func (m *Main) version(_ context.Context, args []string) error {
-	fs := m.flags("version", "")
-	if err := m.parse(fs, args); err != nil {
-		return err
-	}
-	fmt.Fprintln(m.Stdout, "mcpotc", buildVersion())
-	return nil
-}
-
-func buildVersion() string {
-	if version != "" {
-		return version
-	}
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-		return bi.Main.Version
-	}
-	return "(devel)"
 }
 
 func (m *Main) help(_ context.Context, args []string) error {

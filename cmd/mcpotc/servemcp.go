@@ -59,6 +59,10 @@ type stringList []string
 func (l *stringList) String() string     { return strings.Join(*l, ",") }
 func (l *stringList) Set(s string) error { *l = append(*l, s); return nil }
 
+// stdioHint is printed to stderr when serve-mcp's stdin is a terminal.
+const stdioHint = "mcpotc serve-mcp speaks MCP (JSON-RPC) on stdin/stdout, for an MCP host that starts it (see README, Claude Desktop); " +
+	"to try it by hand, serve it over HTTP: mcpotc serve-mcp --transport http (then http://127.0.0.1:8090/mcp). Ctrl-D stops it."
+
 func (m *Main) serveMCP(ctx context.Context, args []string) error {
 	fs := m.flags("serve-mcp", "[--otc URL]... [--config FILE] [--transport stdio|http|sse] [--listen ADDR] [flags]")
 	var otcURLs stringList
@@ -182,6 +186,10 @@ func (m *Main) serveMCP(ctx context.Context, args []string) error {
 
 	switch *transport {
 	case "stdio":
+		if m.terminal(m.Stdin) {
+			// A person typed the command: stdin is meant for an MCP host.
+			fmt.Fprintln(m.Stderr, stdioHint)
+		}
 		log.Info().Int("upstreams", len(upstreams)).Msg("serving MCP over stdio")
 		err := front.Front().ServeStdio(ctx, m.Stdin, m.Stdout)
 		if errors.Is(err, context.Canceled) {
