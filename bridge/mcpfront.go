@@ -154,6 +154,30 @@ func NewMCPFront(ctx context.Context, upstreams []OTCUpstream, opts *MCPFrontOpt
 	return f, nil
 }
 
+// Health answers GET /health on the HTTP transports
+// (mcp.HTTPOptions.Health), in the OTC front's shape: 200 and
+// {"status":"ok","upstreams":{name:"ready"}} when every upstream's last
+// listing succeeded, else 503 and "unavailable" with each failing
+// upstream's error (its old tools are still served meanwhile).
+func (f *MCPFront) Health(context.Context) (bool, any) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ready := true
+	status := make(map[string]string, len(f.upstreams))
+	for _, u := range f.upstreams {
+		if u.err != nil {
+			ready = false
+			status[u.Name] = u.err.Error()
+			continue
+		}
+		status[u.Name] = "ready"
+	}
+	if ready {
+		return true, map[string]any{"status": "ok", "upstreams": status}
+	}
+	return false, map[string]any{"status": "unavailable", "upstreams": status}
+}
+
 // Front is the MCP server, for its transports.
 func (f *MCPFront) Front() *mcp.Front { return f.front }
 

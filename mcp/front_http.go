@@ -29,6 +29,7 @@ const (
 	StreamablePath = "/mcp"     // streamable HTTP
 	SSEPath        = "/sse"     // legacy SSE: the event stream (GET)
 	SSEMessagePath = "/message" // legacy SSE: the client's messages (POST ?sessionId=…)
+	HealthPath     = "/health"  // readiness, when HTTPOptions.Health is set
 )
 
 // HTTPOptions configure an HTTPHandler. A nil *HTTPOptions is the zero value.
@@ -44,10 +45,20 @@ type HTTPOptions struct {
 	// and the names in AllowedHosts. Requests that arrived on other
 	// addresses are not checked.
 	DisableLocalhostProtection bool
-	// AllowedHosts are more host names (without a port; any port matches,
-	// case-insensitively) that the DNS-rebinding protection accepts in Host
-	// and Origin: those of a reverse proxy in front of a loopback listener.
+	// AllowedHosts are more host names that the DNS-rebinding protection
+	// accepts in Host and Origin: those of a reverse proxy in front of a
+	// loopback listener. A name matches with any port, a name:port only
+	// with that port, case-insensitively.
 	AllowedHosts []string
+	// AllowedOrigins are browser origins ("https://app.example.com", or
+	// "*" for any) that the DNS-rebinding protection accepts in Origin:
+	// those a CORS setting admits (see the README, CORS). The CORS headers
+	// themselves are not this handler's.
+	AllowedOrigins []string
+	// Health, when set, answers GET /health (before any bearer token is
+	// checked, like the OTC front's): 200 with its body when ok, else 503.
+	// Nil: /health is 404 like any other path.
+	Health func(context.Context) (ok bool, body any)
 	// Stateless serves streamable HTTP without sessions: initialize mints no
 	// Mcp-Session-Id, nothing is remembered between requests (a client's
 	// capabilities and log level included), there is no standalone GET
@@ -151,7 +162,11 @@ func (f *Front) newHTTPHandler(opts *HTTPOptions, streamable, sse bool) *HTTPHan
 	}
 	h.allowed = make(map[string]bool, len(h.opts.AllowedHosts))
 	for _, name := range h.opts.AllowedHosts {
-		h.allowed[strings.ToLower(strings.Trim(name, "[]"))] = true
+		if _, _, err := net.SplitHostPort(name); err == nil {
+			h.allowed[strings.ToLower(name)] = true // only with this port
+		} else {
+			h.allowed[strings.ToLower(strings.Trim(name, "[]"))] = true
+		}
 	}
 	h.count = newFrontSessionIDs(h.opts.MaxSessions)
 	stop, stopCalls := context.WithCancel(context.Background())
@@ -215,6 +230,10 @@ func (h *HTTPHandler) Sessions() int { return h.count.count() }
 // transport with the front's bookkeeping.
 func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !h.opts.DisableLocalhostProtection && h.rejectRebinding(w, r) {
+		return
+	}
+	if r.URL.Path == HealthPath && h.opts.Health != nil {
+		h.serveHealth(w, r)
 		return
 	}
 	token, hasToken := frontBearer(r.Header.Get("Authorization"))
@@ -736,7 +755,7 @@ func (h *HTTPHandler) rejectRebinding(w http.ResponseWriter, r *http.Request) bo
 		http.Error(w, fmt.Sprintf("forbidden: Host %q is not a local host (see --allowed-host)", r.Host), http.StatusForbidden)
 		return true
 	}
-	if origin := r.Header.Get("Origin"); origin != "" {
+	if origin := r.Header.Get("Origin"); origin != "" && !originListed(h.opts.AllowedOrigins, origin) {
 		u, err := url.Parse(origin)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || !h.localHost(u.Host) {
 			http.Error(w, fmt.Sprintf("forbidden: Origin %q is not a local origin (see --allowed-host)", origin), http.StatusForbidden)
@@ -746,20 +765,54 @@ func (h *HTTPHandler) rejectRebinding(w http.ResponseWriter, r *http.Request) bo
 	return false
 }
 
+// serveHealth answers GET /health with HTTPOptions.Health.
+func (h *HTTPHandler) serveHealth(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET")
+		w.WriteHeader(http.StatusMethodNotAllowed)
+		_, _ = w.Write([]byte(`{"message":"` + r.Method + ` is not allowed on /health; use GET"}` + "\n"))
+		return
+	}
+	ok, body := h.opts.Health(r.Context())
+	b, err := json.Marshal(body)
+	if err != nil {
+		ok, b = false, []byte(`{"status":"unavailable"}`)
+	}
+	if ok {
+		w.WriteHeader(http.StatusOK)
+	} else {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}
+	_, _ = w.Write(append(b, '\n'))
+}
+
+// originListed reports whether origin is one of origins (scheme, host and
+// port, compared case-insensitively; a trailing slash ignored) or origins
+// holds "*".
+func originListed(origins []string, origin string) bool {
+	origin = strings.TrimSuffix(origin, "/")
+	for _, o := range origins {
+		if o == "*" || strings.EqualFold(strings.TrimSuffix(o, "/"), origin) {
+			return true
+		}
+	}
+	return false
+}
+
 // localHost reports whether hostport (a host with or without a port) is a
-// loopback host or one of AllowedHosts.
+// loopback host or one of AllowedHosts: a name matches with any port, a
+// name:port only that port, case-insensitively (the OTC front's rule).
 func (h *HTTPHandler) localHost(hostport string) bool {
 	if frontLoopback(hostport) {
 		return true
-	}
-	if len(h.allowed) == 0 {
-		return false
 	}
 	host, _, err := net.SplitHostPort(hostport)
 	if err != nil {
 		host = hostport
 	}
-	return host != "" && h.allowed[strings.ToLower(strings.Trim(host, "[]"))]
+	host = strings.ToLower(strings.Trim(host, "[]"))
+	return host != "" && (h.allowed[host] || h.allowed[strings.ToLower(hostport)])
 }
 
 // frontLoopback reports whether hostport (a host with or without a port)

@@ -25,10 +25,23 @@ func (h *Handler) rejectRebinding(w http.ResponseWriter, r *http.Request) bool {
 		writeJSON(w, http.StatusForbidden, map[string]string{"message": fmt.Sprintf("forbidden: Host %q is not a loopback host (see --allowed-host)", r.Host)})
 		return true
 	}
-	if origin := r.Header.Get("Origin"); origin != "" {
+	if origin := r.Header.Get("Origin"); origin != "" && !OriginListed(h.opts.AllowedOrigins, origin) {
 		u, err := url.Parse(origin)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || !h.localHost(u.Host) {
 			writeJSON(w, http.StatusForbidden, map[string]string{"message": fmt.Sprintf("forbidden: Origin %q is not a loopback origin (see --allowed-host)", origin)})
+			return true
+		}
+	}
+	return false
+}
+
+// OriginListed reports whether origin is one of origins (scheme, host and
+// port, compared case-insensitively; a trailing slash ignored) or origins
+// holds "*". The MCP front's HTTP handler applies the same rule.
+func OriginListed(origins []string, origin string) bool {
+	origin = strings.TrimSuffix(origin, "/")
+	for _, o := range origins {
+		if o == "*" || strings.EqualFold(strings.TrimSuffix(o, "/"), origin) {
 			return true
 		}
 	}

@@ -141,6 +141,11 @@ type Options struct {
 	// loopback address (a reverse proxy's name). See
 	// DisableLocalhostProtection.
 	AllowedHosts []string
+	// AllowedOrigins are browser origins ("https://app.example.com", or
+	// "*" for any) that the DNS-rebinding protection accepts in Origin:
+	// those a CORS setting admits (see OriginListed). The CORS headers
+	// themselves are not this handler's.
+	AllowedOrigins []string
 	// DisableLocalhostProtection turns off DNS-rebinding protection. By
 	// default a request that arrived on a loopback address must name a
 	// loopback host (localhost, 127.0.0.0/8, [::1], any port) or an

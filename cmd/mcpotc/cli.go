@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -170,4 +171,59 @@ func unknownFlag(fs *flag.FlagSet, err error) error {
 		return fmt.Errorf("unknown flag --%s: did you mean --%s?", name, near)
 	}
 	return fmt.Errorf("unknown flag --%s", name)
+}
+
+const (
+	allowedHostUsage = "host name (or name:port) a loopback listener also admits in Host and Origin besides localhost and loopback IPs, such as a reverse proxy's (repeatable)"
+	corsOriginUsage  = "browser origin (https://app.example.com, or * for any) whose pages may call this server: CORS headers, preflight answered without credentials (repeatable; default: none)"
+)
+
+// allowedHostList is --allowed-host, the same on every command: a host
+// name, or name:port to admit that port only; an IPv6 address in
+// brackets.
+type allowedHostList []string
+
+func (l *allowedHostList) String() string { return strings.Join(*l, ",") }
+
+func (l *allowedHostList) Set(s string) error {
+	host, port, err := net.SplitHostPort(s)
+	if err != nil {
+		host, port = s, ""
+	}
+	ok := host != "" && !strings.ContainsAny(host, "/:@[] \t")
+	if inner, bracketed := strings.CutPrefix(host, "["); bracketed && strings.HasSuffix(inner, "]") {
+		ip, err := netip.ParseAddr(strings.TrimSuffix(inner, "]"))
+		ok = err == nil && ip.Is6()
+	} else if err == nil {
+		// SplitHostPort took the brackets off an IPv6 address.
+		if ip, perr := netip.ParseAddr(host); perr == nil && ip.Is6() {
+			ok = true
+		}
+	}
+	if n, perr := strconv.Atoi(port); port != "" && (perr != nil || n < 1 || n > 65535) {
+		ok = false
+	}
+	if !ok {
+		return fmt.Errorf("want a host name such as mcp.example.com, or mcp.example.com:443 to admit one port only, without a scheme (an IPv6 address in brackets)")
+	}
+	*l = append(*l, s)
+	return nil
+}
+
+// corsOriginList is --cors-origin: a browser origin (scheme://host[:port])
+// or "*".
+type corsOriginList []string
+
+func (l *corsOriginList) String() string { return strings.Join(*l, ",") }
+
+func (l *corsOriginList) Set(s string) error {
+	if s != "*" {
+		u, err := url.Parse(s)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil ||
+			strings.TrimSuffix(u.Path, "/") != "" || u.RawQuery != "" || u.Fragment != "" {
+			return fmt.Errorf("use an origin such as https://app.example.com or http://localhost:5173 (scheme, host and port; no path), or * for any")
+		}
+	}
+	*l = append(*l, s)
+	return nil
 }

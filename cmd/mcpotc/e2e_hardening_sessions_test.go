@@ -325,18 +325,20 @@ func TestE2EHardeningSessionsAllowedHost(t *testing.T) {
 		return resp.StatusCode, string(b)
 	}
 	plain := startBridge(t, ctx, "http", nil, nil)
-	proxied := startBridge(t, ctx, "http", []string{"--allowed-host", "proxy.example", "--allowed-host", "other.example", "--allowed-host", "[fd00::1]"}, nil)
+	proxied := startBridge(t, ctx, "http", []string{"--allowed-host", "proxy.example", "--allowed-host", "other.example", "--allowed-host", "[fd00::1]", "--allowed-host", "port.example:8443"}, nil)
 	if status, body := do(plain.url, "proxy.example"); status != http.StatusForbidden ||
 		body != "forbidden: Host \"proxy.example\" is not a local host (see --allowed-host)\n" {
 		t.Errorf("without the flag: %d %q", status, body)
 	}
-	for _, host := range []string{"proxy.example", "other.example:443", "[fd00::1]:8443"} {
+	for _, host := range []string{"proxy.example", "other.example:443", "[fd00::1]:8443", "port.example:8443"} {
 		if status, body := do(proxied.url, host); status != http.StatusOK || !strings.Contains(body, `"protocolVersion":"2025-11-25"`) {
 			t.Errorf("with the flag, Host %s: %d %s", host, status, body)
 		}
 	}
-	if status, _ := do(proxied.url, "evil.example"); status != http.StatusForbidden {
-		t.Errorf("another host with the flag: %d", status)
+	for _, host := range []string{"evil.example", "port.example", "port.example:443"} {
+		if status, _ := do(proxied.url, host); status != http.StatusForbidden {
+			t.Errorf("Host %s with the flag: %d, want 403", host, status)
+		}
 	}
 }
 
@@ -348,9 +350,11 @@ func TestE2EHardeningSessionsFlagErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"--transport", "sse", "--stateless"}, "--stateless needs --transport http"},
-		{[]string{"--transport", "http", "--allowed-host", "proxy.example:8080"}, `--allowed-host "proxy.example:8080": want a host name without scheme or port`},
-		{[]string{"--transport", "http", "--allowed-host", "https://proxy.example"}, "want a host name without scheme or port"},
-		{[]string{"--transport", "http", "--allowed-host", "[not-ip]"}, "want a host name without scheme or port"},
+		{[]string{"--transport", "http", "--allowed-host", "proxy.example:http"}, `invalid value "proxy.example:http" for flag -allowed-host: want a host name such as mcp.example.com, or mcp.example.com:443 to admit one port only`},
+		{[]string{"--transport", "http", "--allowed-host", "https://proxy.example"}, "want a host name such as mcp.example.com"},
+		{[]string{"--transport", "http", "--allowed-host", "[not-ip]"}, "want a host name such as mcp.example.com"},
+		{[]string{"--transport", "http", "--cors-origin", "app.example.com"}, `invalid value "app.example.com" for flag -cors-origin: use an origin such as https://app.example.com`},
+		{[]string{"--cors-origin", "https://app.example.com"}, "--cors-origin needs --transport http or sse"},
 		{[]string{"--transport", "http", "--max-sessions", "-1"}, "--max-sessions must not be negative"},
 		{[]string{"--transport", "http", "--session-idle-ttl", "-1s"}, "--session-idle-ttl must not be negative"},
 		{[]string{"--transport", "http", "--body-timeout", "0s"}, "--body-timeout must be positive"},

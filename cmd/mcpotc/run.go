@@ -253,8 +253,8 @@ func (m *Main) sampleOTC(ctx context.Context, args []string) error {
 	listen := fs.String("listen", "127.0.0.1:8081", "address to listen on")
 	logOpts := m.logFlags(fs)
 	idemTTL := durationFlag(fs, "idempotency-ttl", 10*time.Minute, "how long a call_id's answer is kept and replayed (0: off)")
-	var allowedHosts stringList
-	fs.Var(&allowedHosts, "allowed-host", "host name admitted in Host and Origin on a loopback listener besides localhost and loopback IPs, e.g. a reverse proxy's (repeatable)")
+	var allowedHosts allowedHostList
+	fs.Var(&allowedHosts, "allowed-host", allowedHostUsage)
 	if err := m.parse(fs, args); err != nil {
 		return err
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"net/netip"
 	"net/url"
 	"regexp"
 	"strings"
@@ -83,8 +82,10 @@ func (m *Main) serveMCP(ctx context.Context, args []string) error {
 	maxSessions := fs.Int("max-sessions", mcp.DefaultMaxSessions, "most HTTP sessions held at once; beyond it initialize gets 503 (http and sse transports); 0: no bound")
 	stateless := fs.Bool("stateless", false, "serve streamable HTTP without sessions: no Mcp-Session-Id, no standalone GET stream (http transport)")
 	bodyTimeout := durationFlag(fs, "body-timeout", mcp.DefaultBodyTimeout, "bound on receiving a request body; a slower one gets 408 (http and sse transports)")
-	var allowedHosts stringList
-	fs.Var(&allowedHosts, "allowed-host", "host name (no port) a loopback listener also accepts in Host and Origin, such as a reverse proxy's (repeatable)")
+	var allowedHosts allowedHostList
+	fs.Var(&allowedHosts, "allowed-host", allowedHostUsage)
+	var corsOrigins corsOriginList
+	fs.Var(&corsOrigins, "cors-origin", corsOriginUsage)
 	logOpts := m.logFlags(fs)
 	if err := m.parse(fs, args); err != nil {
 		return err
@@ -105,7 +106,7 @@ func (m *Main) serveMCP(ctx context.Context, args []string) error {
 	set := flagsSet(fs)
 	for _, err := range []error{
 		needs(set, *transport != "stdio", "--transport http or sse (stdio serves on stdin/stdout)",
-			"listen", "bearer-token-env", "session-idle-ttl", "max-sessions", "body-timeout", "allowed-host"),
+			"listen", "bearer-token-env", "session-idle-ttl", "max-sessions", "body-timeout", "allowed-host", "cors-origin"),
 		needs(set, len(otcURLs) > 0, "--otc URL (in a config file, set it per upstream: dialect, accept_forwarded_context, headers, api_key_env)",
 			"otc-dialect", "accept-otc-context", "header", "otc-api-key-env"),
 		needs(set, len(otcURLs) < 2, "exactly one --otc: for several servers, use a config file (headers and api_key_env per upstream)", "header", "otc-api-key-env"),
@@ -123,6 +124,7 @@ func (m *Main) serveMCP(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
+	httpOpts.AllowedOrigins = corsOrigins
 	d, err := otc.ParseDialect(*dialect)
 	if err != nil {
 		return fmt.Errorf("%w: --otc-dialect: %v", errUsage, err)
@@ -198,12 +200,14 @@ func (m *Main) serveMCP(ctx context.Context, args []string) error {
 		return err
 	case "http":
 		httpOpts.BearerToken = requiredBearer
+		httpOpts.Health = front.Health
 		h := front.Front().StreamableHTTPHandler(httpOpts)
-		return m.serveHTTPWith(ctx, log, *listen, bridge.LogRefusals(log, h), "MCP over streamable HTTP at /mcp", h.Shutdown)
+		return m.serveHTTPWith(ctx, log, *listen, bridge.CORS(corsOrigins, bridge.LogRefusals(log, h)), "MCP over streamable HTTP at /mcp", h.Shutdown)
 	default:
 		httpOpts.BearerToken = requiredBearer
+		httpOpts.Health = front.Health
 		h := front.Front().SSEHandler(httpOpts)
-		return m.serveHTTPWith(ctx, log, *listen, bridge.LogRefusals(log, h), "MCP over SSE at /sse", h.Shutdown)
+		return m.serveHTTPWith(ctx, log, *listen, bridge.CORS(corsOrigins, bridge.LogRefusals(log, h)), "MCP over SSE at /sse", h.Shutdown)
 	}
 }
 
@@ -227,17 +231,7 @@ func mcpHTTPOptions(transport string, idleTTL time.Duration, maxSessions int, st
 	if maxSessions == 0 {
 		opts.MaxSessions = -1 // no bound
 	}
-	for _, name := range allowedHosts {
-		ok := name != "" && !strings.ContainsAny(name, "/:@[] \t")
-		if inner, bracketed := strings.CutPrefix(name, "["); bracketed && strings.HasSuffix(inner, "]") {
-			ip, err := netip.ParseAddr(strings.TrimSuffix(inner, "]"))
-			ok = err == nil && ip.Is6()
-		}
-		if !ok {
-			return nil, fmt.Errorf("--allowed-host %q: want a host name without scheme or port, such as mcp.example.com (an IPv6 address in brackets)", name)
-		}
-		opts.AllowedHosts = append(opts.AllowedHosts, name)
-	}
+	opts.AllowedHosts = allowedHosts
 	return opts, nil
 }
 

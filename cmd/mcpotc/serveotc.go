@@ -175,8 +175,10 @@ func (m *Main) serveOTC(ctx context.Context, args []string) error {
 	jwtAudiences := fs.String("jwt-audience", "", "comma-separated audiences a JWT's aud may name (tokens with aud need one)")
 	idemTTL := durationFlag(fs, "idempotency-ttl", 10*time.Minute, "how long a call_id's answer is kept and replayed (0: off)")
 	idemRunning := fs.Int("idempotency-max-running", otc.DefaultIdempotencyMaxRunning, "bound on calls with a call_id running at once (beyond it: 400 temporarily unavailable, Retry-After)")
-	var allowedHosts stringList
-	fs.Var(&allowedHosts, "allowed-host", "host name admitted in Host and Origin on a loopback listener besides localhost and loopback IPs, e.g. a reverse proxy's (repeatable)")
+	var allowedHosts allowedHostList
+	fs.Var(&allowedHosts, "allowed-host", allowedHostUsage)
+	var corsOrigins corsOriginList
+	fs.Var(&corsOrigins, "cors-origin", corsOriginUsage)
 	logOpts := m.logFlags(fs)
 	var command []string
 	if i := slices.Index(args, "--"); i >= 0 {
@@ -220,7 +222,7 @@ func (m *Main) serveOTC(ctx context.Context, args []string) error {
 			return fmt.Errorf("%w: --mcp %s", errUsage, reason)
 		}
 	}
-	server := otc.Options{IdempotencyTTL: *idemTTL, IdempotencyMaxRunning: *idemRunning, AllowedHosts: allowedHosts}
+	server := otc.Options{IdempotencyTTL: *idemTTL, IdempotencyMaxRunning: *idemRunning, AllowedHosts: allowedHosts, AllowedOrigins: corsOrigins}
 
 	// From here on every problem is collected and reported in one message.
 	var p problems
@@ -293,7 +295,7 @@ func (m *Main) serveOTC(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	serveErr := m.serveHTTPWith(ctx, log, *listen, bridge.LogRefusals(log, front.Handler()), "OTC for MCP servers",
+	serveErr := m.serveHTTPWith(ctx, log, *listen, bridge.CORS(corsOrigins, bridge.LogRefusals(log, front.Handler())), "OTC for MCP servers",
 		func(sctx context.Context, srv *http.Server) error { return srv.Shutdown(sctx) })
 	// In-flight calls are done (or the grace ran out): stop the upstreams.
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownGrace)
