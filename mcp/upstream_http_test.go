@@ -463,7 +463,10 @@ func TestUpstreamHTTPStatusErrors(t *testing.T) {
 			}
 		}
 	}))
-	defer proxy.Close()
+	// Closed after the upstream's Close (cleanups run last first): Close
+	// waits for requests in flight, and the upstream, restarted after the
+	// 500, may hold a GET stream through the proxy until it is closed.
+	t.Cleanup(proxy.Close)
 	u, _ := upStartHTTP(t, UpstreamConfig{URL: proxy.URL + "/mcp", PingInterval: -1}, UpstreamOptions{})
 	upWaitReady(t, u)
 	for _, tc := range []struct {
