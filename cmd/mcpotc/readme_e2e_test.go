@@ -1,0 +1,869 @@
+//go:build e2e
+
+package main
+
+// TestREADME runs every example of README.md as it is written there (README,
+// Quick start: "Every example in this README is run by a test").
+//
+// Each fenced block of the README is preceded by a marker line
+//
+//	<!-- readme-test: NAME -->
+//
+// and NAME is a check below. A block without a marker, a marker without a
+// check, and a check whose block is gone all fail the test, so no example
+// can be added, renamed or removed without this test following.
+//
+// Shell blocks run command by command with bash, in the module root, with
+// the mcpotc under test first on PATH (and Node's, for npx): a command
+// ending in " &" starts in the background for the rest of its block; the
+// lines "# …" right under a command are its expected output — one JSON line
+// is compared as data ("…" matches any value), other lines must appear in
+// the output in that order, and "# (exit status N)" is the exit status
+// expected instead of 0. A command that cannot connect yet (curl's exit
+// status 7, its server still starting) is tried again for a minute. Config
+// blocks are started as the README says to start them. Where a command
+// cannot run here as written, the check says what runs instead and why; the
+// test prints the list (CI shows it: .ci/run, step "README examples").
+//
+// The examples use the README's fixed ports (8080, 8081, 8090): the test
+// runs them one after the other, and fails when a port is taken.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// readmeBlock is one fenced block of README.md.
+type readmeBlock struct {
+	name string // from its marker
+	lang string // after the opening fence: sh, json, or none
+	text string
+	line int // of the opening fence, 1-based
+}
+
+const readmeMarker = "<!-- readme-test: "
+
+func readmeBlocks(t *testing.T, root string) []readmeBlock {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var blocks []readmeBlock
+	var cur *readmeBlock
+	var body []string
+	pending, pendingLine := "", 0
+	for i, line := range strings.Split(string(b), "\n") {
+		n := i + 1
+		if cur != nil {
+			if strings.HasPrefix(line, "```") {
+				cur.text = strings.Join(body, "\n") + "\n"
+				blocks = append(blocks, *cur)
+				cur, body = nil, nil
+				continue
+			}
+			body = append(body, line)
+			continue
+		}
+		if name, ok := strings.CutPrefix(line, readmeMarker); ok {
+			pending, pendingLine = strings.TrimSuffix(strings.TrimSpace(name), " -->"), n
+			continue
+		}
+		if lang, ok := strings.CutPrefix(line, "```"); ok {
+			if pending == "" || pendingLine != n-1 {
+				t.Errorf("README.md:%d: a block without a %sNAME --> line right above it: every example needs a check in this test", n, readmeMarker)
+			}
+			cur = &readmeBlock{name: pending, lang: strings.TrimSpace(lang), line: n}
+			pending = ""
+			continue
+		}
+		if pending != "" && strings.TrimSpace(line) != "" {
+			t.Errorf("README.md:%d: marker %q is not right above a block", pendingLine, pending)
+			pending = ""
+		}
+	}
+	if cur != nil {
+		t.Fatalf("README.md:%d: block not closed", cur.line)
+	}
+	return blocks
+}
+
+// readmeEnv is what every check needs.
+type readmeEnv struct {
+	root  string   // the module root
+	bin   string   // the mcpotc under test
+	env   []string // added to the environment of every command: PATH
+	peers string   // node_modules of the pinned peers
+	notes []string // how each block was run, for the listing
+	// outputs keeps each command's output, by block name, for later checks.
+	outputs map[string][]string
+}
+
+func (r *readmeEnv) note(b readmeBlock, format string, args ...any) {
+	r.notes = append(r.notes, fmt.Sprintf("%-22s README.md:%-4d %s", b.name, b.line, fmt.Sprintf(format, args...)))
+}
+
+// readmeChecks maps each marker to what runs its block.
+var readmeChecks = map[string]func(t *testing.T, r *readmeEnv, b readmeBlock){
+	"quick-start":          readmeQuickStart,
+	"sample-otc-curl":      readmeSampleOTCCurl,
+	"install":              readmeInstall,
+	"release":              readmeRelease,
+	"serve-mcp-synopsis":   readmeSynopsis("serve-mcp"),
+	"claude-desktop":       readmeClaudeDesktop,
+	"serve-mcp-config":     readmeServeMCPConfig,
+	"config-problems":      readmePlain,
+	"serve-otc-synopsis":   readmeSynopsis("serve-otc"),
+	"serve-otc-everything": readmeServeOTCEverything,
+	"serve-otc-config":     readmeServeOTCConfig,
+	"cors":                 readmePlain,
+	"bench":                readmeBench,
+	"bench-output":         readmeBenchOutput,
+	"tests":                readmeTests,
+}
+
+func TestREADME(t *testing.T) {
+	root, err := e2eModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := buildMcpotc(t)
+	r := &readmeEnv{
+		root:    root,
+		bin:     bin,
+		peers:   peersDir(t),
+		outputs: map[string][]string{},
+	}
+	r.env = []string{"PATH=" + filepath.Dir(bin) + string(os.PathListSeparator) + filepath.Dir(nodeBin(t)) + string(os.PathListSeparator) + os.Getenv("PATH")}
+	if filepath.Base(bin) != "mcpotc" {
+		t.Fatalf("the binary under test is %s: README commands call it mcpotc", bin)
+	}
+
+	blocks := readmeBlocks(t, root)
+	seen := map[string]bool{}
+	for _, b := range blocks {
+		if b.name == "" {
+			continue // reported by readmeBlocks
+		}
+		if seen[b.name] {
+			t.Errorf("README.md:%d: marker %q used twice", b.line, b.name)
+			continue
+		}
+		seen[b.name] = true
+		check := readmeChecks[b.name]
+		if check == nil {
+			t.Errorf("README.md:%d: marker %q has no check in readme_e2e_test.go", b.line, b.name)
+			continue
+		}
+		for _, port := range []int{8080, 8081, 8090} {
+			readmePortFree(t, port)
+		}
+		t.Run(b.name, func(t *testing.T) { check(t, r, b) })
+	}
+	var unused []string
+	for name := range readmeChecks {
+		if !seen[name] {
+			unused = append(unused, name)
+		}
+	}
+	sort.Strings(unused)
+	if len(unused) > 0 {
+		t.Errorf("checks whose README block is gone (or lost its marker): %v", unused)
+	}
+	readmeFlagsExist(t, r)
+	t.Logf("README examples (%d blocks):\n%s", len(blocks), strings.Join(r.notes, "\n"))
+}
+
+// readmeFlagsExist fails when the README's prose or tables name a --flag
+// that no mcpotc command (nor the bench) defines: a renamed flag must take
+// the README with it.
+func readmeFlagsExist(t *testing.T, r *readmeEnv) {
+	t.Helper()
+	readme, err := os.ReadFile(filepath.Join(r.root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defined := map[string]bool{"help": true, "version": true}
+	flagLine := regexp.MustCompile(`(?m)^  -([a-z0-9-]+)`)
+	helps := [][]string{{r.bin, "serve-mcp", "-h"}, {r.bin, "serve-otc", "-h"}, {r.bin, "sample-otc", "-h"}, {r.bin, "sample-mcp", "-h"}, {r.bin, "version", "-h"},
+		{"go", "run", "./cmd/mcpotc-bench", "-h"}}
+	for _, h := range helps {
+		cmd := exec.Command(h[0], h[1:]...)
+		cmd.Dir = r.root
+		out, _ := cmd.CombinedOutput() // -h exits 0 (mcpotc) or 2 (flag.ExitOnError)
+		for _, m := range flagLine.FindAllStringSubmatch(string(out), -1) {
+			defined[m[1]] = true
+		}
+	}
+	if !defined["listen"] || !defined["only"] {
+		t.Fatalf("could not read the flags from -h")
+	}
+	var unknown []string
+	for _, m := range regexp.MustCompile(`(?:^|[\s\x60(\[])--([a-z][a-z0-9-]+)`).FindAllStringSubmatch(string(readme), -1) {
+		if !defined[m[1]] && !slices.Contains(unknown, m[1]) {
+			unknown = append(unknown, m[1])
+		}
+	}
+	if len(unknown) > 0 {
+		t.Errorf("README.md names flags no command defines: --%s", strings.Join(unknown, ", --"))
+	}
+	r.notes = append(r.notes, fmt.Sprintf("%-22s every --flag the README names is defined by mcpotc or mcpotc-bench", "(all text)"))
+}
+
+// readmePortFree fails when port is taken on 127.0.0.1 (by a leftover, or
+// something else running here): the README's examples need it.
+func readmePortFree(t *testing.T, port int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+		if err == nil {
+			l.Close()
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("port %d is taken (%v): the README's examples need it", port, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// --- shell blocks ------------------------------------------------------------
+
+// readmeCommand is one command of a shell block.
+type readmeCommand struct {
+	text string   // as written, continuation lines included
+	bg   bool     // it ends in " &"
+	want []string // the "# " lines under it
+	line int      // README line
+}
+
+func readmeCommands(b readmeBlock) []readmeCommand {
+	var cmds []readmeCommand
+	lines := strings.Split(strings.TrimRight(b.text, "\n"), "\n")
+	for i := 0; i < len(lines); i++ {
+		line := lines[i]
+		if want, ok := strings.CutPrefix(line, "# "); ok && len(cmds) > 0 {
+			c := &cmds[len(cmds)-1]
+			c.want = append(c.want, want)
+			continue
+		}
+		if strings.TrimSpace(line) == "" {
+			continue
+		}
+		c := readmeCommand{text: line, line: b.line + 1 + i}
+		for strings.HasSuffix(c.text, "\\") && i+1 < len(lines) {
+			i++
+			c.text += "\n" + lines[i]
+		}
+		c.bg = strings.HasSuffix(strings.TrimSpace(c.text), "&")
+		cmds = append(cmds, c)
+	}
+	return cmds
+}
+
+// readmeShellOpts adapt how a shell block runs.
+type readmeShellOpts struct {
+	dir string // working directory; default the module root
+	env []string
+	// servers are commands that run until stopped (in a terminal of their
+	// own, in the README's words): started in the background, and ready
+	// when the URL answers 200.
+	servers map[string]string
+	// instead maps a command to what runs in its place, with why.
+	instead map[string][2]string
+	// unset are variables removed from the environment.
+	unset []string
+	// timeout bounds each foreground command; default one minute.
+	timeout time.Duration
+}
+
+// readmeShell runs a shell block and returns each command's output.
+func readmeShell(t *testing.T, r *readmeEnv, b readmeBlock, o readmeShellOpts) []string {
+	t.Helper()
+	if b.lang != "sh" {
+		t.Fatalf("README.md:%d: block %q is %q, want sh", b.line, b.name, b.lang)
+	}
+	dir := o.dir
+	if dir == "" {
+		dir = r.root
+	}
+	if o.timeout == 0 {
+		o.timeout = time.Minute
+	}
+	env := append(append([]string{}, r.env...), o.env...)
+	var outputs []string
+	started := false
+	for _, c := range readmeCommands(b) {
+		text := c.text
+		if alt, ok := o.instead[strings.TrimSpace(text)]; ok {
+			r.note(b, "%q runs as %q: %s", strings.TrimSpace(text), alt[0], alt[1])
+			text = alt[0]
+		}
+		if url, ok := o.servers[strings.TrimSpace(text)]; ok || c.bg {
+			cmd := strings.TrimSuffix(strings.TrimSpace(text), "&")
+			p := startProcess(t, context.Background(), "bash", []string{"-c", "cd " + strconv.Quote(dir) + " && exec " + cmd}, env)
+			if url != "" {
+				readmeWait200(t, p, url)
+			}
+			started = true
+			outputs = append(outputs, "")
+			continue
+		}
+		out, code := readmeRun(t, dir, text, env, o, started)
+		outputs = append(outputs, out)
+		readmeExpect(t, c, out, code)
+	}
+	return outputs
+}
+
+// readmeRun runs one command with bash; a curl that cannot connect yet
+// (exit status 7) is tried again while a server of the block starts.
+func readmeRun(t *testing.T, dir, text string, env []string, o readmeShellOpts, retry bool) (string, int) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
+		cmd := exec.CommandContext(ctx, "bash", "-c", text)
+		cmd.Dir = dir
+		cmd.Env = readmeUnset(append(os.Environ(), env...), o.unset)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+		cmd.WaitDelay = 5 * time.Second
+		out, err := cmd.CombinedOutput()
+		timedOut := ctx.Err() != nil
+		cancel()
+		code := 0
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			code = exit.ExitCode()
+		} else if err != nil {
+			t.Fatalf("%s: %v", text, err)
+		}
+		if timedOut {
+			t.Fatalf("%s: still running after %v:\n%s", text, o.timeout, readmeTail(string(out)))
+		}
+		if code == 7 && retry && strings.HasPrefix(text, "curl") && time.Now().Before(deadline) {
+			time.Sleep(200 * time.Millisecond)
+			continue
+		}
+		return string(out), code
+	}
+}
+
+func readmeUnset(env, unset []string) []string {
+	if len(unset) == 0 {
+		return env
+	}
+	out := env[:0:0]
+	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		if !slices.Contains(unset, name) {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// readmeWait200 waits until url answers 200 (a front is listening and its
+// upstreams are listed), or the process exits.
+func readmeWait200(t *testing.T, p *proc, url string) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		if p.waitHTTP(t, url, time.Until(deadline)) == http.StatusOK {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s does not answer 200:\n%s", url, readmeTail(p.Stderr()))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// readmeExpect compares a command's output with the "# " lines under it.
+func readmeExpect(t *testing.T, c readmeCommand, out string, code int) {
+	t.Helper()
+	want := c.want
+	wantCode := 0
+	if n := len(want); n > 0 {
+		if m := regexp.MustCompile(`^\(exit status (\d+)\)$`).FindStringSubmatch(want[n-1]); m != nil {
+			wantCode, _ = strconv.Atoi(m[1])
+			want = want[:n-1]
+		}
+	}
+	if code != wantCode {
+		t.Errorf("README.md:%d: %s\nexit status %d, want %d; output:\n%s", c.line, c.text, code, wantCode, readmeTail(out))
+		return
+	}
+	if len(want) == 1 && (strings.HasPrefix(want[0], "{") || strings.HasPrefix(want[0], "[")) {
+		if err := readmeJSONLike(want[0], strings.TrimSpace(out)); err != nil {
+			t.Errorf("README.md:%d: %s\n%v\n got %s\nwant %s", c.line, c.text, err, readmeTail(out), want[0])
+		}
+		return
+	}
+	got := strings.Split(strings.ReplaceAll(out, "\r", ""), "\n")
+	i := 0
+	for _, w := range want {
+		for i < len(got) && strings.TrimRight(got[i], " ") != w {
+			i++
+		}
+		if i == len(got) {
+			t.Errorf("README.md:%d: %s\noutput lacks (in this order) %q; output:\n%s", c.line, c.text, w, readmeTail(out))
+			return
+		}
+		i++
+	}
+}
+
+// readmeJSONLike compares got with want as JSON data, where "…" in want
+// (quoted or bare) matches any value.
+func readmeJSONLike(want, got string) error {
+	want = regexp.MustCompile(`([:\[,])…`).ReplaceAllString(want, `$1"…"`)
+	var w, g any
+	if err := json.Unmarshal([]byte(want), &w); err != nil {
+		return fmt.Errorf("the README's expected output is not JSON: %v", err)
+	}
+	if err := json.Unmarshal([]byte(got), &g); err != nil {
+		return fmt.Errorf("the output is not JSON: %v", err)
+	}
+	return readmeMatch("$", w, g)
+}
+
+func readmeMatch(path string, w, g any) error {
+	if w == "…" {
+		return nil
+	}
+	switch wv := w.(type) {
+	case map[string]any:
+		gv, ok := g.(map[string]any)
+		if !ok {
+			return fmt.Errorf("%s: got %v, want an object", path, g)
+		}
+		for k := range gv {
+			if _, ok := wv[k]; !ok {
+				return fmt.Errorf("%s.%s: not in the README", path, k)
+			}
+		}
+		for k, v := range wv {
+			gk, ok := gv[k]
+			if !ok {
+				return fmt.Errorf("%s.%s: missing", path, k)
+			}
+			if err := readmeMatch(path+"."+k, v, gk); err != nil {
+				return err
+			}
+		}
+		return nil
+	case []any:
+		gv, ok := g.([]any)
+		if !ok || len(gv) != len(wv) {
+			return fmt.Errorf("%s: got %v, want %d items", path, g, len(wv))
+		}
+		for i := range wv {
+			if err := readmeMatch(fmt.Sprintf("%s[%d]", path, i), wv[i], gv[i]); err != nil {
+				return err
+			}
+		}
+		return nil
+	default:
+		if !reflect.DeepEqual(w, g) {
+			return fmt.Errorf("%s: got %v, want %v", path, g, w)
+		}
+		return nil
+	}
+}
+
+func readmeTail(s string) string {
+	if len(s) > 4000 {
+		return "…" + s[len(s)-4000:]
+	}
+	return s
+}
+
+// --- the checks ----------------------------------------------------------------
+
+// readmePlain runs a shell block exactly as written.
+func readmePlain(t *testing.T, r *readmeEnv, b readmeBlock) {
+	var unset []string
+	if b.name == "config-problems" {
+		// "Run without the variables": make sure they are not set here.
+		unset = []string{"TOOLS_OXP_API_KEY", "TWILIO_API_KEY", "GOOGLE_ACCESS_TOKEN", "BILLING_JWT_SECRET"}
+	}
+	readmeShell(t, r, b, readmeShellOpts{unset: unset})
+	r.note(b, "run as written; expected output compared")
+}
+
+// The quick start: the MCP front on the sample toolkit, reached by an MCP
+// client (initialize, tools/list, a call), then the tests.
+func readmeQuickStart(t *testing.T, r *readmeEnv, b readmeBlock) {
+	readmeShell(t, r, b, readmeShellOpts{
+		servers: map[string]string{
+			"go run ./cmd/mcpotc serve-mcp --transport http   # the MCP front on the built-in sample OTC toolkit, at http://127.0.0.1:8090/mcp": "http://127.0.0.1:8090/health",
+		},
+		instead: map[string][2]string{
+			"go test ./...                                    # runs the tests (needs only Go)": {"true", readmeByCI(t, r, `go test -race -count=1 ./...`)},
+		},
+	})
+	session := readmeMCPSession(t, "http://127.0.0.1:8090/mcp")
+	tools := readmeMCPCall(t, "http://127.0.0.1:8090/mcp", session, 2, "tools/list", `{}`)
+	if !strings.Contains(tools, `"name":"Calculator_Add"`) {
+		t.Errorf("tools/list through the quick start's front: %s", readmeTail(tools))
+	}
+	res := readmeMCPCall(t, "http://127.0.0.1:8090/mcp", session, 3, "tools/call", `{"name":"Calculator_Add","arguments":{"a":10,"b":5}}`)
+	if !strings.Contains(res, `"structuredContent":{"sum":15}`) {
+		t.Errorf("tools/call Calculator_Add: %s", readmeTail(res))
+	}
+	r.note(b, "serve-mcp via go run as written, then initialize, tools/list and Calculator_Add over http://127.0.0.1:8090/mcp")
+}
+
+// readmeByCI checks that .ci/run runs command itself and says so.
+func readmeByCI(t *testing.T, r *readmeEnv, command string) string {
+	t.Helper()
+	ci, err := os.ReadFile(filepath.Join(r.root, ".ci", "run"))
+	if err != nil || !strings.Contains(string(ci), command) {
+		t.Errorf(".ci/run does not run %q (%v)", command, err)
+	}
+	return "CI runs it itself (.ci/run: " + command + "); running it inside go test would run this test again"
+}
+
+func readmeMCPSession(t *testing.T, url string) string {
+	t.Helper()
+	status, header, body := e2ePost(t, url, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"readme","version":"1"}}}`, nil)
+	if status != http.StatusOK || header.Get("Mcp-Session-Id") == "" {
+		t.Fatalf("initialize: %d %s", status, body)
+	}
+	session := header.Get("Mcp-Session-Id")
+	if status, _, body := e2ePost(t, url, `{"jsonrpc":"2.0","method":"notifications/initialized"}`, http.Header{"Mcp-Session-Id": {session}}); status != http.StatusAccepted {
+		t.Fatalf("notifications/initialized: %d %s", status, body)
+	}
+	return session
+}
+
+func readmeMCPCall(t *testing.T, url, session string, id int, method, params string) string {
+	t.Helper()
+	status, _, body := e2ePost(t, url, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`, id, method, params), http.Header{"Mcp-Session-Id": {session}})
+	if status != http.StatusOK {
+		t.Fatalf("%s: %d %s", method, status, body)
+	}
+	return body
+}
+
+// The curl block needs the sample toolkit that the sentence above it starts.
+func readmeSampleOTCCurl(t *testing.T, r *readmeEnv, b readmeBlock) {
+	p := startProcess(t, context.Background(), "bash", []string{"-c", "cd " + strconv.Quote(r.root) + " && exec go run ./cmd/mcpotc sample-otc"}, r.env)
+	readmeWait200(t, p, "http://127.0.0.1:8081/health")
+	out := readmeShell(t, r, b, readmeShellOpts{})
+	if !strings.Contains(out[0], `"id":"Calculator.Add@1.0.0"`) {
+		t.Errorf("curl -s localhost:8081/tools: %s", readmeTail(out[0]))
+	}
+	r.note(b, "after `go run ./cmd/mcpotc sample-otc` (the sentence above it): run as written; expected output compared")
+}
+
+func readmeInstall(t *testing.T, r *readmeEnv, b readmeBlock) {
+	gobin := t.TempDir()
+	out := readmeShell(t, r, b, readmeShellOpts{
+		env: []string{"GOBIN=" + gobin, "PATH=" + gobin + string(os.PathListSeparator) + os.Getenv("PATH")},
+		instead: map[string][2]string{
+			"go install github.com/mcpotc/mcpotc/cmd/mcpotc@latest   # needs Go 1.26.8 or later": {"go install ./cmd/mcpotc",
+				"the same package, from this checkout: the module is not fetched from its proxy here"},
+		},
+		timeout: 5 * time.Minute,
+	})
+	if _, err := os.Stat(filepath.Join(gobin, "mcpotc")); err != nil {
+		t.Errorf("go install put no mcpotc in GOBIN: %v", err)
+	}
+	if !regexp.MustCompile(`^mcpotc (devel|v\S+)( [0-9a-f]{12}( \(dirty\))?)? go1\.\d+`).MatchString(out[1]) {
+		t.Errorf("mcpotc version: %q", out[1])
+	}
+	r.note(b, "mcpotc version printed %q", strings.TrimSpace(out[1]))
+}
+
+func readmeRelease(t *testing.T, r *readmeEnv, b readmeBlock) {
+	readmeShell(t, r, b, readmeShellOpts{timeout: 10 * time.Minute})
+	sums, err := os.ReadFile(filepath.Join(r.root, "dist", "SHA256SUMS"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, line := range strings.Split(strings.TrimSpace(string(sums)), "\n") {
+		f := strings.Fields(line)
+		names = append(names, f[len(f)-1])
+	}
+	want := []string{"mcpotc-v1.2.3-darwin-amd64", "mcpotc-v1.2.3-darwin-arm64", "mcpotc-v1.2.3-linux-amd64", "mcpotc-v1.2.3-linux-arm64", "mcpotc-v1.2.3-windows-amd64.exe", "mcpotc-v1.2.3-windows-arm64.exe"}
+	sort.Strings(names)
+	if !slices.Equal(names, want) {
+		t.Errorf("SHA256SUMS lists %v, want %v", names, want)
+	}
+	r.note(b, "run as written: 6 binaries, sums verified, scratch-root run (see .ci/release)")
+}
+
+// A synopsis names exactly the flags the command has.
+func readmeSynopsis(command string) func(t *testing.T, r *readmeEnv, b readmeBlock) {
+	return func(t *testing.T, r *readmeEnv, b readmeBlock) {
+		if !strings.HasPrefix(b.text, "mcpotc "+command+" ") {
+			t.Fatalf("README.md:%d: the synopsis does not start with mcpotc %s", b.line, command)
+		}
+		documented := readmeFlagSet(regexp.MustCompile(`\[--([a-z0-9-]+)`).FindAllStringSubmatch(b.text, -1))
+		out, err := exec.Command(r.bin, command, "-h").CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s -h: %v\n%s", command, err, out)
+		}
+		defined := readmeFlagSet(regexp.MustCompile(`(?m)^  -([a-z0-9-]+)`).FindAllStringSubmatch(string(out), -1))
+		if !slices.Equal(documented, defined) {
+			t.Errorf("README.md:%d: the synopsis names %v\n%s -h defines %v", b.line, documented, command, defined)
+		}
+		r.note(b, "synopsis: its %d flags are exactly those of `mcpotc %s -h`", len(defined), command)
+	}
+}
+
+func readmeFlagSet(matches [][]string) []string {
+	var out []string
+	for _, m := range matches {
+		if !slices.Contains(out, m[1]) {
+			out = append(out, m[1])
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// The Claude Desktop entry, started as Claude Desktop starts it: its
+// command, its args, its env and nothing else of ours; its config file is
+// the README's serve-mcp config (testdata/config/serve-mcp.json); its
+// "tools" upstream is the sample toolkit on 8081.
+func readmeClaudeDesktop(t *testing.T, r *readmeEnv, b readmeBlock) {
+	var host struct {
+		MCPServers map[string]struct {
+			Command string            `json:"command"`
+			Args    []string          `json:"args"`
+			Env     map[string]string `json:"env"`
+		} `json:"mcpServers"`
+	}
+	if err := json.Unmarshal([]byte(b.text), &host); err != nil {
+		t.Fatalf("README.md:%d: %v", b.line, err)
+	}
+	s, ok := host.MCPServers["otc-tools"]
+	if !ok || s.Command != "/usr/local/bin/mcpotc" {
+		t.Fatalf("README.md:%d: no otc-tools server run by /usr/local/bin/mcpotc: %+v", b.line, host)
+	}
+	args := slices.Clone(s.Args)
+	for i, a := range args {
+		if a == "/home/me/.config/mcpotc/serve-mcp.json" {
+			args[i] = filepath.Join(r.root, "testdata", "config", "serve-mcp.json")
+		}
+	}
+	sample := startProcess(t, context.Background(), r.bin, []string{"sample-otc"}, nil)
+	readmeWait200(t, sample, "http://127.0.0.1:8081/health")
+
+	var env []string
+	for k, v := range s.Env {
+		env = append(env, k+"="+v)
+	}
+	p := startProcess(t, context.Background(), r.bin, args, readmeUnset(env, nil))
+	p.rpcCall(t, 1, "initialize", map[string]any{"protocolVersion": "2025-11-25", "capabilities": map[string]any{}, "clientInfo": map[string]any{"name": "readme", "version": "1"}}, time.Minute)
+	p.rpcNotify(t, "notifications/initialized", nil)
+	tools := string(p.rpcCall(t, 2, "tools/list", map[string]any{}, time.Minute))
+	if !strings.Contains(tools, `"name":"Calculator_Add"`) {
+		t.Errorf("tools/list: %s", readmeTail(tools))
+	}
+	r.note(b, "started as a host would (command → the mcpotc under test, the config path → testdata/config/serve-mcp.json, env as written); over stdio: initialize, tools/list has the tools of its \"tools\" upstream")
+}
+
+// readmeSameJSON fails unless the block is the file, as data.
+func readmeSameJSON(t *testing.T, r *readmeEnv, b readmeBlock, file string) {
+	t.Helper()
+	f, err := os.ReadFile(filepath.Join(r.root, file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fromFile, fromREADME any
+	if err := json.Unmarshal(f, &fromFile); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(b.text), &fromREADME); err != nil {
+		t.Fatalf("README.md:%d: %v", b.line, err)
+	}
+	if !reflect.DeepEqual(fromFile, fromREADME) {
+		t.Errorf("README.md:%d: the block is not %s", b.line, file)
+	}
+}
+
+func readmeServeMCPConfig(t *testing.T, r *readmeEnv, b readmeBlock) {
+	readmeSameJSON(t, r, b, "testdata/config/serve-mcp.json")
+	sample := startProcess(t, context.Background(), r.bin, []string{"sample-otc"}, nil)
+	readmeWait200(t, sample, "http://127.0.0.1:8081/health")
+	env := []string{"TOOLS_OXP_API_KEY=placeholder", "TWILIO_API_KEY=placeholder", "GOOGLE_ACCESS_TOKEN=placeholder", "BILLING_JWT_SECRET=placeholder"}
+	p := startProcess(t, context.Background(), r.bin, []string{"serve-mcp", "--config", filepath.Join(r.root, "testdata", "config", "serve-mcp.json"), "--transport", "http"}, env)
+	status := p.waitHTTP(t, "http://127.0.0.1:8090/health", time.Minute)
+	_, _, body := e2eHTTP(t, http.MethodGet, "http://127.0.0.1:8090/health", "", nil)
+	var health struct {
+		Status    string            `json:"status"`
+		Upstreams map[string]string `json:"upstreams"`
+	}
+	_ = json.Unmarshal([]byte(body), &health)
+	// billing.example.internal does not exist: that upstream is down, the
+	// other serves.
+	if status != http.StatusServiceUnavailable || health.Status != "unavailable" || health.Upstreams["tools"] != "ready" || health.Upstreams["billing"] == "" || health.Upstreams["billing"] == "ready" {
+		t.Errorf("GET /health: %d %s", status, body)
+	}
+	session := readmeMCPSession(t, "http://127.0.0.1:8090/mcp")
+	if tools := readmeMCPCall(t, "http://127.0.0.1:8090/mcp", session, 2, "tools/list", `{}`); !strings.Contains(tools, `"name":"Calculator_Add"`) {
+		t.Errorf("tools/list: %s", readmeTail(tools))
+	}
+	r.note(b, "is testdata/config/serve-mcp.json (as data); started with its 4 variables set to placeholders: tools ready, billing down (no such host), GET /health 503 names it")
+}
+
+// server-everything as the README starts it: npx finds the pinned peer in
+// .ci/peers (no download).
+func readmeServeOTCEverything(t *testing.T, r *readmeEnv, b readmeBlock) {
+	readmeShell(t, r, b, readmeShellOpts{
+		dir: filepath.Dir(r.peers),
+		servers: map[string]string{
+			"mcpotc serve-otc -- npx -y @modelcontextprotocol/server-everything": "http://127.0.0.1:8080/health",
+		},
+	})
+	r.note(b, "run as written from .ci/peers (npx runs the pinned server-everything); expected output compared")
+}
+
+func readmeServeOTCConfig(t *testing.T, r *readmeEnv, b readmeBlock) {
+	readmeSameJSON(t, r, b, "testdata/config/serve-otc.json")
+	p := startProcess(t, context.Background(), "bash", []string{"-c", "cd " + filepath.Dir(r.peers) + " && exec mcpotc serve-otc --config " + filepath.Join(r.root, "testdata", "config", "serve-otc.json")},
+		append(slices.Clone(r.env), "GITHUB_MCP_TOKEN=placeholder"))
+	deadline := time.Now().Add(2 * time.Minute)
+	var tools string
+	for {
+		p.waitHTTP(t, "http://127.0.0.1:8080/health", time.Until(deadline))
+		_, _, tools = e2eHTTP(t, http.MethodGet, "http://127.0.0.1:8080/tools", "", nil)
+		if strings.Contains(tools, `"Everything.get_sum@`) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if !strings.Contains(tools, `"Everything.get_sum@`) || strings.Contains(tools, "trigger_sampling_request") {
+		t.Errorf("GET /tools: want Everything's tools without trigger-sampling-request: %s", readmeTail(tools))
+	}
+	status, _, body := e2eHTTP(t, http.MethodGet, "http://127.0.0.1:8080/health", "", nil)
+	var health struct {
+		Upstreams map[string]string `json:"upstreams"`
+	}
+	_ = json.Unmarshal([]byte(body), &health)
+	if status != http.StatusServiceUnavailable || health.Upstreams["everything"] != "ready" || health.Upstreams["github"] == "ready" || health.Upstreams["notes"] == "ready" {
+		t.Errorf("GET /health: %d %s", status, body)
+	}
+	r.note(b, "is testdata/config/serve-otc.json (as data); started from .ci/peers with GITHUB_MCP_TOKEN=placeholder: Everything's tools listed (deny honoured), github and notes (nothing there) down in /health")
+}
+
+func readmeBench(t *testing.T, r *readmeEnv, b readmeBlock) {
+	prof := "/tmp/prof"
+	t.Cleanup(func() {
+		os.Remove(filepath.Join(r.root, "bench.json"))
+		os.RemoveAll(prof)
+	})
+	out := readmeShell(t, r, b, readmeShellOpts{timeout: 10 * time.Minute})
+	r.outputs[b.name] = out
+	var report struct {
+		Rows []json.RawMessage `json:"rows"`
+	}
+	if raw, err := os.ReadFile(filepath.Join(r.root, "bench.json")); err != nil || json.Unmarshal(raw, &report) != nil || len(report.Rows) == 0 {
+		t.Errorf("bench.json: %v, %d rows", err, len(report.Rows))
+	}
+	profiles, _ := filepath.Glob(filepath.Join(prof, "*.cpu.pprof"))
+	if len(profiles) == 0 {
+		t.Errorf("--pprof %s wrote no CPU profile", prof)
+	}
+	if !strings.Contains(out[3], "ok  \tgithub.com/mcpotc/mcpotc/bridge") || !strings.Contains(out[3], "ns/op") {
+		t.Errorf("go test -bench: %s", readmeTail(out[3]))
+	}
+	r.note(b, "run as written (4 commands); bench.json has %d rows, %d CPU profiles, Go benchmarks ran", len(report.Rows), len(profiles))
+}
+
+// The bench's sample output is what the bench prints, figures aside: each
+// line, with its numbers, units and met/missed replaced by placeholders, is a
+// line of `go run ./cmd/mcpotc-bench`, and the other way round (the first
+// line, which names the machine, is skipped).
+func readmeBenchOutput(t *testing.T, r *readmeEnv, b readmeBlock) {
+	out := r.outputs["bench"]
+	if len(out) == 0 {
+		t.Fatal("the bench block did not run")
+	}
+	shape := func(text string) []string {
+		var lines []string
+		for i, l := range strings.Split(strings.TrimSpace(text), "\n") {
+			if i > 0 && strings.TrimSpace(l) != "" {
+				lines = append(lines, readmeBenchShape(l))
+			}
+		}
+		return lines
+	}
+	shown, printed := shape(b.text), shape(out[0])
+	if d := readmeLineDiff(shown, printed); d != "" {
+		t.Errorf("README.md:%d: the sample output is not what `go run ./cmd/mcpotc-bench` prints (# = a figure):\n%s", b.line, d)
+		t.Logf("`go run ./cmd/mcpotc-bench` printed:\n%s", out[0])
+	}
+	r.note(b, "sample output: its %d lines are the lines `go run ./cmd/mcpotc-bench` prints, figures aside", len(shown))
+}
+
+var (
+	readmeFigure = regexp.MustCompile(`\d[\d.,]*(?:\s?(?:ns|µs|ms|s|MiB|KiB|MB|GB)\b|×)?`)
+	readmeStatus = regexp.MustCompile(`^(met|missed)\b`)
+)
+
+// readmeBenchShape is a bench output line without its figures: numbers with
+// their units become #, a target's met/missed becomes "status", and runs of
+// spaces (column widths) one space.
+func readmeBenchShape(line string) string {
+	l := strings.Join(strings.Fields(line), " ")
+	l = readmeStatus.ReplaceAllString(l, "status")
+	return readmeFigure.ReplaceAllString(l, "#")
+}
+
+// readmeLineDiff lists the lines only one side has ("-": only in the
+// README, "+": only printed), or returns "".
+func readmeLineDiff(readme, printed []string) string {
+	count := func(lines []string) map[string]int {
+		m := map[string]int{}
+		for _, l := range lines {
+			m[l]++
+		}
+		return m
+	}
+	inReadme, inPrinted := count(readme), count(printed)
+	var d strings.Builder
+	for _, l := range readme {
+		if inPrinted[l] == 0 {
+			fmt.Fprintf(&d, "  - %s\n", l)
+		}
+	}
+	for _, l := range printed {
+		if inReadme[l] == 0 {
+			fmt.Fprintf(&d, "  + %s\n", l)
+		}
+	}
+	return d.String()
+}
+
+func readmeTests(t *testing.T, r *readmeEnv, b readmeBlock) {
+	cmds := readmeCommands(b)
+	if len(cmds) != 2 {
+		t.Fatalf("README.md:%d: want go test and .ci/run, got %d commands", b.line, len(cmds))
+	}
+	r.note(b, "`go test ./...`: %s", readmeByCI(t, r, "go test -race -count=1 ./..."))
+	r.note(b, "`bash .ci/run`: is CI itself, which runs this test")
+}
