@@ -143,18 +143,26 @@ func flagsSet(fs *flag.FlagSet) map[string]bool {
 	return set
 }
 
-// needs reports the first flag of names that was given although what it
-// applies to was not: "--listen applies to --transport http or sse".
+// needs reports, in one message, the flags of names that were given
+// although what they apply to was not: "--listen and --cors-origin need
+// --transport http or sse".
 func needs(set map[string]bool, cond bool, what string, names ...string) error {
 	if cond {
 		return nil
 	}
+	var given []string
 	for _, n := range names {
 		if set[n] {
-			return fmt.Errorf("%w: --%s needs %s", errUsage, n, what)
+			given = append(given, "--"+n)
 		}
 	}
-	return nil
+	switch len(given) {
+	case 0:
+		return nil
+	case 1:
+		return fmt.Errorf("%w: %s needs %s", errUsage, given[0], what)
+	}
+	return fmt.Errorf("%w: %s and %s need %s", errUsage, strings.Join(given[:len(given)-1], ", "), given[len(given)-1], what)
 }
 
 // unknownFlag rewords the flag package's "flag provided but not defined"

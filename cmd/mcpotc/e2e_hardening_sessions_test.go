@@ -354,7 +354,7 @@ func TestE2EHardeningSessionsFlagErrors(t *testing.T) {
 		{[]string{"--transport", "http", "--allowed-host", "https://proxy.example"}, "want a host name such as mcp.example.com"},
 		{[]string{"--transport", "http", "--allowed-host", "[not-ip]"}, "want a host name such as mcp.example.com"},
 		{[]string{"--transport", "http", "--cors-origin", "app.example.com"}, `invalid value "app.example.com" for flag -cors-origin: use an origin such as https://app.example.com`},
-		{[]string{"--cors-origin", "https://app.example.com"}, "--cors-origin needs --transport http or sse"},
+		{[]string{"--cors-origin", "https://app.example.com"}, "--listen and --cors-origin need --transport http or sse"},
 		{[]string{"--transport", "http", "--max-sessions", "-1"}, "--max-sessions must not be negative"},
 		{[]string{"--transport", "http", "--session-idle-ttl", "-1s"}, "--session-idle-ttl must not be negative"},
 		{[]string{"--transport", "http", "--body-timeout", "0s"}, "--body-timeout must be positive"},

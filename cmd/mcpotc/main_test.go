@@ -76,6 +76,7 @@ func TestCommandLine(t *testing.T) {
 		// Flags that need another flag.
 		{args: []string{"serve-mcp", "--listen", "127.0.0.1:9"}, code: 2, stderr: "--listen needs --transport http or sse", noStdout: true},
 		{args: []string{"serve-mcp", "--bearer-token-env", "T"}, code: 2, stderr: "--bearer-token-env needs --transport http or sse", noStdout: true},
+		{args: []string{"serve-mcp", "--listen", "127.0.0.1:9", "--bearer-token-env", "T", "--cors-origin", "https://a.example"}, code: 2, stderr: "--listen, --bearer-token-env and --cors-origin need --transport http or sse (stdio serves on stdin/stdout)\n", noStdout: true},
 		{args: []string{"serve-mcp", "--header", "X-A: b"}, code: 2, stderr: "--header needs --otc URL", noStdout: true},
 		{args: []string{"serve-mcp", "--otc", "http://a", "--otc", "http://b", "--otc-api-key-env", "K"}, code: 2, stderr: "--otc-api-key-env needs exactly one --otc", noStdout: true},
 		{args: []string{"serve-mcp", "--transport", "sse", "--stateless"}, code: 2, stderr: "--stateless needs --transport http", noStdout: true},

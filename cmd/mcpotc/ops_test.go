@@ -3,10 +3,13 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
+	"net"
 	"net/http"
 	"reflect"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -38,6 +41,24 @@ func startCommand(t *testing.T, ctx context.Context, env map[string]string, args
 		t.Fatalf("%v did not start: %s", args, stderr.String())
 	}
 	return ""
+}
+
+// waitRefused waits until connecting to addr is refused.
+func waitRefused(t *testing.T, addr string) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+		} else if errors.Is(err, syscall.ECONNREFUSED) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s still accepts connections (last error %v)", addr, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 type httpAnswer struct {
@@ -101,6 +122,9 @@ func TestServeMCPHealth(t *testing.T) {
 		}
 	}
 	stopOTC()
+	// Its shutdown is under way: wait until its port refuses connections
+	// (a dial while the listener closes is reset instead).
+	waitRefused(t, strings.TrimPrefix(otcBase, "http://"))
 	base := startCommand(t, ctx, env, "serve-mcp", "--transport", "http", "--listen", "127.0.0.1:0", "--otc", otcBase,
 		"--refresh", "50ms", "--log-level", "error")
 	a := send(t, "GET", base+"/health", nil, "")
