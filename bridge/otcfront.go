@@ -357,6 +357,8 @@ func (u *mcpUpstream) exposes(name string) bool {
 // server is configured to take it, the context) goes along in
 // _meta[MetaOTCRequest] for an MCP front that restored OTC tools.
 func (f *OTCFront) call(u *mcpUpstream, mcpName string, t mapping.OTCTool) otc.ToolFunc {
+	// Worked out once per tool version, when the catalog changes.
+	shape := mapping.ResultShapeOf(t.Def.OutputSchema)
 	return func(ctx context.Context, c *otc.Call) (json.RawMessage, error) {
 		meta := map[string]any{}
 		if tp := c.Request.TraceID; isTraceparent(tp) {
@@ -377,7 +379,7 @@ func (f *OTCFront) call(u *mcpUpstream, mcpName string, t mapping.OTCTool) otc.T
 		if err != nil {
 			return nil, mapping.OTCError(err)
 		}
-		out, err := mapping.OTCResult(raw, c.Tool.OutputSchema)
+		out, err := mapping.OTCResultFor(raw, shape)
 		switch {
 		case err != nil:
 			return nil, &otc.ToolError{Message: "The tool server sent an unreadable result", DeveloperMessage: err.Error()}

@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"reflect"
 	"strings"
+	"unicode/utf8"
 
 	mcpgo "github.com/mark3labs/mcp-go/mcp"
 
@@ -188,6 +188,22 @@ type OTCOutcome struct {
 	Ext otc.Extensions
 }
 
+// OTCResultShape is what mapping an MCP result to OTC needs to know of the
+// tool's output_schema: how an MCP front would map the value back, and
+// whether there is no schema at all. It is worked out once per tool, when
+// the catalog changes (OTCTool.Result), not on every call.
+type OTCResultShape struct {
+	shape OutputShape // MCPOutputSchema of the output_schema
+	plain bool        // output_schema absent, null or {}
+}
+
+// ResultShapeOf works out the OTCResultShape of an OTC output_schema.
+func ResultShapeOf(outputSchema json.RawMessage) OTCResultShape {
+	_, shape := MCPOutputSchema(outputSchema)
+	os := bytes.TrimSpace(outputSchema)
+	return OTCResultShape{shape: shape, plain: len(os) == 0 || string(os) == "{}" || isNull(os)}
+}
+
 // OTCResult maps a raw MCP CallToolResult to an OTC outcome:
 //
 //	isError false  value = structuredContent when present; else the text of
@@ -201,47 +217,171 @@ type OTCOutcome struct {
 // give the result back through an MCP front (MCPResult), the raw result
 // travels in XMCPResult. A result from an MCP front (a bridge) is answered
 // from its carriers: the ToolError in MetaOTCError, the value in MetaOTCCall.
+// OTCResultFor does the same with the output schema worked out beforehand.
 func OTCResult(raw json.RawMessage, outputSchema json.RawMessage) (OTCOutcome, error) {
-	var r mcpResultWire
-	if err := json.Unmarshal(raw, &r); err != nil {
+	return OTCResultFor(raw, ResultShapeOf(outputSchema))
+}
+
+// OTCResultFor is OTCResult for a tool whose OTCResultShape is known. It
+// reads the result once and decides from that reading whether a carrier
+// is needed; the property that decision keeps (MCPResult of the outcome is
+// the result again) is tested over random results in results_prop_test.go.
+func OTCResultFor(raw json.RawMessage, s OTCResultShape) (OTCOutcome, error) {
+	r, err := readMCPResult(raw)
+	if err != nil {
 		return OTCOutcome{}, fmt.Errorf("malformed CallToolResult: %w", err)
 	}
-	if out, ok := fromOTCCarriers(&r); ok {
+	if out, ok := fromOTCCarriers(&r.mcpResultWire); ok {
 		return out, nil
 	}
 	var out OTCOutcome
-	texts := textsOf(r.Content)
 	switch {
 	case r.IsError:
-		msg := strings.Join(texts, "\n")
+		msg := strings.Join(textsOf(r.Content), "\n")
 		if msg == "" {
 			msg = "The tool reported an error"
 		}
 		out.Error = &otc.ToolError{Message: msg}
-	case len(bytes.TrimSpace(r.StructuredContent)) > 0 && !isNull(r.StructuredContent):
-		out.Value = bytes.TrimSpace(r.StructuredContent)
-	case len(r.Content) == 1 && len(texts) == 1:
-		out.Value = encode(texts[0])
-		if plainText(raw, r.Content[0], outputSchema) {
-			return out, nil // the common case: an MCP front gives it back as is
+		// An MCP front answers the message as the only text block.
+		if r.exact("isError") && r.text != "" {
+			return out, nil
+		}
+	case r.structured != nil:
+		out.Value = r.structured
+		// An MCP front answers an object value as structuredContent and
+		// its compact JSON as the only text block.
+		if s.shape != OutputWrapped && r.structured[0] == '{' && r.exact("structuredContent") &&
+			(r.text == string(r.structured) || r.text == string(compactJSON(r.structured))) {
+			return out, nil
+		}
+	case r.isText:
+		out.Value = encode(r.text)
+		// An MCP front answers a string value as the only text block;
+		// without an output schema, also when isError false is written.
+		if s.shape != OutputWrapped && (r.exact() || s.plain && r.onlyContent() && len(r.block) == 2) {
+			return out, nil
 		}
 	case r.Content == nil:
 		out.Value = json.RawMessage("[]")
 	default:
 		out.Value = encode(r.Content)
-		if onlyContent(raw) {
+		if r.onlyContent() {
 			out.Ext = otc.Extensions{XMCPContent: json.RawMessage("true")}
 			return out, nil
 		}
 	}
-	if !givesBack(raw, out, outputSchema) {
-		out.Ext = otc.Extensions{XMCPResult: compactJSON(raw)}
-	}
+	out.Ext = otc.Extensions{XMCPResult: compactJSON(raw)}
 	return out, nil
+}
+
+// mcpResultRead is a CallToolResult read once: its members, raw, and what
+// the mapping asks of them.
+type mcpResultRead struct {
+	mcpResultWire
+	members map[string]json.RawMessage
+	// structured is structuredContent, space trimmed; nil when absent or null.
+	structured json.RawMessage
+	// block is the members of the only content block, when there is one.
+	block map[string]json.RawMessage
+	// isText: the only block is a text block (type "text", a string text),
+	// whose text is text.
+	isText bool
+	text   string
+}
+
+// readMCPResult reads a raw CallToolResult. Member names are matched
+// exactly, as MCP spells them.
+func readMCPResult(raw json.RawMessage) (*mcpResultRead, error) {
+	r := &mcpResultRead{}
+	if err := json.Unmarshal(raw, &r.members); err != nil {
+		return nil, err
+	}
+	if c, ok := r.members["content"]; ok {
+		if err := json.Unmarshal(c, &r.Content); err != nil {
+			return nil, fmt.Errorf("content: %w", err)
+		}
+	}
+	if e, ok := r.members["isError"]; ok {
+		if err := json.Unmarshal(e, &r.IsError); err != nil {
+			return nil, fmt.Errorf("isError: %w", err)
+		}
+	}
+	r.StructuredContent = r.members["structuredContent"]
+	r.Meta = r.members["_meta"]
+	if sc := bytes.TrimSpace(r.StructuredContent); len(sc) > 0 && !isNull(sc) {
+		r.structured = sc
+	}
+	if len(r.Content) == 1 && json.Unmarshal(r.Content[0], &r.block) == nil {
+		text, ok := r.block["text"]
+		r.isText = ok && jsonStringIs(r.block["type"], "text") && !isNull(text) && jsonString(text, &r.text)
+	}
+	return r, nil
+}
+
+// jsonString reads the JSON string raw into s, as json.Unmarshal does
+// (false when raw is not a string); a string without escapes, in valid
+// UTF-8, is taken as it is.
+func jsonString(raw json.RawMessage, s *string) bool {
+	if len(raw) >= 2 && raw[0] == '"' && raw[len(raw)-1] == '"' {
+		in := raw[1 : len(raw)-1]
+		if bytes.IndexByte(in, '\\') < 0 && bytes.IndexByte(in, '"') < 0 && utf8.Valid(in) && !hasControl(in) {
+			*s = string(in)
+			return true
+		}
+	}
+	return json.Unmarshal(raw, s) == nil
+}
+
+// jsonStringIs reports whether raw is the JSON string want.
+func jsonStringIs(raw json.RawMessage, want string) bool {
+	if len(raw) == len(want)+2 && raw[0] == '"' && string(raw[1:len(raw)-1]) == want {
+		return true
+	}
+	var s string
+	return bytes.IndexByte(raw, '\\') >= 0 && json.Unmarshal(raw, &s) == nil && s == want
+}
+
+// hasControl reports whether b holds a control character, which a JSON
+// string may not hold unescaped.
+func hasControl(b []byte) bool {
+	for _, c := range b {
+		if c < 0x20 {
+			return true
+		}
+	}
+	return false
+}
+
+// exact reports whether the result is just its only text block, whose
+// members are type and text, and the members named (with content).
+func (r *mcpResultRead) exact(members ...string) bool {
+	if !r.isText || len(r.block) != 2 || len(r.members) != 1+len(members) {
+		return false
+	}
+	for _, m := range members {
+		if _, ok := r.members[m]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// onlyContent reports whether the result has no member but content (and
+// isError false).
+func (r *mcpResultRead) onlyContent() bool {
+	for k, v := range r.members {
+		if k != "content" && !(k == "isError" && string(v) == "false") {
+			return false
+		}
+	}
+	return true
 }
 
 // fromOTCCarriers answers a result of an MCP front from its carriers.
 func fromOTCCarriers(r *mcpResultWire) (OTCOutcome, bool) {
+	if len(r.Meta) == 0 {
+		return OTCOutcome{}, false
+	}
 	var call OTCCallMeta
 	if !rawMetaField(r.Meta, MetaOTCCall, &call) {
 		return OTCOutcome{}, false
@@ -266,25 +406,6 @@ func fromOTCCarriers(r *mcpResultWire) (OTCOutcome, bool) {
 	return OTCOutcome{}, false
 }
 
-// givesBack reports whether an MCP front would turn out back into raw
-// (compared as data, its own _meta carriers aside).
-func givesBack(raw json.RawMessage, out OTCOutcome, outputSchema json.RawMessage) bool {
-	resp := &otc.CallToolResponse{Success: out.Error == nil, Value: out.Value, Error: out.Error}
-	_, shape := MCPOutputSchema(outputSchema)
-	back, err := MCPResult(resp, shape)
-	if err != nil {
-		return false
-	}
-	back.Meta = nil
-	b, err := json.Marshal(back)
-	if err != nil {
-		return false
-	}
-	want, err1 := decode(raw)
-	got, err2 := decode(b)
-	return err1 == nil && err2 == nil && reflect.DeepEqual(want, got)
-}
-
 // textsOf returns the text of every text block.
 func textsOf(blocks []json.RawMessage) []string {
 	var out []string
@@ -298,33 +419,4 @@ func textsOf(blocks []json.RawMessage) []string {
 		}
 	}
 	return out
-}
-
-// onlyContent reports whether a raw result has no member but content (and
-// isError false).
-func onlyContent(raw json.RawMessage) bool {
-	var top map[string]json.RawMessage
-	if json.Unmarshal(raw, &top) != nil {
-		return false
-	}
-	for k, v := range top {
-		if k != "content" && !(k == "isError" && string(v) == "false") {
-			return false
-		}
-	}
-	return true
-}
-
-// plainText reports whether raw is just one text block with nothing else,
-// for a tool without an output schema: what MCPResult makes of its text
-// value, so no carrier is needed (and givesBack's round trip is skipped).
-func plainText(raw, block, outputSchema json.RawMessage) bool {
-	if os := bytes.TrimSpace(outputSchema); len(os) > 0 && string(os) != "{}" && !isNull(os) {
-		return false
-	}
-	var b map[string]json.RawMessage
-	if json.Unmarshal(block, &b) != nil || len(b) != 2 {
-		return false
-	}
-	return onlyContent(raw)
 }
