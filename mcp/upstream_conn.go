@@ -494,7 +494,7 @@ func (c *upConn) cancelUpstream(header http.Header, id int64, reason string) {
 		stop := context.AfterFunc(c.ctx, cancel)
 		defer stop()
 		if err := c.t.SendNotification(ctx, n); err != nil {
-			c.u.log.Debug("notifications/cancelled not sent", "err", upSafeError(err))
+			c.u.log.Debug("notifications/cancelled not sent", "error", upSafeError(err))
 		}
 	}()
 }

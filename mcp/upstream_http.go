@@ -296,7 +296,10 @@ func (u *Upstream) headerFunc(ctx context.Context) map[string]string {
 }
 
 // transportLogger is the logger given to mcp-go's transports: their lines
-// go out at debug level (they retry on their own and would be noisy).
+// go out at debug level (they retry on their own and would be noisy), with
+// the error key of every other line ("err" in mcp-go v1.2.1, "error"
+// here), and each error as upSafeError gives it: mcp-go logs errors that
+// hold the server's URL, query and all.
 func (u *Upstream) transportLogger() *slog.Logger {
 	return slog.New(upDebugHandler{u.log.Handler()})
 }
@@ -308,8 +311,18 @@ func (d upDebugHandler) Enabled(ctx context.Context, _ slog.Level) bool {
 }
 
 func (d upDebugHandler) Handle(ctx context.Context, r slog.Record) error {
-	r.Level = slog.LevelDebug
-	return d.h.Handle(ctx, r)
+	out := slog.NewRecord(r.Time, slog.LevelDebug, r.Message, r.PC)
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "err" {
+			a.Key = "error"
+		}
+		if err, ok := a.Value.Any().(error); ok && a.Value.Kind() == slog.KindAny {
+			a.Value = slog.StringValue(upSafeError(err))
+		}
+		out.AddAttrs(a)
+		return true
+	})
+	return d.h.Handle(ctx, out)
 }
 
 func (d upDebugHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
@@ -620,7 +633,7 @@ func (u *Upstream) postOverSSE(endpoint *url.URL, body []byte, method string) {
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := u.httpClient.Do(req)
 	if err != nil {
-		u.log.Debug("answer to a server request not sent", "method", method, "err", upSafeError(err))
+		u.log.Debug("answer to a server request not sent", "method", method, "error", upSafeError(err))
 		return
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -660,5 +661,18 @@ func TestUpstreamLegacySSEServerRequestsAnswered(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("not reported")
+	}
+}
+
+// mcp-go's transport lines go out at debug level, their error under the
+// key "error" and without the URL's query.
+func TestUpstreamTransportLogger(t *testing.T) {
+	var buf bytes.Buffer
+	l := slog.New(upDebugHandler{slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})})
+	l.Error("failed to send close request", "err", &url.Error{Op: "Delete", URL: "http://h/mcp?key=SECRET", Err: errors.New("connection refused")}, "status", 500)
+	got := buf.String()
+	if !strings.Contains(got, `level=DEBUG msg="failed to send close request" error="Delete http://h/mcp: connection refused" status=500`) ||
+		strings.Contains(got, "SECRET") || strings.Contains(got, " err=") {
+		t.Errorf("logged %s", got)
 	}
 }

@@ -135,7 +135,7 @@ func (p *upProc) stop(hurry <-chan struct{}, grace time.Duration, log *slog.Logg
 	if !wait(grace) {
 		log.Info("upstream child still running after its stdin was closed; sending SIGTERM", "pid", p.pid)
 		if err := upTerminateGroup(p.cmd.Process); err != nil {
-			log.Debug("SIGTERM failed", "pid", p.pid, "err", err)
+			log.Debug("SIGTERM failed", "pid", p.pid, "error", err)
 		}
 		if !wait(grace) {
 			log.Warn("upstream child still running after SIGTERM; killing its process group", "pid", p.pid)
@@ -162,8 +162,9 @@ func (p *upProc) stop(hurry <-chan struct{}, grace time.Duration, log *slog.Logg
 	p.stderr.Close()
 }
 
-// pumpStderr logs the child's stderr line by line, prefixed with the
-// upstream's name; a line longer than StderrLineMax is cut.
+// pumpStderr logs the child's stderr line by line, each line in the field
+// "line" of a record "child stderr" (the logger names the upstream); a line
+// longer than StderrLineMax is cut.
 func (u *Upstream) pumpStderr(r io.Reader, done chan<- struct{}) {
 	defer close(done)
 	limit := u.cfg.StderrLineMax
@@ -176,7 +177,7 @@ func (u *Upstream) pumpStderr(r io.Reader, done chan<- struct{}) {
 			text += " …[line truncated]"
 		}
 		if text != "" {
-			u.log.Info(u.Name()+": "+text, "stream", "stderr")
+			u.log.Info("child stderr", "line", text)
 		}
 		line, cut = line[:0], false
 	}

@@ -222,8 +222,13 @@ func TestUpstreamStdioStderrLogged(t *testing.T) {
 	if _, err := upCall(t, u, "stderr", ""); err != nil {
 		t.Fatal(err)
 	}
-	logs.waitLog(t, `msg="fake-stdio: fake: hello on stderr"`, 5*time.Second)
-	cut := "fake-stdio: " + strings.Repeat("x", 100) + " …[line truncated]"
+	logs.waitLog(t, `line="fake: hello on stderr"`, 5*time.Second)
+	for _, l := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(l, `line="fake: hello on stderr"`) && !strings.Contains(l, `msg="child stderr" upstream=fake-stdio `) {
+			t.Errorf("stderr line logged as %s", l)
+		}
+	}
+	cut := `line="` + strings.Repeat("x", 100) + " …[line truncated]\""
 	logs.waitLog(t, cut, 5*time.Second)
 	if strings.Contains(logs.String(), strings.Repeat("x", 101)) {
 		t.Error("a stderr line was logged beyond StderrLineMax")
@@ -250,7 +255,7 @@ func TestUpstreamStdioCrashLostThenRestart(t *testing.T) {
 	if _, err := upCall(t, u, "pid", ""); !errors.Is(err, ErrUnavailable) {
 		t.Errorf("call while restarting: err = %v, want ErrUnavailable", err)
 	}
-	logs.waitLog(t, "fake-stdio: fake: crashing now", 2*time.Second)
+	logs.waitLog(t, `line="fake: crashing now"`, 2*time.Second)
 
 	upWaitReady(t, u)
 	pid2 := upPid(t, u)
@@ -488,7 +493,7 @@ func TestUpstreamStdioExitAtStart(t *testing.T) {
 	upEventually(t, 10*time.Second, "an exit during initialize", func() bool {
 		return u.Status().Reason == "exited during initialize: exit status 1"
 	})
-	logs.waitLog(t, "fake-stdio: fake: exiting at start", 2*time.Second)
+	logs.waitLog(t, `line="fake: exiting at start"`, 2*time.Second)
 	if u.Ready() {
 		t.Error("ready")
 	}

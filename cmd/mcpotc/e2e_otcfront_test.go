@@ -1080,14 +1080,15 @@ func TestE2EOTCFrontEverything(t *testing.T) {
 		t.Parallel()
 		b := otcE2EStart(t, []string{"--", node, everything, "stdio"}, peerEnv(t))
 		otcE2ECheckEverything(t, b, otcE2EEverythingName)
-		// The child's stderr reaches the log, prefixed with the upstream's
-		// name: its serverInfo.name once it has answered initialize,
-		// "mcp-server" before; never a name taken from its command line.
+		// The child's stderr reaches the log, in the field "line" of a
+		// record naming the upstream: its serverInfo.name once it has
+		// answered initialize, "mcp-server" before; never a name taken
+		// from its command line.
 		if l := b.waitLogs(1, func(m map[string]any) bool {
 			name := fmt.Sprint(m["upstream"])
-			return m["stream"] == "stderr" && (name == "mcp-server" || name == otcE2EEverythingName) && strings.HasPrefix(fmt.Sprint(m["message"]), name+": ")
+			return m["message"] == "child stderr" && (name == "mcp-server" || name == otcE2EEverythingName) && m["line"] != nil
 		}); len(l) == 0 {
-			t.Errorf("no stderr line of server-everything in the log, prefixed with its name")
+			t.Errorf("no stderr line of server-everything in the log, with its name")
 		}
 		if l := b.logs(func(m map[string]any) bool {
 			return strings.Contains(fmt.Sprint(m["upstream"]), filepath.Base(everything))
@@ -2031,11 +2032,12 @@ func TestE2EOTCFrontLogs(t *testing.T) {
 			t.Errorf("log line of %s %s:\n  %s", c.toolID, c.callID, strings.Join(diffs, "\n  "))
 		}
 	}
-	// The child's stderr, line by line, prefixed with the upstream's name.
+	// The child's stderr, line by line, in a field of a record naming the
+	// upstream.
 	for _, text := range []string{"otcE2E child says: hello", `{"not":"a log line of ours"} ünï`} {
-		l := b.logs(func(m map[string]any) bool { return m["stream"] == "stderr" && m["message"] == "kid: "+text })
+		l := b.logs(func(m map[string]any) bool { return m["message"] == "child stderr" && m["line"] == text })
 		if len(l) != 1 || l[0]["upstream"] != "kid" || l[0]["level"] != "info" {
-			t.Errorf("log: child stderr line %q: %s, want one line {upstream: kid, stream: stderr, message: \"kid: …\"}", text, otcE2EShow(l))
+			t.Errorf("log: child stderr line %q: %s, want one line {upstream: kid, message: \"child stderr\", line: …}", text, otcE2EShow(l))
 		}
 	}
 	if l := b.logs(func(m map[string]any) bool { return m["message"] == "upstream child started" }); len(l) != 1 || l[0]["command"] != "sh" || l[0]["upstream"] != "kid" {
