@@ -10,7 +10,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/mcpotc/mcpotc/mcp"
+	"github.com/mcpotc/mcpotc/mcp/upstream"
 	"github.com/mcpotc/mcpotc/otc"
 	"github.com/mcpotc/mcpotc/otc/sample"
 )
@@ -105,7 +105,7 @@ func TestOTCFrontExplainsWrongMCPURLs(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f, err := NewOTCFront(context.Background(), []MCPUpstream{{Config: mcp.UpstreamConfig{Name: "u", URL: tt.url}}}, &OTCFrontOptions{Logger: zerolog.Nop()})
+			f, err := NewOTCFront(context.Background(), []MCPUpstream{{Config: upstream.UpstreamConfig{Name: "u", URL: tt.url}}}, &OTCFrontOptions{Logger: zerolog.Nop()})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -15,8 +15,9 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mcpotc/mcpotc/bridge"
-	"github.com/mcpotc/mcpotc/mcp"
+	"github.com/mcpotc/mcpotc/mcp/front"
 	mcpsample "github.com/mcpotc/mcpotc/mcp/sample"
+	"github.com/mcpotc/mcpotc/mcp/upstream"
 	"github.com/mcpotc/mcpotc/otc"
 	"github.com/mcpotc/mcpotc/otc/sample"
 )
@@ -45,7 +46,7 @@ func newBenchOTCFront(b *testing.B, server otc.Options) http.Handler {
 	ctx := context.Background()
 	f, err := bridge.NewOTCFront(ctx, []bridge.MCPUpstream{{
 		Toolkit: "Sample",
-		Config:  mcp.UpstreamConfig{Name: "sample", InProcess: mcpsample.NewServer()},
+		Config:  upstream.UpstreamConfig{Name: "sample", InProcess: mcpsample.NewServer()},
 	}}, &bridge.OTCFrontOptions{Server: server, Logger: benchLogger()})
 	if err != nil {
 		b.Fatal(err)
@@ -213,11 +214,11 @@ func BenchmarkMCPFrontCall(b *testing.B) {
 // transport (stateless: one POST per call, JSON answer).
 func BenchmarkMCPFrontCallStreamableHTTP(b *testing.B) {
 	f := newBenchMCPFront(b)
-	h := f.Front().StreamableHTTPHandler(&mcp.HTTPOptions{Stateless: true})
+	h := f.Front().StreamableHTTPHandler(&front.HTTPOptions{Stateless: true})
 	msg := mcpCallMessage("Calculator_Add", `{"a":2,"b":3}`)
 	b.ReportAllocs()
 	for b.Loop() {
-		req := httptest.NewRequest(http.MethodPost, mcp.StreamablePath, bytes.NewReader(msg))
+		req := httptest.NewRequest(http.MethodPost, front.StreamablePath, bytes.NewReader(msg))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Accept", "application/json, text/event-stream")
 		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")

@@ -42,8 +42,9 @@ import (
 	"time"
 
 	"github.com/mcpotc/mcpotc/bridge"
-	"github.com/mcpotc/mcpotc/mcp"
+	"github.com/mcpotc/mcpotc/mcp/front"
 	mcpsample "github.com/mcpotc/mcpotc/mcp/sample"
+	"github.com/mcpotc/mcpotc/mcp/upstream"
 	"github.com/mcpotc/mcpotc/otc"
 )
 
@@ -440,7 +441,7 @@ func interopStartOTCFront(t *testing.T) string {
 	ctx := context.Background()
 	f, err := bridge.NewOTCFront(ctx, []bridge.MCPUpstream{{
 		Toolkit: "Sample",
-		Config:  mcp.UpstreamConfig{Name: "sample", InProcess: mcpsample.NewServer()},
+		Config:  upstream.UpstreamConfig{Name: "sample", InProcess: mcpsample.NewServer()},
 	}}, nil)
 	if err != nil {
 		t.Fatalf("NewOTCFront: %v", err)
@@ -1016,12 +1017,12 @@ func interopMCPFrontColumn(t *testing.T, m *interopMatrix, d string) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	front, err := bridge.NewMCPFront(ctx, []bridge.OTCUpstream{{Name: "fake-" + d, Client: client}},
+	mf, err := bridge.NewMCPFront(ctx, []bridge.OTCUpstream{{Name: "fake-" + d, Client: client}},
 		&bridge.MCPFrontOptions{Refresh: time.Hour, CallTimeout: interopWait})
 	if err != nil {
 		t.Fatalf("NewMCPFront over a %s upstream: %v", d, err)
 	}
-	h := front.Front().StreamableHTTPHandler(nil)
+	h := mf.Front().StreamableHTTPHandler(nil)
 	srv := httptest.NewServer(h)
 	t.Cleanup(func() {
 		cctx, cancel := context.WithTimeout(context.Background(), interopWait)
@@ -1031,7 +1032,7 @@ func interopMCPFrontColumn(t *testing.T, m *interopMatrix, d string) {
 		}
 		srv.Close()
 	})
-	c := &interopMCPClient{url: srv.URL + mcp.StreamablePath}
+	c := &interopMCPClient{url: srv.URL + front.StreamablePath}
 	initRes, err := c.rpc("initialize", map[string]any{
 		"protocolVersion": "2025-11-25",
 		"capabilities":    map[string]any{},

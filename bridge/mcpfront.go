@@ -19,7 +19,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mcpotc/mcpotc/mapping"
-	"github.com/mcpotc/mcpotc/mcp"
+	"github.com/mcpotc/mcpotc/mcp/front"
 	"github.com/mcpotc/mcpotc/otc"
 )
 
@@ -84,7 +84,7 @@ type MCPFront struct {
 	opts      MCPFrontOptions
 	log       zerolog.Logger
 	upstreams []*otcUpstream
-	front     *mcp.Front
+	front     *front.Front
 
 	mu          sync.Mutex // guards fingerprint and each upstream's tools on refresh
 	fingerprint [32]byte
@@ -147,7 +147,7 @@ func NewMCPFront(ctx context.Context, upstreams []OTCUpstream, opts *MCPFrontOpt
 		seen[u.Name] = true
 		f.upstreams = append(f.upstreams, &otcUpstream{OTCUpstream: u, tools: map[string]*frontTool{}})
 	}
-	f.front = mcp.NewFront("mcpotc", f.opts.Version, &mcp.FrontOptions{Logger: slogLogger(f.log)})
+	f.front = front.NewFront("mcpotc", f.opts.Version, &front.FrontOptions{Logger: slogLogger(f.log)})
 	if err := f.refresh(ctx, true); err != nil {
 		return nil, err
 	}
@@ -155,7 +155,7 @@ func NewMCPFront(ctx context.Context, upstreams []OTCUpstream, opts *MCPFrontOpt
 }
 
 // Health answers GET /health on the HTTP transports
-// (mcp.HTTPOptions.Health), in the OTC front's shape: 200 and
+// (front.HTTPOptions.Health), in the OTC front's shape: 200 and
 // {"status":"ok","upstreams":{name:"ready"}} when every upstream's last
 // listing succeeded, else 503 and "unavailable" with each failing
 // upstream's error (its old tools are still served meanwhile).
@@ -179,7 +179,7 @@ func (f *MCPFront) Health(context.Context) (bool, any) {
 }
 
 // Front is the MCP server, for its transports.
-func (f *MCPFront) Front() *mcp.Front { return f.front }
+func (f *MCPFront) Front() *front.Front { return f.front }
 
 // Run refreshes the catalogs every Refresh until ctx ends.
 func (f *MCPFront) Run(ctx context.Context) {
@@ -383,7 +383,7 @@ func (f *MCPFront) handler(t *frontTool) mcpserver.ToolHandlerFunc {
 			// Calling would only earn a 400: say what to configure now.
 			f.log.Warn().Str("call_id", cutID(callReq.CallID)).Str("tool", t.Tool.Name).Str("tool_id", t.OTCID).Str("upstream", t.up.Name).
 				Str("missing", missing).Msg("call refused: requirement not configured")
-			return nil, &mcp.RPCError{Code: mapping.CodeInternal, Message: fmt.Sprintf("the OTC tool %s needs %s: configure it for upstream %s", t.OTCID, missing, t.up.Name)}
+			return nil, &front.RPCError{Code: mapping.CodeInternal, Message: fmt.Sprintf("the OTC tool %s needs %s: configure it for upstream %s", t.OTCID, missing, t.up.Name)}
 		}
 		timeout := t.up.CallTimeout
 		if timeout <= 0 {
@@ -420,7 +420,7 @@ func (f *MCPFront) handler(t *frontTool) mcpserver.ToolHandlerFunc {
 		}
 		return mapping.MCPError(err, t.Tool.Name, mapping.MCPOptions{
 			InputErrorsAsResult: f.opts.InputErrorsAsResult,
-			URLElicitation:      mcp.ClientSupportsURLElicitation(ctx),
+			URLElicitation:      front.ClientSupportsURLElicitation(ctx),
 		})
 	}
 }
@@ -464,7 +464,7 @@ func (u *otcUpstream) callContext(ctx context.Context, req *otc.Requirements, fw
 			token = u.Tokens[a.ID]
 		}
 		if token == "" && slices.Contains(u.CallerTokenProviders, a.ID) {
-			token, _ = mcp.CallerBearerToken(ctx)
+			token, _ = front.CallerBearerToken(ctx)
 		}
 		if token != "" {
 			cc.Authorization = append(cc.Authorization, otc.AuthorizationToken{ID: a.ID, Token: token})

@@ -42,7 +42,7 @@ func toolDef(id, name string) string {
 	return `{"id":"` + id + `","name":"` + name + `","description":"d","version":"` + version + `","input_schema":{"type":"object"},"output_schema":{}}`
 }
 
-func upstream(t *testing.T, name, prefix string, h http.Handler) OTCUpstream {
+func otcUpstreamOn(t *testing.T, name, prefix string, h http.Handler) OTCUpstream {
 	t.Helper()
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
@@ -68,7 +68,7 @@ func TestUpstreamDownAtStartJoinsLater(t *testing.T) {
 	down.set(http.StatusServiceUnavailable, `[]`)
 	up := &switchable{}
 	up.set(http.StatusOK, `[`+toolDef("A.One@1.0.0", "A_One")+`]`)
-	f, err := NewMCPFront(ctx, []OTCUpstream{upstream(t, "up", "", up), upstream(t, "down", "", down)}, nil)
+	f, err := NewMCPFront(ctx, []OTCUpstream{otcUpstreamOn(t, "up", "", up), otcUpstreamOn(t, "down", "", down)}, nil)
 	if err != nil {
 		t.Fatalf("an upstream that is down stopped the bridge: %v", err)
 	}
@@ -99,13 +99,13 @@ func TestNameClashAtStartNamesBoth(t *testing.T) {
 	a, b := &switchable{}, &switchable{}
 	a.set(http.StatusOK, `[`+toolDef("Calculator.Add@1.0.0", "Calculator_Add")+`]`)
 	b.set(http.StatusOK, `[`+toolDef("Calculator.Add@2.0.0", "Calculator_Add")+`]`)
-	_, err := NewMCPFront(context.Background(), []OTCUpstream{upstream(t, "one", "", a), upstream(t, "two", "", b)}, nil)
+	_, err := NewMCPFront(context.Background(), []OTCUpstream{otcUpstreamOn(t, "one", "", a), otcUpstreamOn(t, "two", "", b)}, nil)
 	if err == nil || !strings.Contains(err.Error(), "Calculator.Add@1.0.0") || !strings.Contains(err.Error(), "Calculator.Add@2.0.0") ||
 		!strings.Contains(err.Error(), "one") || !strings.Contains(err.Error(), "two") {
 		t.Fatalf("err = %v; want a clash naming both tools and upstreams", err)
 	}
 	// A prefix resolves it.
-	f, err := NewMCPFront(context.Background(), []OTCUpstream{upstream(t, "one", "", a), upstream(t, "two", "v2_", b)}, nil)
+	f, err := NewMCPFront(context.Background(), []OTCUpstream{otcUpstreamOn(t, "one", "", a), otcUpstreamOn(t, "two", "v2_", b)}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +115,7 @@ func TestNameClashAtStartNamesBoth(t *testing.T) {
 	// A clash that appears later is refused, and the first holder keeps the name.
 	c := &switchable{}
 	c.set(http.StatusOK, `[]`)
-	f, err = NewMCPFront(context.Background(), []OTCUpstream{upstream(t, "one", "", a), upstream(t, "three", "", c)}, nil)
+	f, err = NewMCPFront(context.Background(), []OTCUpstream{otcUpstreamOn(t, "one", "", a), otcUpstreamOn(t, "three", "", c)}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +136,7 @@ func TestCatalogChangeNotifiesClients(t *testing.T) {
 	defer cancel()
 	s := &switchable{}
 	s.set(http.StatusOK, `[`+toolDef("A.One@1.0.0", "A_One")+`]`)
-	f, err := NewMCPFront(ctx, []OTCUpstream{upstream(t, "up", "", s)}, nil)
+	f, err := NewMCPFront(ctx, []OTCUpstream{otcUpstreamOn(t, "up", "", s)}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

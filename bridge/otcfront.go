@@ -15,14 +15,14 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mcpotc/mcpotc/mapping"
-	"github.com/mcpotc/mcpotc/mcp"
+	"github.com/mcpotc/mcpotc/mcp/upstream"
 	"github.com/mcpotc/mcpotc/otc"
 )
 
 // MCPUpstream is one MCP server behind the OTC front: one OTC toolkit.
 type MCPUpstream struct {
 	// Config says how to reach it (stdio child, URL or in-process).
-	Config mcp.UpstreamConfig
+	Config upstream.UpstreamConfig
 	// Toolkit is its OTC toolkit name. Empty: its serverInfo.name.
 	Toolkit string
 	// Version is its tools' OTC version. Empty: serverInfo.version when it
@@ -66,7 +66,7 @@ type OTCFront struct {
 
 type mcpUpstream struct {
 	MCPUpstream
-	up     *mcp.Upstream
+	up     *upstream.Upstream
 	mu     sync.Mutex
 	tools  []json.RawMessage // the latest raw tools/list
 	served bool              // its tools are in the served catalog
@@ -111,13 +111,13 @@ func NewOTCFront(ctx context.Context, upstreams []MCPUpstream, opts *OTCFrontOpt
 	f.handler = h
 	for _, u := range f.ups {
 		cfg := u.Config
-		up, err := mcp.StartUpstream(ctx, &cfg, &mcp.UpstreamOptions{
+		up, err := upstream.StartUpstream(ctx, &cfg, &upstream.UpstreamOptions{
 			Logger:         slogLogger(f.log),
 			ClientName:     "mcpotc",
 			ClientVersion:  o.Version,
 			OnToolsChanged: func(tools []json.RawMessage) { f.toolsChanged(u, tools) },
 			Diagnose:       diagnoseMCPURL,
-			OnElicitation: func(e mcp.UpstreamElicitation) {
+			OnElicitation: func(e upstream.UpstreamElicitation) {
 				f.log.Warn().Str("upstream", e.Upstream).Str("mode", e.Mode).Str("url", e.URL).Str("answer", e.Action).
 					Msg("upstream asked for an elicitation during a call; OTC cannot carry it, so it was refused")
 			},
@@ -172,7 +172,7 @@ func (f *OTCFront) Close(ctx context.Context) error {
 }
 
 // name is the upstream's name in logs and health: the configured one, else
-// the server's serverInfo.name (mcp.UpstreamConfig.Name).
+// the server's serverInfo.name (upstream.UpstreamConfig.Name).
 func (u *mcpUpstream) name() string {
 	if u.up != nil {
 		return u.up.Name()

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/mcpotc/mcpotc/mapping"
-	"github.com/mcpotc/mcpotc/mcp"
+	"github.com/mcpotc/mcpotc/mcp/upstream"
 	"github.com/mcpotc/mcpotc/otc"
 )
 
@@ -286,9 +286,9 @@ func BenchmarkOTCError(b *testing.B) {
 		name string
 		err  error
 	}{
-		{"invalid-params", &mcp.UpstreamError{Code: -32602, Message: "invalid arguments", Data: json.RawMessage(`{"parameter_errors":{"a":"Must be a number"}}`)}},
-		{"other-rpc", &mcp.UpstreamError{Code: -32000, Message: "boom"}},
-		{"lost", fmt.Errorf("call lost: %w", mcp.ErrLost)},
+		{"invalid-params", &upstream.UpstreamError{Code: -32602, Message: "invalid arguments", Data: json.RawMessage(`{"parameter_errors":{"a":"Must be a number"}}`)}},
+		{"other-rpc", &upstream.UpstreamError{Code: -32000, Message: "boom"}},
+		{"lost", fmt.Errorf("call lost: %w", upstream.ErrLost)},
 	}
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {

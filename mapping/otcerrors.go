@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mcpotc/mcpotc/mcp"
+	"github.com/mcpotc/mcpotc/mcp/upstream"
 	"github.com/mcpotc/mcpotc/otc"
 )
 
@@ -25,7 +25,7 @@ import (
 //	died or timed out after it was sent    200 success:false, can_retry, retry_after_ms
 //	answer over the message limit          200 success:false, can_retry false, naming the limit and how to raise it
 //
-// An answer over the message limit (mcp.ErrTooLarge) is a 200: the tool
+// An answer over the message limit (upstream.ErrTooLarge) is a 200: the tool
 // ran, only its answer could not be carried, and a retry would run it again
 // to the same end.
 //
@@ -37,8 +37,8 @@ import (
 // again. A -32042 without a URL is a ToolError marked NotRun: the tool did
 // not run, so a repeat of its call_id must reach it.
 func OTCError(err error) error {
-	var ue *mcp.UpstreamError
-	var tooLarge *mcp.TooLargeError
+	var ue *upstream.UpstreamError
+	var tooLarge *upstream.TooLargeError
 	switch {
 	case errors.As(err, &tooLarge):
 		return &otc.ToolError{
@@ -51,11 +51,11 @@ func OTCError(err error) error {
 			return restored // an OTC server's own answer, through an MCP front
 		}
 		return withMCPError(otcErrorFromRPC(ue), ue)
-	case errors.Is(err, mcp.ErrUpstreamUnauthorized):
+	case errors.Is(err, upstream.ErrUpstreamUnauthorized):
 		return &otc.ServerErrorResponse{Message: "The tool server rejected the bridge's credentials", DeveloperMessage: err.Error()}
-	case errors.Is(err, mcp.ErrUnavailable):
+	case errors.Is(err, upstream.ErrUnavailable):
 		return &otc.ServerErrorResponse{Message: msgUnavailableToolServe, DeveloperMessage: err.Error(), RetryAfter: UnavailableRetryAfter}
-	case errors.Is(err, mcp.ErrLost), errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, upstream.ErrLost), errors.Is(err, context.DeadlineExceeded):
 		retry := LostRetryAfter.Milliseconds()
 		return &otc.ToolError{
 			Message:          "The tool server did not answer; the call may or may not have run",
@@ -78,7 +78,7 @@ const UnavailableRetryAfter = time.Second
 // notifications/cancelled, after which a conforming server stops.
 const LostRetryAfter = time.Second
 
-func otcErrorFromRPC(ue *mcp.UpstreamError) error {
+func otcErrorFromRPC(ue *upstream.UpstreamError) error {
 	switch ue.Code {
 	case CodeMethodNotFound:
 		return &otc.ServerErrorResponse{Message: "Tool was not found", DeveloperMessage: rpcDetail(ue)}
@@ -120,14 +120,14 @@ func otcErrorFromRPC(ue *mcp.UpstreamError) error {
 
 // rpcDetail is "MCP error CODE: message", for developer_message (the
 // message is not prefixed twice when the upstream already did).
-func rpcDetail(ue *mcp.UpstreamError) string {
+func rpcDetail(ue *upstream.UpstreamError) string {
 	prefix := fmt.Sprintf("MCP error %d: ", ue.Code)
 	return prefix + strings.TrimPrefix(ue.Message, prefix)
 }
 
 // withMCPError attaches the upstream's JSON-RPC error to an OTC error as
 // the XMCPError carrier, so that an MCP front further on answers it as is.
-func withMCPError(err error, ue *mcp.UpstreamError) error {
+func withMCPError(err error, ue *upstream.UpstreamError) error {
 	carrier := MCPErrorCarrier{Code: ue.Code, Message: ue.Message, Data: ue.Data}
 	b, merr := json.Marshal(carrier)
 	if merr != nil {
@@ -148,7 +148,7 @@ func withMCPError(err error, ue *mcp.UpstreamError) error {
 // otcResponseFromRPC gives back the OTC 400 / 422 answer an MCP front
 // carried in the error's data (DataOTCResponse), or in the first URL
 // elicitation's _meta for -32042; nil when there is none.
-func otcResponseFromRPC(ue *mcp.UpstreamError) error {
+func otcResponseFromRPC(ue *upstream.UpstreamError) error {
 	var data struct {
 		Carrier      json.RawMessage `json:"mcpotc/otc-response"`
 		Elicitations []struct {

@@ -5,13 +5,13 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/mcpotc/mcpotc/mcp"
+	"github.com/mcpotc/mcpotc/mcp/upstream"
 )
 
 // An answer over the message limit is a 200 success:false that names the
 // limit and how to raise it, and is not retryable.
 func TestOTCErrorTooLarge(t *testing.T) {
-	err := fmt.Errorf("calling: %w", &mcp.TooLargeError{Upstream: "big", Tool: "dump", Limit: 16 << 20, Size: 209715250})
+	err := fmt.Errorf("calling: %w", &upstream.TooLargeError{Upstream: "big", Tool: "dump", Limit: 16 << 20, Size: 209715250})
 	got, merr := json.Marshal(OTCError(err))
 	if merr != nil {
 		t.Fatal(merr)

@@ -14,7 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mcpotc/mcpotc/bridge"
-	"github.com/mcpotc/mcpotc/mcp"
+	"github.com/mcpotc/mcpotc/mcp/front"
 	"github.com/mcpotc/mcpotc/otc"
 	"github.com/mcpotc/mcpotc/otc/sample"
 )
@@ -78,10 +78,10 @@ func (m *Main) serveMCP(ctx context.Context, args []string) error {
 	inputErrors := fs.String("input-errors", "jsonrpc", "input validation failures as a JSON-RPC -32602 error (jsonrpc) or an isError result (result)")
 	acceptContext := fs.Bool("accept-otc-context", false, "use the OTC context (tokens, secrets, user id) an mcpotc OTC front forwards with a call, for --otc upstreams (see README, Round trips)")
 	bearerEnv := fs.String("bearer-token-env", "", "environment variable holding a bearer token that HTTP clients must send (http and sse transports)")
-	idleTTL := durationFlag(fs, "session-idle-ttl", mcp.DefaultSessionIdleTTL, "end HTTP sessions idle that long (http and sse transports); 0: never")
-	maxSessions := fs.Int("max-sessions", mcp.DefaultMaxSessions, "most HTTP sessions held at once; beyond it initialize gets 503 (http and sse transports); 0: no bound")
+	idleTTL := durationFlag(fs, "session-idle-ttl", front.DefaultSessionIdleTTL, "end HTTP sessions idle that long (http and sse transports); 0: never")
+	maxSessions := fs.Int("max-sessions", front.DefaultMaxSessions, "most HTTP sessions held at once; beyond it initialize gets 503 (http and sse transports); 0: no bound")
 	stateless := fs.Bool("stateless", false, "serve streamable HTTP without sessions: no Mcp-Session-Id, no standalone GET stream (http transport)")
-	bodyTimeout := durationFlag(fs, "body-timeout", mcp.DefaultBodyTimeout, "bound on receiving a request body; a slower one gets 408 (http and sse transports)")
+	bodyTimeout := durationFlag(fs, "body-timeout", front.DefaultBodyTimeout, "bound on receiving a request body; a slower one gets 408 (http and sse transports)")
 	var allowedHosts allowedHostList
 	fs.Var(&allowedHosts, "allowed-host", allowedHostUsage)
 	var corsOrigins corsOriginList
@@ -213,7 +213,7 @@ func (m *Main) serveMCP(ctx context.Context, args []string) error {
 
 // mcpHTTPOptions checks the HTTP flags of serve-mcp (README, serve-mcp
 // flags) and turns them into the front's options.
-func mcpHTTPOptions(transport string, idleTTL time.Duration, maxSessions int, stateless bool, bodyTimeout time.Duration, allowedHosts []string) (*mcp.HTTPOptions, error) {
+func mcpHTTPOptions(transport string, idleTTL time.Duration, maxSessions int, stateless bool, bodyTimeout time.Duration, allowedHosts []string) (*front.HTTPOptions, error) {
 	switch {
 	case idleTTL < 0:
 		return nil, errors.New("--session-idle-ttl must not be negative")
@@ -224,7 +224,7 @@ func mcpHTTPOptions(transport string, idleTTL time.Duration, maxSessions int, st
 	case stateless && transport != "http":
 		return nil, errors.New("--stateless needs --transport http")
 	}
-	opts := &mcp.HTTPOptions{Stateless: stateless, SessionIdleTTL: idleTTL, MaxSessions: maxSessions, BodyTimeout: bodyTimeout}
+	opts := &front.HTTPOptions{Stateless: stateless, SessionIdleTTL: idleTTL, MaxSessions: maxSessions, BodyTimeout: bodyTimeout}
 	if idleTTL == 0 {
 		opts.SessionIdleTTL = -1 // never
 	}

@@ -1,0 +1,11 @@
+// Package front is mcpotc's MCP server front over mark3labs/mcp-go: the
+// stdio, streamable HTTP and legacy SSE transports, with what mcp-go does
+// not do by itself — answering a tool call with any JSON-RPC error code
+// (RPCError), sessions with an idle TTL and a bound, bearer tokens,
+// DNS-rebinding protection, request-body timeouts and a graceful shutdown
+// that delivers the answers of calls in flight.
+//
+// It imports only the standard library and mcp-go, and logs through the
+// *slog.Logger given in Options. The MCP front (package bridge) is its
+// user: it registers tools and answers their calls.
+package front

@@ -1,0 +1,846 @@
+package front
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	mcpgo "github.com/mark3labs/mcp-go/mcp"
+	mcpserver "github.com/mark3labs/mcp-go/server"
+)
+
+// Paths served by an HTTPHandler.
+const (
+	StreamablePath = "/mcp"     // streamable HTTP
+	SSEPath        = "/sse"     // legacy SSE: the event stream (GET)
+	SSEMessagePath = "/message" // legacy SSE: the client's messages (POST ?sessionId=…)
+	HealthPath     = "/health"  // readiness, when HTTPOptions.Health is set
+)
+
+// HTTPOptions configure an HTTPHandler. A nil *HTTPOptions is the zero value.
+type HTTPOptions struct {
+	// BearerToken, when set, must be presented as "Authorization: Bearer
+	// <token>" on every request; it is compared in constant time, and any
+	// other request gets 401 with WWW-Authenticate. Empty: no authentication.
+	BearerToken string
+	// DisableLocalhostProtection turns off DNS-rebinding protection. By
+	// default a request that arrived on a loopback address must name a
+	// local host in Host and, when it sends Origin, in Origin; others get
+	// 403. Local hosts are localhost, 127.0.0.0/8 and ::1, with any port,
+	// and the names in AllowedHosts. Requests that arrived on other
+	// addresses are not checked.
+	DisableLocalhostProtection bool
+	// AllowedHosts are more host names that the DNS-rebinding protection
+	// accepts in Host and Origin: those of a reverse proxy in front of a
+	// loopback listener. A name matches with any port, a name:port only
+	// with that port, case-insensitively.
+	AllowedHosts []string
+	// AllowedOrigins are browser origins ("https://app.example.com", or
+	// "*" for any) that the DNS-rebinding protection accepts in Origin:
+	// those a CORS setting admits (see the README, CORS). The CORS headers
+	// themselves are not this handler's.
+	AllowedOrigins []string
+	// Health, when set, answers GET /health (before any bearer token is
+	// checked, like the OTC front's): 200 with its body when ok, else 503.
+	// Nil: /health is 404 like any other path.
+	Health func(context.Context) (ok bool, body any)
+	// Stateless serves streamable HTTP without sessions: initialize mints no
+	// Mcp-Session-Id, nothing is remembered between requests (a client's
+	// capabilities and log level included), there is no standalone GET
+	// stream (405) and so no notifications such as tools/list_changed, and
+	// tool calls cannot ask the client anything (elicitation, sampling).
+	// False: initialize mints a session id that later requests (POST, the
+	// GET stream, DELETE) must carry: 400 without one, 404 when it is unknown
+	// or ended. DELETE ends a session and closes its GET streams. 2026-07-28
+	// requests are stateless either way.
+	Stateless bool
+	// KeepAlive, when positive, is the interval of the pings sent on the
+	// streams that stay open (streamable HTTP GET, legacy SSE). Zero: none.
+	KeepAlive time.Duration
+	// SessionIdleTTL ends sessions idle that long: a streamable HTTP session
+	// without a request (mcp-go checks every max(TTL/2, 1 s)), and a legacy
+	// SSE session without a message POSTed (its stream is closed). Zero
+	// means DefaultSessionIdleTTL; negative means sessions are kept until
+	// DELETE, the client leaves (SSE) or Shutdown.
+	SessionIdleTTL time.Duration
+	// MaxSessions bounds the sessions held at once, streamable HTTP and
+	// legacy SSE together; beyond it an initialize (or a legacy SSE stream)
+	// gets 503 with Retry-After and a JSON-RPC error with code
+	// CodeTooManySessions. Zero means DefaultMaxSessions; negative means no
+	// bound.
+	MaxSessions int
+	// MaxMessageBytes bounds the body of a POST; a longer one is refused
+	// (JSON-RPC parse error, HTTP 400). Zero means DefaultMaxMessageBytes;
+	// negative means no bound.
+	MaxMessageBytes int64
+	// BodyTimeout bounds the time to receive a POST's body, from the start
+	// of the request's handling; a body still incomplete then gets 408 and
+	// the connection is closed. Zero means DefaultBodyTimeout; negative
+	// means no bound.
+	BodyTimeout time.Duration
+}
+
+// DefaultMaxMessageBytes is HTTPOptions.MaxMessageBytes when zero.
+const DefaultMaxMessageBytes = 4 << 20
+
+// HTTPHandler serves a Front over HTTP: streamable HTTP at StreamablePath,
+// legacy SSE at SSEPath and SSEMessagePath, or either; other paths are 404.
+// Mount it at the root of an http.Server (or at its paths) and stop it with
+// Shutdown.
+type HTTPHandler struct {
+	f          *Front
+	opts       HTTPOptions
+	serveMCP   bool // streamable HTTP
+	serveSSE   bool // legacy SSE
+	streamable *mcpserver.StreamableHTTPServer
+	sse        *mcpserver.SSEServer
+	sseStream  http.Handler
+	sseMessage http.Handler
+	sessions   sync.Map         // legacy SSE session id → *frontSSEBinding
+	count      *frontSessionIDs // the session count, legacy SSE included
+	ids        *frontSessionIDs // count as the streamable HTTP session id manager; nil when Stateless
+	allowed    map[string]bool  // AllowedHosts, lower case
+
+	refused       atomic.Int64 // requests refused for the session bound, not logged yet
+	refusedLogged atomic.Int64 // unix nanoseconds of the last log line about them
+
+	life        *frontLife // tool calls end when life.stop does
+	stopCalls   context.CancelFunc
+	streams     context.Context // ends the streams that stay open: GET, 2026-07-28 subscriptions/listen
+	stopStreams context.CancelFunc
+	closing     atomic.Bool
+}
+
+// HTTPHandler returns a handler serving f over streamable HTTP and legacy
+// SSE.
+func (f *Front) HTTPHandler(opts *HTTPOptions) *HTTPHandler {
+	return f.newHTTPHandler(opts, true, true)
+}
+
+// StreamableHTTPHandler returns a handler serving f over streamable HTTP
+// only.
+func (f *Front) StreamableHTTPHandler(opts *HTTPOptions) *HTTPHandler {
+	return f.newHTTPHandler(opts, true, false)
+}
+
+// SSEHandler returns a handler serving f over legacy SSE only.
+func (f *Front) SSEHandler(opts *HTTPOptions) *HTTPHandler {
+	return f.newHTTPHandler(opts, false, true)
+}
+
+func (f *Front) newHTTPHandler(opts *HTTPOptions, streamable, sse bool) *HTTPHandler {
+	h := &HTTPHandler{f: f, serveMCP: streamable, serveSSE: sse}
+	if opts != nil {
+		h.opts = *opts
+	}
+	if h.opts.MaxMessageBytes == 0 {
+		h.opts.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	if h.opts.SessionIdleTTL == 0 {
+		h.opts.SessionIdleTTL = DefaultSessionIdleTTL
+	}
+	if h.opts.MaxSessions == 0 {
+		h.opts.MaxSessions = DefaultMaxSessions
+	}
+	if h.opts.BodyTimeout == 0 {
+		h.opts.BodyTimeout = DefaultBodyTimeout
+	}
+	h.allowed = make(map[string]bool, len(h.opts.AllowedHosts))
+	for _, name := range h.opts.AllowedHosts {
+		if _, _, err := net.SplitHostPort(name); err == nil {
+			h.allowed[strings.ToLower(name)] = true // only with this port
+		} else {
+			h.allowed[strings.ToLower(strings.Trim(name, "[]"))] = true
+		}
+	}
+	h.count = newFrontSessionIDs(h.opts.MaxSessions)
+	stop, stopCalls := context.WithCancel(context.Background())
+	h.life, h.stopCalls = &frontLife{stop: stop}, stopCalls
+	h.streams, h.stopStreams = context.WithCancel(context.Background())
+
+	// mcp-go's own DNS-rebinding check (Host only, loopback names only) is
+	// off: the front's, in ServeHTTP, checks Host and Origin and knows
+	// AllowedHosts.
+	sopts := []mcpserver.StreamableHTTPOption{
+		mcpserver.WithStreamableHTTPLogger(f.log),
+		mcpserver.WithDisableLocalhostProtection(true),
+		mcpserver.WithHeartbeatInterval(h.opts.KeepAlive),
+	}
+	if streamable && h.opts.SessionIdleTTL > 0 { // it starts a sweeper
+		sopts = append(sopts, mcpserver.WithSessionIdleTTL(h.opts.SessionIdleTTL))
+	}
+	if h.opts.Stateless {
+		sopts = append(sopts, mcpserver.WithStateLess(true))
+	} else {
+		// Instead of WithStateful's manager: see frontSessionIDs.
+		h.ids = h.count
+		sopts = append(sopts, mcpserver.WithSessionIdManager(h.ids))
+	}
+	h.streamable = mcpserver.NewStreamableHTTPServer(f.server, sopts...)
+
+	ssopts := []mcpserver.SSEOption{
+		mcpserver.WithSSEEndpoint(SSEPath),
+		mcpserver.WithMessageEndpoint(SSEMessagePath),
+		mcpserver.WithSSEDisableLocalhostProtection(true), // the front checks
+	}
+	if h.opts.KeepAlive > 0 {
+		ssopts = append(ssopts, mcpserver.WithKeepAliveInterval(h.opts.KeepAlive))
+	}
+	h.sse = mcpserver.NewSSEServer(f.server, ssopts...)
+	h.sseStream, h.sseMessage = h.sse.SSEHandler(), h.sse.MessageHandler()
+	return h
+}
+
+// logRefused logs that a request was refused for the session bound, at
+// most once a second, with the number refused since the last line.
+func (h *HTTPHandler) logRefused(what string) {
+	n := h.refused.Add(1)
+	now := time.Now().UnixNano()
+	last := h.refusedLogged.Load()
+	if now-last < int64(time.Second) || !h.refusedLogged.CompareAndSwap(last, now) {
+		return
+	}
+	h.refused.Add(-n)
+	h.f.log.Warn("mcp front: refused new sessions: too many sessions", "request", what,
+		"max", h.opts.MaxSessions, "refused", n)
+}
+
+// Sessions is the number of sessions the handler holds: live streamable
+// HTTP sessions (none when Stateless) and open legacy SSE streams.
+func (h *HTTPHandler) Sessions() int { return h.count.count() }
+
+// ServeHTTP checks the request's Host and Origin, then its bearer token,
+// reads a POST's body within BodyTimeout, answers an invalid JSON-RPC
+// message (see frontCheckMessage), and hands the request to mcp-go's
+// transport with the front's bookkeeping.
+func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !h.opts.DisableLocalhostProtection && h.rejectRebinding(w, r) {
+		return
+	}
+	if r.URL.Path == HealthPath && h.opts.Health != nil {
+		h.serveHealth(w, r)
+		return
+	}
+	token, hasToken := frontBearer(r.Header.Get("Authorization"))
+	if h.opts.BearerToken != "" && (!hasToken || !frontTokenEqual(token, h.opts.BearerToken)) {
+		challenge := `Bearer realm="mcp"`
+		if hasToken {
+			challenge += `, error="invalid_token"`
+		}
+		w.Header().Set("WWW-Authenticate", challenge)
+		http.Error(w, "unauthorized", http.StatusUnauthorized)
+		return
+	}
+	ctx := context.WithValue(r.Context(), frontLifeKey{}, h.life)
+	if hasToken {
+		ctx = context.WithValue(ctx, frontTokenKey{}, frontToken{token})
+	}
+	r = r.WithContext(ctx)
+
+	streamable := r.URL.Path == StreamablePath && h.serveMCP
+	message := r.URL.Path == SSEMessagePath && h.serveSSE
+	var body []byte
+	if r.Method == http.MethodPost && (streamable || message) {
+		var ok bool
+		if body, ok = h.readBody(w, r); !ok {
+			return
+		}
+		if why := frontCheckMessage(body); why != "" {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = w.Write(append(why.frame(), '\n'))
+			return
+		}
+	}
+
+	switch {
+	case streamable:
+		h.serveStreamable(w, r, body)
+	case r.URL.Path == SSEPath && h.serveSSE:
+		h.serveSSEStream(w, r)
+	case message:
+		h.serveSSEMessage(w, r)
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+// readBody reads a POST's body, bounded by MaxMessageBytes and, through
+// the connection's read deadline, by BodyTimeout, and gives the request a
+// body that replays it. A body that is not complete in time gets 408 and
+// false. Other read errors (such as a body over MaxMessageBytes) are
+// replayed after the bytes read, for mcp-go to answer as it does: nil
+// body, true.
+func (h *HTTPHandler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	if r.Body == nil || r.Body == http.NoBody {
+		return nil, true
+	}
+	var rc *http.ResponseController
+	if h.opts.BodyTimeout > 0 {
+		rc = http.NewResponseController(w)
+		if rc.SetReadDeadline(time.Now().Add(h.opts.BodyTimeout)) != nil {
+			rc = nil // not a net/http server connection (a test recorder)
+		}
+	}
+	src := r.Body
+	if h.opts.MaxMessageBytes > 0 {
+		src = http.MaxBytesReader(w, src, h.opts.MaxMessageBytes)
+	}
+	body, err := io.ReadAll(src)
+	if rc != nil {
+		// Clear the deadline at once: net/http's background read, which
+		// watches for the client leaving while the handler runs, would
+		// otherwise fail at the deadline and cancel the request.
+		_ = rc.SetReadDeadline(time.Time{})
+	}
+	if err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
+		h.f.log.Warn("mcp front: request body not received in time", "timeout", h.opts.BodyTimeout.String(),
+			"path", r.URL.Path)
+		w.Header().Set("Connection", "close")
+		http.Error(w, fmt.Sprintf("request timeout: the body was not received within %v", h.opts.BodyTimeout),
+			http.StatusRequestTimeout)
+		return nil, false
+	}
+	if err != nil {
+		r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), frontErrReader{err}))
+		return nil, true
+	}
+	r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+	return body, true
+}
+
+func (h *HTTPHandler) serveStreamable(w http.ResponseWriter, r *http.Request, body []byte) {
+	switch r.Method {
+	case http.MethodGet:
+		if h.closing.Load() {
+			http.Error(w, "shutting down", http.StatusServiceUnavailable)
+			return
+		}
+		if h.ids == nil && frontLegacySessionRequest(r) {
+			// Without sessions a standalone stream would belong to no one:
+			// mcp-go would share one among every client. The transport
+			// lets a server without one answer 405.
+			w.Header().Set("Allow", "POST")
+			http.Error(w, "Method Not Allowed: this server is stateless and offers no standalone stream", http.StatusMethodNotAllowed)
+			return
+		}
+		h.serveStreamableGet(w, r)
+		return
+	case http.MethodDelete:
+		if h.rejectSession(w, r) {
+			return
+		}
+		h.streamable.ServeHTTP(w, r)
+		return
+	case http.MethodPost:
+	default:
+		h.streamable.ServeHTTP(w, r)
+		return
+	}
+
+	init, ok := h.preparePost(w, r, body)
+	if !ok {
+		return
+	}
+	if init {
+		if !h.ids.admit(false) {
+			h.logRefused("initialize")
+			frontTooManySessions(w, h.opts.MaxSessions)
+			return
+		}
+		defer h.ids.release(false)
+	}
+	ctx := r.Context()
+	if r.Header.Get(mcpgo.HeaderMethod) == string(mcpgo.MethodSubscriptionsListen) {
+		// A 2026-07-28 notification stream: a POST that lasts until the
+		// client leaves, or until Shutdown closes the streams.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		defer context.AfterFunc(h.streams, cancel)()
+	}
+	st := newFrontStream(h.f.maxPending, false)
+	rw := newFrontResponseWriter(w, st)
+	h.streamable.ServeHTTP(rw, r.WithContext(context.WithValue(ctx, frontStreamKey{}, st)))
+	rw.finish()
+	if id := w.Header().Get(mcpserver.HeaderKeySessionID); init && id != "" && !h.ids.isLive(id) {
+		// Ended (DELETE) between the answer and mcp-go's registration of
+		// the session, which came after: end it again, for mcp-go to
+		// forget it (see frontSessionIDs).
+		h.endStreamableSession(id)
+	}
+}
+
+// endStreamableSession has mcp-go remove every trace of session id, as its
+// DELETE does.
+func (h *HTTPHandler) endStreamableSession(id string) {
+	req, err := http.NewRequestWithContext(context.Background(), http.MethodDelete, StreamablePath, nil)
+	if err != nil {
+		return
+	}
+	req.Header.Set(mcpserver.HeaderKeySessionID, id)
+	h.streamable.ServeHTTP(frontDiscard{header: http.Header{}}, req)
+}
+
+// frontDiscard is a ResponseWriter that drops the response.
+type frontDiscard struct{ header http.Header }
+
+func (d frontDiscard) Header() http.Header         { return d.header }
+func (d frontDiscard) Write(p []byte) (int, error) { return len(p), nil }
+func (d frontDiscard) WriteHeader(int)             {}
+
+// serveStreamableGet serves the standalone stream of a session. It ends
+// when the client leaves, when the session ends (DELETE, idle expiry,
+// Shutdown: see frontSessionIDs) and when Shutdown closes the streams.
+func (h *HTTPHandler) serveStreamableGet(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	defer context.AfterFunc(h.streams, cancel)()
+	if h.ids != nil && frontLegacySessionRequest(r) {
+		id := r.Header.Get(mcpserver.HeaderKeySessionID)
+		if id != "" {
+			// Watch first, then check: a session that ends in between is
+			// either seen ended here or closes this stream.
+			defer h.ids.watch(id, cancel)()
+		}
+		if h.rejectSession(w, r) {
+			return
+		}
+	}
+	h.streamable.ServeHTTP(w, r.WithContext(ctx))
+}
+
+// frontLegacySessionRequest reports whether a GET or DELETE belongs to a
+// protocol version with sessions, and is one that mcp-go would serve: it
+// answers 2026-07-28 requests (405) and unknown versions (400) itself.
+func frontLegacySessionRequest(r *http.Request) bool {
+	v := r.Header.Get(mcpgo.HeaderProtocolVersion)
+	return !mcpgo.IsModernProtocol(v) && (v == "" || mcpgo.IsValidProtocolVersion(v))
+}
+
+// rejectSession answers a GET or DELETE of a stateful handler that does
+// not name a live session, as the streamable HTTP transport wants (since
+// 2025-03-26): 400 without Mcp-Session-Id, 404 when the id is unknown or
+// its session ended. mcp-go would open a stream for, or "end", any session
+// a GET or DELETE names, or none.
+func (h *HTTPHandler) rejectSession(w http.ResponseWriter, r *http.Request) bool {
+	if h.ids == nil || !frontLegacySessionRequest(r) {
+		return false
+	}
+	id := r.Header.Get(mcpserver.HeaderKeySessionID)
+	if id == "" {
+		http.Error(w, "Bad Request: Mcp-Session-Id header is required", http.StatusBadRequest)
+		return true
+	}
+	if terminated, err := h.ids.Validate(id); err != nil || terminated {
+		http.Error(w, "Session not found", http.StatusNotFound)
+		return true
+	}
+	return false
+}
+
+// preparePost looks at the body of a POST to the streamable HTTP
+// endpoint (nil when it could not be read) and reports whether it is an
+// initialize that creates a session:
+//
+//   - a notification of a 2026-07-28 client gets the protocol version of its
+//     Mcp-Protocol-Version header in _meta when it has none (see
+//     frontFillNotificationVersion);
+//   - in a stateful handler, a message before 2026-07-28 other than
+//     initialize or a response, without Mcp-Session-Id, is answered 400
+//     (mcp-go answers 404, which tells a client its session ended).
+//
+// ok is false when it answered the request.
+func (h *HTTPHandler) preparePost(w http.ResponseWriter, r *http.Request, body []byte) (init, ok bool) {
+	headerVersion := r.Header.Get(mcpgo.HeaderProtocolVersion)
+	if body == nil {
+		return false, true
+	}
+	if mcpgo.IsModernProtocol(headerVersion) {
+		body = frontFillNotificationVersion(body, headerVersion)
+		r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+		return false, true
+	}
+	if h.ids == nil {
+		return false, true
+	}
+	// mcp-go mints a session for any initialize, with Mcp-Session-Id or not.
+	method, needsSession := frontSessionless(body)
+	if needsSession && r.Header.Get(mcpserver.HeaderKeySessionID) == "" {
+		http.Error(w, "Bad Request: Mcp-Session-Id header is required", http.StatusBadRequest)
+		return false, false
+	}
+	return method == string(mcpgo.MethodInitialize), true
+}
+
+type frontErrReader struct{ err error }
+
+func (e frontErrReader) Read([]byte) (int, error) { return 0, e.err }
+
+// frontSessionless looks at a POSTed body sent without a 2026-07-28
+// Mcp-Protocol-Version. It returns the message's method, and whether it is
+// a message that must carry a session id: a
+// request or notification other than initialize whose _meta names no
+// protocol version from 2026-07-28 on. Anything else (initialize,
+// responses, 2026-07-28 messages, bodies that are not one JSON object) is
+// left to mcp-go; an initialize whose _meta names a 2026-07-28 version is
+// not "initialize" here, as mcp-go mints no session for it.
+func frontSessionless(body []byte) (method string, needsSession bool) {
+	var msg struct {
+		Method string `json:"method"`
+		Params struct {
+			Meta *mcpgo.Meta `json:"_meta"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(body, &msg) != nil {
+		return "", false
+	}
+	if mcpgo.IsModernProtocol(msg.Params.Meta.ProtocolVersion()) {
+		return "", false
+	}
+	return msg.Method, msg.Method != "" && msg.Method != string(mcpgo.MethodInitialize)
+}
+
+// frontFillNotificationVersion fixes up the notification of a 2026-07-28
+// client for mcp-go: protocol version 2026-07-28 requires the _meta
+// protocol version of requests only (the official Go SDK sends
+// notifications/cancelled with the Mcp-Protocol-Version header alone, and
+// mcp-go's own client sends notifications without _meta), but mcp-go's
+// streamable HTTP applies the check of requests to notifications too and
+// answers 400, after which the Go SDK closes its session. When body is a
+// notification (a method, no id or a null id) whose params lack the _meta
+// field io.modelcontextprotocol/protocolVersion, that field is inserted
+// with version, the request's Mcp-Protocol-Version, creating params and
+// _meta when absent or null. Every other byte is kept; anything else,
+// including a _meta that names a version (even a wrong one), is returned
+// as is. mcp-go then serves the notification as it would with the field:
+// 202, and for notifications/cancelled it cancels the in-flight
+// 2026-07-28 request with that id (which mcp-go keys by id alone).
+func frontFillNotificationVersion(body []byte, version string) []byte {
+	top, ok := frontMembers(body)
+	if !ok {
+		return body
+	}
+	method, id, params := frontLast(top, "method"), frontLast(top, "id"), frontLast(top, "params")
+	if method == nil || body[method.start] != '"' || (id != nil && string(body[id.start:id.end]) != "null") {
+		return body
+	}
+	key, _ := json.Marshal(mcpgo.MetaKeyProtocolVersion)
+	val, _ := json.Marshal(version)
+	entry := slices.Concat(key, []byte(":"), val)
+	meta := slices.Concat([]byte(`{`), entry, []byte(`}`))
+	switch {
+	case params == nil:
+		open := bytes.IndexByte(body, '{')
+		return frontSplice(body, open+1, open+1, slices.Concat([]byte(`"params":{"_meta":`), meta, []byte(`},`)))
+	case frontNull(body, params):
+		return frontSplice(body, params.start, params.end, slices.Concat([]byte(`{"_meta":`), meta, []byte(`}`)))
+	case body[params.start] != '{':
+		return body
+	}
+	pm, _ := frontMembers(body[params.start:params.end])
+	m := frontLast(pm, "_meta")
+	switch {
+	case m == nil:
+		ins := slices.Concat([]byte(`"_meta":`), meta)
+		if len(pm) > 0 {
+			ins = append(ins, ',')
+		}
+		return frontSplice(body, params.start+1, params.start+1, ins)
+	case frontNull(body[params.start:], m):
+		return frontSplice(body, params.start+m.start, params.start+m.end, meta)
+	case body[params.start+m.start] != '{':
+		return body
+	}
+	start := params.start + m.start
+	mm, _ := frontMembers(body[start : params.start+m.end])
+	for _, f := range mm {
+		if f.key == mcpgo.MetaKeyProtocolVersion {
+			return body
+		}
+	}
+	if len(mm) > 0 {
+		entry = append(entry, ',')
+	}
+	return frontSplice(body, start+1, start+1, entry)
+}
+
+// frontLast returns the last member named key, as encoding/json matches
+// struct fields (case-insensitively; the last one wins), or nil.
+func frontLast(members []frontMember, key string) *frontMember {
+	for i := len(members) - 1; i >= 0; i-- {
+		if strings.EqualFold(members[i].key, key) {
+			return &members[i]
+		}
+	}
+	return nil
+}
+
+func frontNull(b []byte, m *frontMember) bool { return string(b[m.start:m.end]) == "null" }
+
+// frontSplice returns b with b[from:to] replaced by s, in a new slice.
+func frontSplice(b []byte, from, to int, s []byte) []byte {
+	return slices.Concat(b[:from], s, b[to:])
+}
+
+// frontSSEBinding is a legacy SSE session as the front knows it: the
+// bookkeeping of its stream, and the life of its tool calls, which mcp-go
+// runs detached from the POSTs that carried them and which end with the
+// stream. mcp-go makes the session id up inside the GET handler: the
+// OnRegisterSession hook binds it.
+type frontSSEBinding struct {
+	h      *HTTPHandler
+	st     *frontStream
+	life   *frontLife
+	id     string
+	active atomic.Int64 // unix nanoseconds of the last message POSTed, or of the stream's start
+}
+
+type frontSSEBindKey struct{}
+
+func (b *frontSSEBinding) bind(id string) {
+	b.id = id
+	b.h.sessions.Store(id, b)
+}
+
+func (h *HTTPHandler) serveSSEStream(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodGet && h.closing.Load() {
+		http.Error(w, "shutting down", http.StatusServiceUnavailable)
+		return
+	}
+	if r.Method == http.MethodGet {
+		if !h.count.admit(true) {
+			h.logRefused("SSE stream")
+			frontTooManySessions(w, h.opts.MaxSessions)
+			return
+		}
+		defer h.count.release(true)
+	}
+	stop, end := context.WithCancel(h.life.stop)
+	defer end()
+	b := &frontSSEBinding{h: h, st: newFrontStream(h.f.maxPending, true), life: &frontLife{stop: stop}}
+	b.active.Store(time.Now().UnixNano())
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	if ttl := h.opts.SessionIdleTTL; ttl > 0 && r.Method == http.MethodGet {
+		go b.expire(ctx, ttl, cancel)
+	}
+	rw := newFrontResponseWriter(w, b.st)
+	h.sseStream.ServeHTTP(rw, r.WithContext(context.WithValue(ctx, frontSSEBindKey{}, b)))
+	rw.finish()
+	if b.id != "" {
+		h.sessions.CompareAndDelete(b.id, b)
+	}
+}
+
+// expire ends the session's stream (end) once no message was POSTed in it
+// for ttl and no tool call of it is open; it returns when ctx ends.
+func (b *frontSSEBinding) expire(ctx context.Context, ttl time.Duration, end context.CancelFunc) {
+	timer := time.NewTimer(ttl)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+		}
+		idle := time.Since(time.Unix(0, b.active.Load()))
+		if idle >= ttl && b.st.openCount() == 0 {
+			b.h.f.log.Info("mcp front: SSE session idle, closing its stream", "idle_ttl", ttl.String())
+			end()
+			return
+		}
+		next := ttl - idle
+		if next <= 0 { // idle, but a call is open
+			next = ttl
+		}
+		timer.Reset(next)
+	}
+}
+
+// serveSSEMessage gives a POSTed message the stream of its session, where
+// its response will be written, and the session's life.
+func (h *HTTPHandler) serveSSEMessage(w http.ResponseWriter, r *http.Request) {
+	if v, ok := h.sessions.Load(r.URL.Query().Get("sessionId")); ok {
+		b := v.(*frontSSEBinding)
+		b.active.Store(time.Now().UnixNano())
+		ctx := context.WithValue(r.Context(), frontStreamKey{}, b.st)
+		r = r.WithContext(context.WithValue(ctx, frontLifeKey{}, b.life))
+	}
+	h.sseMessage.ServeHTTP(w, r)
+}
+
+// Shutdown closes the handler's sessions cleanly, together with srv, the
+// server it is mounted on, when srv is not nil:
+//
+//  1. srv stops accepting connections (srv.Shutdown runs meanwhile) and the
+//     handler refuses new streams with 503;
+//  2. the tool calls in flight on legacy SSE sessions get their answers
+//     written on their streams (a streamable HTTP call holds its POST open,
+//     which srv.Shutdown waits for);
+//  3. every session and stream is closed, so that srv.Shutdown can return.
+//
+// If ctx ends first, the tool calls still running are cancelled, srv is
+// closed and Shutdown returns ctx's error. The handler serves no streams
+// afterwards.
+func (h *HTTPHandler) Shutdown(ctx context.Context, srv *http.Server) error {
+	h.closing.Store(true)
+	srvDone := make(chan error, 1)
+	if srv != nil {
+		go func() { srvDone <- srv.Shutdown(ctx) }()
+	} else {
+		srvDone <- nil
+	}
+
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for h.sseOpenCalls() > 0 && ctx.Err() == nil {
+		select {
+		case <-ctx.Done():
+		case <-tick.C:
+		}
+	}
+	h.sse.CloseSessions()
+	h.stopStreams()
+	_ = h.streamable.Shutdown(ctx) // closes its sessions; it has no server of its own
+
+	var err error
+	select {
+	case err = <-srvDone:
+	case <-ctx.Done():
+	}
+	if ctx.Err() != nil {
+		h.stopCalls()
+		if srv != nil {
+			_ = srv.Close()
+		}
+		return ctx.Err()
+	}
+	return err
+}
+
+func (h *HTTPHandler) sseOpenCalls() int {
+	n := 0
+	h.sessions.Range(func(_, v any) bool {
+		n += v.(*frontSSEBinding).st.openCount()
+		return true
+	})
+	return n
+}
+
+// rejectRebinding answers 403 to a request that arrived on a loopback
+// address but names a host in Host or Origin that is neither a loopback
+// host nor one of AllowedHosts (DNS rebinding).
+func (h *HTTPHandler) rejectRebinding(w http.ResponseWriter, r *http.Request) bool {
+	local, _ := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	if local == nil || !frontLoopback(local.String()) {
+		return false
+	}
+	if !h.localHost(r.Host) {
+		http.Error(w, fmt.Sprintf("forbidden: Host %q is not a local host (see --allowed-host)", r.Host), http.StatusForbidden)
+		return true
+	}
+	if origin := r.Header.Get("Origin"); origin != "" && !originListed(h.opts.AllowedOrigins, origin) {
+		u, err := url.Parse(origin)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || !h.localHost(u.Host) {
+			http.Error(w, fmt.Sprintf("forbidden: Origin %q is not a local origin (see --allowed-host)", origin), http.StatusForbidden)
+			return true
+		}
+	}
+	return false
+}
+
+// serveHealth answers GET /health with HTTPOptions.Health.
+func (h *HTTPHandler) serveHealth(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET")
+		w.WriteHeader(http.StatusMethodNotAllowed)
+		_, _ = w.Write([]byte(`{"message":"` + r.Method + ` is not allowed on /health; use GET"}` + "\n"))
+		return
+	}
+	ok, body := h.opts.Health(r.Context())
+	b, err := json.Marshal(body)
+	if err != nil {
+		ok, b = false, []byte(`{"status":"unavailable"}`)
+	}
+	if ok {
+		w.WriteHeader(http.StatusOK)
+	} else {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}
+	_, _ = w.Write(append(b, '\n'))
+}
+
+// originListed reports whether origin is one of origins (scheme, host and
+// port, compared case-insensitively; a trailing slash ignored) or origins
+// holds "*".
+func originListed(origins []string, origin string) bool {
+	origin = strings.TrimSuffix(origin, "/")
+	for _, o := range origins {
+		if o == "*" || strings.EqualFold(strings.TrimSuffix(o, "/"), origin) {
+			return true
+		}
+	}
+	return false
+}
+
+// localHost reports whether hostport (a host with or without a port) is a
+// loopback host or one of AllowedHosts: a name matches with any port, a
+// name:port only that port, case-insensitively (the OTC front's rule).
+func (h *HTTPHandler) localHost(hostport string) bool {
+	if frontLoopback(hostport) {
+		return true
+	}
+	host, _, err := net.SplitHostPort(hostport)
+	if err != nil {
+		host = hostport
+	}
+	host = strings.ToLower(strings.Trim(host, "[]"))
+	return host != "" && (h.allowed[host] || h.allowed[strings.ToLower(hostport)])
+}
+
+// frontLoopback reports whether hostport (a host with or without a port)
+// is localhost or a loopback IP address.
+func frontLoopback(hostport string) bool {
+	host, _, err := net.SplitHostPort(hostport)
+	if err != nil {
+		host = strings.Trim(hostport, "[]")
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
+}
+
+// frontBearer returns the token of an "Authorization: Bearer" header.
+func frontBearer(header string) (string, bool) {
+	scheme, token, ok := strings.Cut(header, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	token = strings.TrimSpace(token)
+	return token, token != ""
+}
+
+// frontTokenEqual compares in constant time, lengths included.
+func frontTokenEqual(a, b string) bool {
+	ha, hb := sha256.Sum256([]byte(a)), sha256.Sum256([]byte(b))
+	return subtle.ConstantTimeCompare(ha[:], hb[:]) == 1
+}

@@ -1,0 +1,445 @@
+package front
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"mime"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	mcpserver "github.com/mark3labs/mcp-go/server"
+)
+
+// frontHeapInuse is the heap in use after collecting garbage (twice, so
+// that finalizers and sync.Pool victims are gone too).
+func frontHeapInuse() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapInuse
+}
+
+// frontWaitSessions waits, up to d, for h to hold want sessions.
+func frontWaitSessions(t *testing.T, h *HTTPHandler, want int, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for h.Sessions() != want {
+		if time.Now().After(deadline) {
+			t.Fatalf("the front holds %d sessions after %v, want %d", h.Sessions(), d, want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+const frontTooManyBody = `{"jsonrpc":"2.0","id":null,"error":{"code":-32003,"message":"too many sessions: the server holds its maximum of %d sessions; retry later, or end an unused session with DELETE"}}`
+
+// 10,000 sessions opened with initialize and dropped (never deleted) are
+// all ended after the idle TTL, and the memory they held returns.
+// Not parallel: it measures the heap.
+func TestFrontSessionsExpireAndMemoryReturns(t *testing.T) {
+	const n, ttl = 10000, 2 * time.Second
+	f, _ := frontTestFront(t, nil)
+	h := f.StreamableHTTPHandler(&HTTPOptions{SessionIdleTTL: ttl, MaxSessions: n})
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	url := srv.URL + StreamablePath
+
+	// One session through the network, to ask for it again once expired.
+	first := &frontHTTP{url: url}
+	frontInitialize(t, first)
+
+	before := frontHeapInuse()
+	init := frontRequest(1, "initialize", frontInitParams)
+	var mu sync.Mutex
+	ids := map[string]bool{first.session: true}
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < n-1; i += 4 {
+				// In process (no sockets) to stay fast; the answer is checked
+				// as on the wire.
+				req := httptest.NewRequest(http.MethodPost, StreamablePath, strings.NewReader(string(init)))
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("Accept", "application/json, text/event-stream")
+				rec := httptest.NewRecorder()
+				h.ServeHTTP(rec, req)
+				id := rec.Header().Get("Mcp-Session-Id")
+				var res struct {
+					ID     int `json:"id"`
+					Result struct {
+						ProtocolVersion string `json:"protocolVersion"`
+					} `json:"result"`
+				}
+				if rec.Code != http.StatusOK || id == "" || json.Unmarshal(rec.Body.Bytes(), &res) != nil ||
+					res.ID != 1 || res.Result.ProtocolVersion != "2025-11-25" {
+					t.Errorf("initialize %d: %d session %q: %s", i, rec.Code, id, rec.Body)
+					return
+				}
+				mu.Lock()
+				ids[id] = true
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	if len(ids) != n {
+		t.Fatalf("%d distinct session ids for %d initializes", len(ids), n)
+	}
+	peak := frontHeapInuse()
+
+	// mcp-go's sweeper runs every max(TTL/2, 1 s) and ends sessions idle
+	// longer than the TTL: all are gone within 2×TTL of the last one.
+	frontWaitSessions(t, h, 0, 3*ttl+frontWait)
+	after := frontHeapInuse()
+	t.Logf("heap in use: before %d KiB, with the sessions %d KiB, after expiry %d KiB",
+		before>>10, peak>>10, after>>10)
+	// The sessions alive at the end of the run (those of the last TTL at
+	// least) hold tens of MiB; what stays after expiry is the maps' own
+	// capacity (Go maps do not shrink), well under one.
+	if peak < before+8<<20 {
+		t.Errorf("the sessions held only %d KiB: the measurement cannot tell a leak", (peak-before)>>10)
+	}
+	if after > before+4<<20 {
+		t.Errorf("%d KiB still in use after every session expired", (after-before)>>10)
+	}
+	if n := frontWatched(srv); n != 0 {
+		t.Errorf("%d sessions with watched streams", n)
+	}
+
+	// At the wire: the expired session is unknown (404), and a new one works.
+	first.version = "2025-11-25"
+	r, err := first.post(t, context.Background(), frontRequest(2, "tools/list", `{}`), nil)
+	if err != nil || r.status != http.StatusNotFound {
+		t.Errorf("POST in an expired session: %v %d %s", err, r.status, r.body)
+	}
+	again := &frontHTTP{url: url, version: "2025-11-25"}
+	frontInitialize(t, again)
+	frontSameJSON(t, frontCall(t, again, 2, "tools/call", frontCallParams("add", `{"a":1,"b":2}`)),
+		`{"jsonrpc":"2.0","id":2,"result":{"content":[{"type":"text","text":"3"}],"structuredContent":{"sum":3}}}`)
+	runtime.KeepAlive(h)
+}
+
+// frontBoundHandler serves a front with at most three sessions.
+func frontBoundHandler(t *testing.T, ttl time.Duration) (*HTTPHandler, *httptest.Server) {
+	return frontBoundHandlerLog(t, ttl, nil)
+}
+
+func frontBoundHandlerLog(t *testing.T, ttl time.Duration, logs *frontLogBuffer) (*HTTPHandler, *httptest.Server) {
+	var opts *FrontOptions
+	if logs != nil {
+		opts = &FrontOptions{Logger: slog.New(slog.NewTextHandler(logs, nil))}
+	}
+	f, _ := frontTestFront(t, opts)
+	h := f.HTTPHandler(&HTTPOptions{MaxSessions: 3, SessionIdleTTL: ttl})
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return h, srv
+}
+
+func frontInitializeRaw(t *testing.T, url string) (int, http.Header, string) {
+	return frontRaw(t, context.Background(), http.MethodPost, url, string(frontRequest(1, "initialize", frontInitParams)), nil)
+}
+
+// frontRefused asserts the 503 answer to an initialize beyond a bound of 3.
+func frontRefused(t *testing.T, url, what string) {
+	t.Helper()
+	status, header, body := frontInitializeRaw(t, url)
+	ct, _, _ := mime.ParseMediaType(header.Get("Content-Type"))
+	if status != http.StatusServiceUnavailable || ct != "application/json" || header.Get("Retry-After") != "5" ||
+		header.Get("Mcp-Session-Id") != "" {
+		t.Fatalf("%s: %d %s Retry-After=%q session=%q: %s", what, status, ct, header.Get("Retry-After"), header.Get("Mcp-Session-Id"), body)
+	}
+	frontSameJSON(t, []byte(body), fmt.Sprintf(frontTooManyBody, 3))
+}
+
+// Beyond MaxSessions, initialize gets 503 with a JSON-RPC error and
+// Retry-After; a DELETE makes room.
+func TestFrontSessionsBound(t *testing.T) {
+	t.Parallel()
+	var logs frontLogBuffer
+	h, srv := frontBoundHandlerLog(t, -1, &logs)
+	url := srv.URL + StreamablePath
+	var live []*frontHTTP
+	for range 3 {
+		c := &frontHTTP{url: url}
+		frontInitialize(t, c)
+		live = append(live, c)
+	}
+	frontRefused(t, url, "the 4th initialize")
+	if got := h.Sessions(); got != 3 {
+		t.Errorf("Sessions() = %d, want 3", got)
+	}
+	// A legacy SSE stream counts against the same bound.
+	status, header, body := frontRaw(t, context.Background(), http.MethodGet, srv.URL+SSEPath, "", nil)
+	if status != http.StatusServiceUnavailable || header.Get("Retry-After") != "5" {
+		t.Errorf("GET %s beyond the bound: %d %s", SSEPath, status, body)
+	} else {
+		frontSameJSON(t, []byte(body), fmt.Sprintf(frontTooManyBody, 3))
+	}
+	// The sessions held still work.
+	live[2].version = "2025-11-25"
+	frontSameJSON(t, frontCall(t, live[2], 2, "ping", `{}`), `{"jsonrpc":"2.0","id":2,"result":{}}`)
+
+	if status := frontDelete(t, url, live[0].session); status != http.StatusOK {
+		t.Fatalf("DELETE: %d", status)
+	}
+	if status, header, body := frontInitializeRaw(t, url); status != http.StatusOK || header.Get("Mcp-Session-Id") == "" {
+		t.Fatalf("initialize after a DELETE: %d %s", status, body)
+	}
+	frontRefused(t, url, "initialize when full again")
+	// Refusals are logged, at most once a second: a flood of them does not
+	// flood the log.
+	if n := strings.Count(logs.String(), "refused new sessions: too many sessions"); n < 1 || n > 2 {
+		t.Errorf("%d log lines for 3 refusals:\n%s", n, logs.String())
+	}
+}
+
+// Idle expiry makes room too; the sessions in use stay.
+func TestFrontSessionsBoundIdleExpiry(t *testing.T) {
+	t.Parallel()
+	h, srv := frontBoundHandler(t, 2*time.Second)
+	url := srv.URL + StreamablePath
+	var live []*frontHTTP
+	for range 3 {
+		c := &frontHTTP{url: url, version: "2025-11-25"}
+		frontInitialize(t, c)
+		live = append(live, c)
+	}
+	// live[0] and live[1] are in use (a ping every 200 ms), live[2] idle.
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for _, c := range live[:2] {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 10; ; i++ {
+				select {
+				case <-stop:
+					return
+				case <-time.After(200 * time.Millisecond):
+				}
+				r, err := c.post(t, context.Background(), frontRequest(i, "ping", `{}`), nil)
+				if err != nil || r.status != http.StatusOK {
+					t.Errorf("ping in a session in use: %v %d %s", err, r.status, r.body)
+					return
+				}
+			}
+		}()
+	}
+	defer func() { close(stop); wg.Wait() }()
+	frontWaitSessions(t, h, 2, 3*2*time.Second+frontWait)
+	r, err := live[2].post(t, context.Background(), frontRequest(3, "ping", `{}`), nil)
+	if err != nil || r.status != http.StatusNotFound {
+		t.Errorf("POST in the expired session: %v %d %s", err, r.status, r.body)
+	}
+	if status, header, body := frontInitializeRaw(t, url); status != http.StatusOK || header.Get("Mcp-Session-Id") == "" {
+		t.Fatalf("initialize once a session expired: %d %s", status, body)
+	}
+	frontRefused(t, url, "initialize when full again")
+}
+
+// A concurrent burst of initializes never holds more than MaxSessions.
+func TestFrontSessionsBoundUnderConcurrency(t *testing.T) {
+	t.Parallel()
+	f, _ := frontTestFront(t, nil)
+	h := f.StreamableHTTPHandler(&HTTPOptions{MaxSessions: 5, SessionIdleTTL: -1})
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	var ok, busy, other int
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for range 40 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			status, _, _ := frontRaw(t, context.Background(), http.MethodPost, srv.URL+StreamablePath,
+				string(frontRequest(1, "initialize", frontInitParams)), nil)
+			mu.Lock()
+			defer mu.Unlock()
+			switch status {
+			case http.StatusOK:
+				ok++
+			case http.StatusServiceUnavailable:
+				busy++
+			default:
+				other++
+			}
+		}()
+	}
+	wg.Wait()
+	if ok > 5 || ok == 0 || ok+busy != 40 || other != 0 || h.Sessions() != ok {
+		t.Errorf("%d admitted, %d refused, %d other, %d held; want at most 5 admitted", ok, busy, other, h.Sessions())
+	}
+}
+
+// A legacy SSE session without a message for the idle TTL has its stream
+// closed; one that keeps sending stays.
+func TestFrontSSESessionIdleExpiry(t *testing.T) {
+	t.Parallel()
+	f, _ := frontTestFront(t, nil)
+	h := f.SSEHandler(&HTTPOptions{SessionIdleTTL: 500 * time.Millisecond})
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close) // after the SSE streams' clients end
+	idle := startFrontSSE(t, srv.URL, "")
+	busy := startFrontSSE(t, srv.URL, "")
+	frontInitialize(t, busy)
+	if got := h.Sessions(); got != 2 {
+		t.Errorf("Sessions() = %d, want 2", got)
+	}
+	deadline := time.After(frontWait)
+	for i := 10; ; i++ {
+		frontSameJSON(t, frontCall(t, busy, i, "ping", `{}`), fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"result":{}}`, i))
+		select {
+		case <-idle.ended:
+		case <-deadline:
+			t.Fatal("the idle SSE session's stream is still open")
+		case <-time.After(100 * time.Millisecond):
+			continue
+		}
+		break
+	}
+	select {
+	case <-busy.ended:
+		t.Fatal("the SSE session in use was closed")
+	default:
+	}
+	frontWaitSessions(t, h, 1, frontWait)
+}
+
+// --stateless: no session id is minted, a tools/call works without one,
+// and nothing is held.
+func TestFrontStatelessHoldsNoSession(t *testing.T) {
+	t.Parallel()
+	f, _ := frontTestFront(t, nil)
+	h := f.StreamableHTTPHandler(&HTTPOptions{Stateless: true, MaxSessions: 1})
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	url := srv.URL + StreamablePath
+	for i := range 3 { // beyond MaxSessions: nothing is counted
+		status, header, body := frontRaw(t, context.Background(), http.MethodPost, url, string(frontRequest(1, "initialize", frontInitParams)), nil)
+		if status != http.StatusOK || header.Get("Mcp-Session-Id") != "" {
+			t.Fatalf("initialize %d: %d session %q: %s", i, status, header.Get("Mcp-Session-Id"), body)
+		}
+	}
+	status, header, body := frontRaw(t, context.Background(), http.MethodPost, url,
+		string(frontRequest(2, "tools/call", frontCallParams("add", `{"a":1,"b":2}`))),
+		http.Header{"Mcp-Protocol-Version": {"2025-11-25"}})
+	if status != http.StatusOK || header.Get("Mcp-Session-Id") != "" {
+		t.Fatalf("tools/call: %d session %q", status, header.Get("Mcp-Session-Id"))
+	}
+	frontSameJSON(t, []byte(body), `{"jsonrpc":"2.0","id":2,"result":{"content":[{"type":"text","text":"3"}],"structuredContent":{"sum":3}}}`)
+	if got := h.Sessions(); got != 0 {
+		t.Errorf("Sessions() = %d, want 0", got)
+	}
+}
+
+// Canary: mcp-go v1.2.1's InsecureStatefulSessionIdManager (what
+// WithStateful installs) remembers every ended session id for good, which
+// is why the front has its own manager (frontSessionIDs). When this fails,
+// mcp-go changed: reconsider frontSessionIDs.
+func TestFrontCanaryMCPGoKeepsEndedSessionIDs(t *testing.T) {
+	t.Parallel()
+	m := &mcpserver.InsecureStatefulSessionIdManager{}
+	id := m.Generate()
+	if _, err := m.Terminate(id); err != nil {
+		t.Fatal(err)
+	}
+	if terminated, err := m.Validate(id); !terminated || err != nil {
+		t.Errorf("mcp-go no longer remembers ended session ids (Validate: %v, %v): reconsider frontSessionIDs", terminated, err)
+	}
+
+	ours := newFrontSessionIDs(0)
+	id = ours.Generate()
+	if _, err := ours.Validate(id); err != nil {
+		t.Fatalf("a live session is invalid: %v", err)
+	}
+	_, _ = ours.Terminate(id)
+	if _, err := ours.Validate(id); err == nil {
+		t.Error("an ended session is still valid")
+	}
+	if len(ours.live) != 0 || ours.count() != 0 {
+		t.Errorf("the manager holds %d ids after the session ended", len(ours.live))
+	}
+}
+
+// Canary: mcp-go v1.2.1's idle sweeper ends a session through the id
+// manager's Terminate (which the front's count relies on) and does not
+// close the session's GET stream itself (which frontSessionIDs does).
+func TestFrontCanaryMCPGoSweeperLeavesStreamOpen(t *testing.T) {
+	t.Parallel()
+	f, _ := frontTestFront(t, nil)
+	m := &frontCanaryIDs{InsecureStatefulSessionIdManager: &mcpserver.InsecureStatefulSessionIdManager{}, ended: make(chan string, 1)}
+	s := mcpserver.NewStreamableHTTPServer(f.Server(), mcpserver.WithSessionIdManager(m),
+		mcpserver.WithSessionIdleTTL(time.Second), mcpserver.WithDisableLocalhostProtection(true))
+	srv := httptest.NewServer(s)
+	// Cleanups run last first: the stream's client ends before the server.
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { _ = s.Shutdown(context.Background()) })
+	c := &frontHTTP{url: srv.URL + "/mcp"}
+	frontInitialize(t, c)
+	stream := frontOpenStream(t, c.url, c.session)
+	select {
+	case id := <-m.ended:
+		if id != c.session {
+			t.Fatalf("Terminate(%q), want %q", id, c.session)
+		}
+	case <-time.After(3*time.Second + frontWait):
+		t.Fatal("mcp-go's sweeper no longer calls Terminate on an idle session: the front's session count relies on it")
+	}
+	select {
+	case <-stream:
+		t.Error("mcp-go's sweeper now closes the GET stream itself: frontSessionIDs' watch may go")
+	case <-time.After(300 * time.Millisecond):
+	}
+}
+
+type frontCanaryIDs struct {
+	*mcpserver.InsecureStatefulSessionIdManager
+	ended chan string
+}
+
+func (m *frontCanaryIDs) Terminate(id string) (bool, error) {
+	select {
+	case m.ended <- id:
+	default:
+	}
+	return m.InsecureStatefulSessionIdManager.Terminate(id)
+}
+
+// A session whose id the front already ended, but that mcp-go still has
+// registered (a DELETE between initialize's answer and mcp-go's
+// registration), is removed from mcp-go by endStreamableSession.
+func TestFrontEndStreamableSessionCleansMCPGo(t *testing.T) {
+	t.Parallel()
+	f, _ := frontTestFront(t, nil)
+	srv, h := startFrontHTTP(t, f, nil)
+	c := &frontHTTP{url: srv.URL + StreamablePath}
+	frontInitialize(t, c)
+	notify := func() error {
+		return f.Server().SendNotificationToSpecificClient(c.session, "notifications/message", map[string]any{"level": "info", "data": "x"})
+	}
+	if err := notify(); err != nil {
+		t.Fatalf("the session is not registered with mcp-go: %v", err)
+	}
+	_, _ = h.ids.Terminate(c.session) // the front's side of a DELETE only
+	if err := notify(); err != nil {
+		t.Fatalf("mcp-go forgot the session without a DELETE: %v", err)
+	}
+	h.endStreamableSession(c.session)
+	if err := notify(); err == nil {
+		t.Error("mcp-go still has the session registered")
+	}
+}

@@ -1,0 +1,218 @@
+package front
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"testing"
+	"time"
+)
+
+// frontSSE is a raw legacy SSE client: a GET stream and POSTs to the
+// endpoint it announces.
+type frontSSE struct {
+	base     *url.URL
+	endpoint string
+	token    string
+	d        *frontDispatcher
+	ended    chan struct{} // the stream ended
+	close    func()        // hangs up
+}
+
+func startFrontSSE(t *testing.T, base, token string) *frontSSE {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+SSEPath, nil)
+	req.Header.Set("Accept", "text/event-stream")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d", SSEPath, resp.StatusCode)
+	}
+	u, _ := url.Parse(base)
+	c := &frontSSE{base: u, token: token, d: newFrontDispatcher(), ended: make(chan struct{}), close: cancel}
+	endpoint := make(chan string, 1)
+	go func() {
+		defer close(c.ended)
+		defer resp.Body.Close()
+		br := bufio.NewReader(resp.Body)
+		var event string
+		var data [][]byte
+		for {
+			line, err := br.ReadBytes('\n')
+			if err != nil {
+				return
+			}
+			line = bytes.TrimRight(line, "\r\n")
+			switch {
+			case len(line) == 0:
+				frame := bytes.Join(data, []byte("\n"))
+				switch event {
+				case "endpoint":
+					endpoint <- string(frame)
+				case "message":
+					if err := c.d.deliver(frame); err != nil {
+						t.Error(err)
+					}
+				}
+				event, data = "", nil
+			case bytes.HasPrefix(line, []byte("event:")):
+				event = string(bytes.TrimSpace(line[len("event:"):]))
+			case bytes.HasPrefix(line, []byte("data:")):
+				data = append(data, bytes.TrimPrefix(line[len("data:"):], []byte(" ")))
+			}
+		}
+	}()
+	select {
+	case c.endpoint = <-endpoint:
+	case <-time.After(frontWait):
+		t.Fatal("no endpoint event")
+	}
+	return c
+}
+
+func (c *frontSSE) postMessage(t *testing.T, frame []byte) {
+	ref, err := url.Parse(c.endpoint)
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	req, _ := http.NewRequest(http.MethodPost, c.base.ResolveReference(ref).String(), bytes.NewReader(frame))
+	req.Header.Set("Content-Type", "application/json")
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		t.Errorf("POST %s: %d", c.endpoint, resp.StatusCode)
+	}
+}
+
+func (c *frontSSE) send(t *testing.T, id any, method, params string) <-chan json.RawMessage {
+	ch := c.d.expect(id)
+	c.postMessage(t, frontRequest(id, method, params))
+	return ch
+}
+
+func (c *frontSSE) notify(t *testing.T, method, params string) {
+	c.postMessage(t, frontNotification(method, params))
+}
+
+func TestFrontSSE(t *testing.T) {
+	t.Parallel()
+	f, p := frontTestFront(t, nil)
+	srv, _ := startFrontHTTP(t, f, nil)
+	c := startFrontSSE(t, srv.URL, "")
+	frontInitialize(t, c)
+	frontRunScenarios(t, c, p)
+	t.Run("replacing tools notifies the client", func(t *testing.T) { frontListChanged(t, f, c.d) })
+
+	t.Run("hanging up cancels the session's calls", func(t *testing.T) {
+		other := startFrontSSE(t, srv.URL, "")
+		frontInitialize(t, other)
+		other.send(t, 9, "tools/call", frontCallParams("block", `{"tag":"h9"}`))
+		frontExpect(t, p.started, "h9")
+		other.close()
+		frontExpect(t, p.cancelled, "h9")
+	})
+
+	t.Run("two sessions with the same ids", func(t *testing.T) {
+		other := startFrontSSE(t, srv.URL, "")
+		frontInitialize(t, other)
+		a := c.send(t, 77, "tools/call", frontCallParams("coded", `{"code":-32010,"delay_ms":20,"tag":"a"}`))
+		b := other.send(t, 77, "tools/call", frontCallParams("coded", `{"code":-32011,"tag":"b"}`))
+		frontSameJSON(t, frontAwait(t, a), `{"jsonrpc":"2.0","id":77,"error":{"code":-32010,"message":"code -32010 for a","data":{"tag":"a"}}}`)
+		frontSameJSON(t, frontAwait(t, b), `{"jsonrpc":"2.0","id":77,"error":{"code":-32011,"message":"code -32011 for b","data":{"tag":"b"}}}`)
+	})
+}
+
+func TestFrontSSEBearerToken(t *testing.T) {
+	t.Parallel()
+	f, _ := frontTestFront(t, nil)
+	srv, _ := startFrontHTTP(t, f, &HTTPOptions{BearerToken: "s3cret"})
+	c := startFrontSSE(t, srv.URL, "s3cret")
+	frontInitialize(t, c)
+	frontSameJSON(t, frontCall(t, c, 2, "tools/call", frontCallParams("whoami", `{}`)),
+		`{"jsonrpc":"2.0","id":2,"result":{"content":[{"type":"text","text":"token s3cret"}]}}`)
+}
+
+// Shutdown waits for a call in flight on an SSE session, writes its answer
+// on the stream, then closes the stream.
+func TestFrontSSEShutdownDeliversInFlightAnswers(t *testing.T) {
+	t.Parallel()
+	f, p := frontTestFront(t, nil)
+	h := f.HTTPHandler(nil)
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	c := startFrontSSE(t, srv.URL, "")
+	frontInitialize(t, c)
+	ch := c.send(t, 5, "tools/call", frontCallParams("wait", `{"tag":"s5"}`))
+	frontExpect(t, p.started, "s5")
+
+	ctx, cancel := context.WithTimeout(context.Background(), frontWait)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- h.Shutdown(ctx, srv.Config) }()
+	select {
+	case err := <-done:
+		t.Fatalf("Shutdown returned %v with a call in flight", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, SSEPath, nil))
+	if rec.Code != http.StatusServiceUnavailable {
+		t.Errorf("new SSE stream while shutting down: %d", rec.Code)
+	}
+
+	close(p.release)
+	frontSameJSON(t, frontAwait(t, ch), `{"jsonrpc":"2.0","id":5,"result":{"content":[{"type":"text","text":"released s5"}]}}`)
+	if err := <-done; err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	select {
+	case <-c.ended:
+	case <-time.After(frontWait):
+		t.Fatal("the SSE stream is still open")
+	}
+}
+
+// When ctx ends first, the calls still running are cancelled.
+func TestFrontSSEShutdownTimeoutCancelsCalls(t *testing.T) {
+	t.Parallel()
+	f, p := frontTestFront(t, nil)
+	h := f.HTTPHandler(nil)
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	c := startFrontSSE(t, srv.URL, "")
+	frontInitialize(t, c)
+	c.send(t, 6, "tools/call", frontCallParams("block", `{"tag":"s6"}`))
+	frontExpect(t, p.started, "s6")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if err := h.Shutdown(ctx, srv.Config); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	frontExpect(t, p.cancelled, "s6")
+	select {
+	case <-c.ended:
+	case <-time.After(frontWait):
+		t.Fatal("the SSE stream is still open")
+	}
+}

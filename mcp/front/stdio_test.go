@@ -1,0 +1,160 @@
+package front
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"sync"
+	"testing"
+	"time"
+)
+
+// frontStdio runs ServeStdio on pipes and is its client. The tests that use
+// it do not run in parallel: mcp-go has one stdio session per process.
+type frontStdio struct {
+	in    *io.PipeWriter
+	mu    sync.Mutex // one frame per write
+	d     *frontDispatcher
+	done  chan error    // ServeStdio's result
+	read  chan struct{} // closed when stdout has ended
+	stray chan string   // anything on stdout that is not a frame
+}
+
+func startFrontStdio(t *testing.T, ctx context.Context, f *Front) *frontStdio {
+	t.Helper()
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	c := &frontStdio{in: inW, d: newFrontDispatcher(), done: make(chan error, 1),
+		read: make(chan struct{}), stray: make(chan string, 16)}
+	go func() {
+		c.done <- f.ServeStdio(ctx, inR, outW)
+		outW.Close()
+	}()
+	go func() {
+		defer close(c.read)
+		sc := bufio.NewScanner(outR)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			if err := c.d.deliver(sc.Bytes()); err != nil {
+				c.stray <- err.Error()
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		inW.Close()
+		select {
+		case <-c.done:
+		case <-time.After(frontWait):
+			t.Error("ServeStdio did not return after EOF")
+		}
+		<-c.read
+		select {
+		case s := <-c.stray:
+			t.Errorf("stdout carried a non-frame: %s", s)
+		default:
+		}
+	})
+	return c
+}
+
+func (c *frontStdio) write(t *testing.T, frame []byte) {
+	t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, err := c.in.Write(append(frame, '\n')); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (c *frontStdio) send(t *testing.T, id any, method, params string) <-chan json.RawMessage {
+	ch := c.d.expect(id)
+	c.write(t, frontRequest(id, method, params))
+	return ch
+}
+
+func (c *frontStdio) notify(t *testing.T, method, params string) {
+	c.write(t, frontNotification(method, params))
+}
+
+func TestFrontStdio(t *testing.T) {
+	f, p := frontTestFront(t, nil)
+	c := startFrontStdio(t, context.Background(), f)
+	frontInitialize(t, c)
+	frontRunScenarios(t, c, p)
+	t.Run("replacing tools notifies the client", func(t *testing.T) { frontListChanged(t, f, c.d) })
+}
+
+// Input ends while a call runs: the call finishes, its answer is written,
+// then ServeStdio returns nil.
+func TestFrontStdioEOFLetsCallsFinish(t *testing.T) {
+	f, p := frontTestFront(t, nil)
+	c := startFrontStdio(t, context.Background(), f)
+	frontInitialize(t, c)
+	ch := c.send(t, 7, "tools/call", frontCallParams("wait", `{"tag":"w7"}`))
+	frontExpect(t, p.started, "w7")
+	c.in.Close()
+	select {
+	case err := <-c.done:
+		t.Fatalf("ServeStdio returned %v with a call in flight", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(p.release)
+	frontSameJSON(t, frontAwait(t, ch), `{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"released w7"}]}}`)
+	select {
+	case err := <-c.done:
+		if err != nil {
+			t.Fatalf("ServeStdio: %v", err)
+		}
+		c.done <- nil // for the cleanup
+	case <-time.After(frontWait):
+		t.Fatal("ServeStdio did not return")
+	}
+}
+
+// ctx ends while a call runs past the grace period: its context is
+// cancelled, its answer still written, and ServeStdio returns nil.
+func TestFrontStdioGraceEnds(t *testing.T) {
+	f, p := frontTestFront(t, &FrontOptions{StdioGrace: 100 * time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	c := startFrontStdio(t, ctx, f)
+	frontInitialize(t, c)
+	ch := c.send(t, 8, "tools/call", frontCallParams("wait", `{"tag":"w8"}`))
+	frontExpect(t, p.started, "w8")
+	start := time.Now()
+	cancel()
+	select {
+	case tag := <-p.cancelled:
+		if d := time.Since(start); tag != "w8" || d < 90*time.Millisecond {
+			t.Fatalf("cancelled %q after %v, before the grace period", tag, d)
+		}
+	case <-time.After(frontWait):
+		t.Fatal("the call was never cancelled")
+	}
+	frontSameJSON(t, frontAwait(t, ch),
+		`{"jsonrpc":"2.0","id":8,"error":{"code":-32603,"message":"context canceled"}}`)
+	select {
+	case err := <-c.done:
+		if err != nil {
+			t.Fatalf("ServeStdio: %v", err)
+		}
+		c.done <- nil
+	case <-time.After(frontWait):
+		t.Fatal("ServeStdio did not return")
+	}
+}
+
+func TestFrontStdioOnePerProcess(t *testing.T) {
+	f, _ := frontTestFront(t, nil)
+	c := startFrontStdio(t, context.Background(), f)
+	frontInitialize(t, c) // it runs
+	g, _ := frontTestFront(t, nil)
+	err := g.ServeStdio(context.Background(), eofReader{}, io.Discard)
+	if err == nil {
+		t.Fatal("a second ServeStdio ran")
+	}
+}
+
+type eofReader struct{}
+
+func (eofReader) Read([]byte) (int, error) { return 0, io.EOF }

@@ -1,0 +1,478 @@
+package front
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"mime"
+	"net/http"
+	"sync"
+	"sync/atomic"
+
+	mcpgo "github.com/mark3labs/mcp-go/mcp"
+)
+
+// How coded errors reach the wire
+//
+// mcp-go answers every handler error with -32603 and offers no way to pick
+// the code. The front does not replace any part of mcp-go; it watches it:
+//
+//  1. Each transport instance puts a frontStream in the context of the
+//     requests it serves (one per stdio run, per legacy SSE session, per
+//     streamable HTTP POST).
+//  2. The OnError hook, which mcp-go runs before it returns the error
+//     response, finds the handler's *RPCError and records its error object
+//     in that stream under the request id.
+//  3. The writer wrapped around the transport's output (stdout, the SSE
+//     stream, the POST's JSON or SSE body) parses a frame only while its
+//     stream has something recorded; when the frame is an error response
+//     whose id has an entry, it takes the entry and splices the recorded
+//     object over the frame's "error" value. Every other byte is kept.
+//
+// Recording happens before the frame exists, in the goroutine that goes on
+// to write (or queue) it, so the entry is always there in time; an entry is
+// used once; entries whose frame never comes (client gone) are bounded.
+
+// frontCoded is a coded error waiting for its response frame.
+type frontCoded struct {
+	obj    []byte // the JSON-RPC error object to send
+	code   int
+	modern bool // the request used protocol 2026-07-28: the HTTP status follows the code
+}
+
+// frontStream is the bookkeeping of one transport instance.
+type frontStream struct {
+	max int
+	// trackOpen (legacy SSE) remembers tools/call requests until their
+	// response is written, so that a shutdown can wait for them.
+	trackOpen bool
+
+	busy atomic.Int64 // len(pending) + len(opened): zero lets frames pass unparsed
+
+	mu      sync.Mutex
+	seq     uint64
+	pending map[string]frontEntry
+	opened  map[string]uint64 // id → seq
+}
+
+type frontEntry struct {
+	frontCoded
+	seq uint64
+}
+
+func newFrontStream(max int, trackOpen bool) *frontStream {
+	return &frontStream{max: max, trackOpen: trackOpen,
+		pending: make(map[string]frontEntry), opened: make(map[string]uint64)}
+}
+
+type frontStreamKey struct{}
+
+func frontStreamFrom(ctx context.Context) *frontStream {
+	st, _ := ctx.Value(frontStreamKey{}).(*frontStream)
+	return st
+}
+
+// frontIDKey is the canonical form of a JSON-RPC id: the JSON of its Go
+// value as mcp-go decodes it (float64 or string), so that the hook's id and
+// the id read back from the frame agree.
+func frontIDKey(id any) string {
+	b, err := json.Marshal(id)
+	if err != nil {
+		return ""
+	}
+	return string(b)
+}
+
+// put records c for the response to request key and reports whether the
+// oldest entry had to be dropped to stay within max.
+func (st *frontStream) put(key string, c frontCoded) (evicted bool) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.seq++
+	st.pending[key] = frontEntry{c, st.seq}
+	if len(st.pending) > st.max {
+		oldest, min := "", ^uint64(0)
+		for k, e := range st.pending {
+			if e.seq < min {
+				oldest, min = k, e.seq
+			}
+		}
+		delete(st.pending, oldest)
+		evicted = true
+	}
+	st.busy.Store(int64(len(st.pending) + len(st.opened)))
+	return evicted
+}
+
+// open notes a request whose response has not been written yet.
+func (st *frontStream) open(key string) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.seq++
+	st.opened[key] = st.seq
+	if len(st.opened) > st.max {
+		oldest, min := "", ^uint64(0)
+		for k, s := range st.opened {
+			if s < min {
+				oldest, min = k, s
+			}
+		}
+		delete(st.opened, oldest)
+	}
+	st.busy.Store(int64(len(st.pending) + len(st.opened)))
+}
+
+// openCount is the number of requests whose response was not written yet.
+func (st *frontStream) openCount() int {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return len(st.opened)
+}
+
+// process returns the frame to write in place of frame and the coded error
+// it applied, if any (then the result is a new slice).
+func (st *frontStream) process(frame []byte) ([]byte, *frontCoded) {
+	if st.busy.Load() == 0 {
+		return frame, nil
+	}
+	f, ok := frontParseFrame(frame)
+	if !ok || !f.response {
+		return frame, nil
+	}
+	var id any
+	if json.Unmarshal(f.id, &id) != nil {
+		return frame, nil
+	}
+	key := frontIDKey(id)
+
+	st.mu.Lock()
+	delete(st.opened, key)
+	e, ok := st.pending[key]
+	delete(st.pending, key) // this id's response is written now, whatever it is
+	st.busy.Store(int64(len(st.pending) + len(st.opened)))
+	st.mu.Unlock()
+	if !ok || f.errStart < 0 {
+		return frame, nil
+	}
+
+	out := make([]byte, 0, len(frame)-(f.errEnd-f.errStart)+len(e.obj))
+	out = append(out, frame[:f.errStart]...)
+	out = append(out, e.obj...)
+	out = append(out, frame[f.errEnd:]...)
+	return out, &e.frontCoded
+}
+
+// frontFrame locates what the front needs in a JSON-RPC message.
+type frontFrame struct {
+	id               json.RawMessage
+	response         bool // has an id and no method
+	errStart, errEnd int  // the "error" value, or -1
+}
+
+// frontParseFrame walks the top level of a JSON object without decoding
+// its values. It reports false for anything else (batches included).
+func frontParseFrame(b []byte) (frontFrame, bool) {
+	f := frontFrame{errStart: -1, errEnd: -1}
+	members, ok := frontMembers(b)
+	if !ok {
+		return f, false
+	}
+	hasMethod := false
+	for _, m := range members {
+		switch m.key {
+		case "id":
+			f.id = json.RawMessage(b[m.start:m.end])
+		case "method":
+			hasMethod = true
+		case "error":
+			f.errStart, f.errEnd = m.start, m.end
+		}
+	}
+	f.response = f.id != nil && !hasMethod
+	return f, true
+}
+
+// frontMember is a member of a JSON object: its key, and where its value
+// lies in the object's text.
+type frontMember struct {
+	key        string
+	start, end int
+}
+
+// frontMembers returns the members of the JSON object b, in order, without
+// decoding their values. It reports false for anything else (batches
+// included) and for trailing data.
+func frontMembers(b []byte) ([]frontMember, bool) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil, false
+	}
+	var members []frontMember
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return nil, false
+		}
+		key, _ := t.(string)
+		start := int(dec.InputOffset())
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return nil, false
+		}
+		end := int(dec.InputOffset())
+		for start < end && (b[start] == ':' || isJSONSpace(b[start])) {
+			start++
+		}
+		members = append(members, frontMember{key, start, end})
+	}
+	if t, err := dec.Token(); err != nil || t != json.Delim('}') {
+		return nil, false
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, false // trailing data
+	}
+	return members, true
+}
+
+func isJSONSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
+// processEvent applies process to the data of one server-sent event (its
+// lines and the blank line ending it). A rewritten event keeps its other
+// fields and carries the frame on one data line.
+func (st *frontStream) processEvent(ev []byte) []byte {
+	if st.busy.Load() == 0 {
+		return ev
+	}
+	var data [][]byte
+	for rest := ev; len(rest) > 0; {
+		line, next := frontCutLine(rest)
+		rest = next
+		if v, ok := bytes.CutPrefix(line, []byte("data:")); ok {
+			data = append(data, bytes.TrimPrefix(v, []byte(" ")))
+		}
+	}
+	if len(data) == 0 {
+		return ev
+	}
+	frame, c := st.process(bytes.Join(data, []byte("\n")))
+	if c == nil {
+		return ev
+	}
+	out := make([]byte, 0, len(ev)+len(frame))
+	written := false
+	for rest := ev; len(rest) > 0; {
+		line, next := frontCutLine(rest)
+		term := rest[len(line) : len(rest)-len(next)]
+		rest = next
+		if bytes.HasPrefix(line, []byte("data:")) {
+			if written {
+				continue
+			}
+			written = true
+			out = append(out, "data: "...)
+			out = append(out, frame...)
+		} else {
+			out = append(out, line...)
+		}
+		out = append(out, term...)
+	}
+	return out
+}
+
+// frontCutLine splits off the first line of b, without its \n or \r\n.
+func frontCutLine(b []byte) (line, rest []byte) {
+	i := bytes.IndexByte(b, '\n')
+	if i < 0 {
+		return b, nil
+	}
+	return bytes.TrimSuffix(b[:i], []byte("\r")), b[i+1:]
+}
+
+// frontEventEnd returns the length of the first complete event in b (up to
+// and including the blank line that ends it), or -1.
+func frontEventEnd(b []byte) int {
+	for i := 0; ; {
+		j := bytes.IndexByte(b[i:], '\n')
+		if j < 0 {
+			return -1
+		}
+		line := bytes.TrimSuffix(b[i:i+j], []byte("\r"))
+		i += j + 1
+		if len(line) == 0 {
+			return i
+		}
+	}
+}
+
+// frontLineWriter is stdout for ServeStdio: newline-delimited frames.
+type frontLineWriter struct {
+	w   io.Writer
+	st  *frontStream
+	mu  sync.Mutex
+	buf []byte // an incomplete line
+}
+
+func (lw *frontLineWriter) Write(p []byte) (int, error) {
+	lw.mu.Lock()
+	defer lw.mu.Unlock()
+	if len(lw.buf) == 0 && lw.st.busy.Load() == 0 && bytes.HasSuffix(p, []byte("\n")) {
+		return lw.w.Write(p)
+	}
+	lw.buf = append(lw.buf, p...)
+	var out []byte
+	for {
+		i := bytes.IndexByte(lw.buf, '\n')
+		if i < 0 {
+			break
+		}
+		frame, _ := lw.st.process(lw.buf[:i])
+		out = append(out, frame...)
+		out = append(out, '\n')
+		lw.buf = lw.buf[i+1:]
+	}
+	lw.buf = append([]byte(nil), lw.buf...)
+	if len(out) > 0 {
+		if _, err := lw.w.Write(out); err != nil {
+			return 0, err
+		}
+	}
+	return len(p), nil
+}
+
+type frontMode int
+
+const (
+	frontUndecided frontMode = iota
+	frontPassthrough
+	frontBuffered // one JSON body, written by finish
+	frontEvents   // text/event-stream, rewritten event by event
+)
+
+// frontResponseWriter wraps the http.ResponseWriter of a streamable HTTP
+// POST or of a legacy SSE stream. It implements http.Flusher, which mcp-go
+// requires to stream; call finish once the handler has returned.
+type frontResponseWriter struct {
+	w  http.ResponseWriter
+	st *frontStream
+
+	mu     sync.Mutex
+	mode   frontMode
+	status int
+	body   bytes.Buffer // frontBuffered: the body; frontEvents: an incomplete event
+}
+
+func newFrontResponseWriter(w http.ResponseWriter, st *frontStream) *frontResponseWriter {
+	return &frontResponseWriter{w: w, st: st}
+}
+
+func (rw *frontResponseWriter) Header() http.Header         { return rw.w.Header() }
+func (rw *frontResponseWriter) Unwrap() http.ResponseWriter { return rw.w }
+
+func (rw *frontResponseWriter) WriteHeader(code int) {
+	rw.mu.Lock()
+	defer rw.mu.Unlock()
+	rw.writeHeader(code)
+}
+
+// writeHeader picks the mode from the Content-Type. A JSON body is held
+// back only when a coded error is pending: mcp-go records it before it
+// writes the header of a JSON response.
+func (rw *frontResponseWriter) writeHeader(code int) {
+	if rw.mode != frontUndecided {
+		return
+	}
+	if code < 200 {
+		rw.w.WriteHeader(code) // informational
+		return
+	}
+	mt, _, _ := mime.ParseMediaType(rw.w.Header().Get("Content-Type"))
+	switch {
+	case mt == "text/event-stream":
+		rw.mode = frontEvents
+	case mt == "application/json" && rw.st.busy.Load() > 0:
+		rw.mode, rw.status = frontBuffered, code
+		return
+	default:
+		rw.mode = frontPassthrough
+	}
+	rw.w.WriteHeader(code)
+}
+
+func (rw *frontResponseWriter) Write(p []byte) (int, error) {
+	rw.mu.Lock()
+	defer rw.mu.Unlock()
+	rw.writeHeader(http.StatusOK)
+	switch rw.mode {
+	case frontBuffered:
+		return rw.body.Write(p)
+	case frontEvents:
+		rw.body.Write(p)
+		var out []byte
+		for {
+			n := frontEventEnd(rw.body.Bytes())
+			if n < 0 {
+				break
+			}
+			out = append(out, rw.st.processEvent(rw.body.Next(n))...)
+		}
+		if len(out) > 0 {
+			if _, err := rw.w.Write(out); err != nil {
+				return 0, err
+			}
+		}
+		return len(p), nil
+	default:
+		return rw.w.Write(p)
+	}
+}
+
+func (rw *frontResponseWriter) Flush() {
+	rw.mu.Lock()
+	defer rw.mu.Unlock()
+	rw.writeHeader(http.StatusOK)
+	if rw.mode != frontBuffered {
+		_ = http.NewResponseController(rw.w).Flush()
+	}
+}
+
+// finish writes what is held back: the JSON body (rewritten when its
+// response has a coded error; for a 2026-07-28 request the HTTP status then
+// follows the new code, as mcp-go does) or an unterminated last event.
+func (rw *frontResponseWriter) finish() {
+	rw.mu.Lock()
+	defer rw.mu.Unlock()
+	switch rw.mode {
+	case frontBuffered:
+		body := rw.body.Bytes()
+		frame := bytes.TrimRight(body, "\r\n")
+		if out, c := rw.st.process(frame); c != nil {
+			body = append(out, body[len(frame):]...)
+			if c.modern {
+				rw.status = frontHTTPStatus(c.code)
+			}
+		}
+		rw.w.WriteHeader(rw.status)
+		_, _ = rw.w.Write(body)
+	case frontEvents:
+		if rw.body.Len() > 0 {
+			_, _ = rw.w.Write(rw.body.Bytes())
+		}
+	}
+	rw.body.Reset()
+}
+
+// frontHTTPStatus is mcp-go's mapping of a JSON-RPC error code to the HTTP
+// status of a 2026-07-28 JSON response (streamable_http_modern.go).
+func frontHTTPStatus(code int) int {
+	switch code {
+	case mcpgo.METHOD_NOT_FOUND:
+		return http.StatusNotFound
+	case mcpgo.HEADER_MISMATCH, mcpgo.MISSING_REQUIRED_CLIENT_CAPABILITY,
+		mcpgo.UNSUPPORTED_PROTOCOL_VERSION, mcpgo.INVALID_REQUEST,
+		mcpgo.INVALID_PARAMS, mcpgo.PARSE_ERROR:
+		return http.StatusBadRequest
+	default:
+		return http.StatusOK
+	}
+}

@@ -1,0 +1,61 @@
+package front
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+
+	mcpgo "github.com/mark3labs/mcp-go/mcp"
+)
+
+// Canary for mcp-go v1.2.1: without the front's beforeCallTool hook, a
+// task-augmented tools/call of a tool with execution.taskSupport
+// "optional" or "required" runs on mcp-go's task store although the front
+// declares no tasks capability. The front ignores params.task instead (MCP
+// 2025-11-25, Tasks): an optional tool answers its plain result, a
+// required one -32601, and no task is created.
+func TestFrontIgnoresTaskAugmentation(t *testing.T) {
+	f := NewFront("tasks-test", "1.0.0", nil)
+	ran := 0
+	handler := func(context.Context, mcpgo.CallToolRequest) (*mcpgo.CallToolResult, error) {
+		ran++
+		return mcpgo.NewToolResultText("ran"), nil
+	}
+	for name, support := range map[string]mcpgo.TaskSupport{"optional": mcpgo.TaskSupportOptional, "required": mcpgo.TaskSupportRequired} {
+		tool := mcpgo.NewTool(name)
+		tool.Execution = &mcpgo.ToolExecution{TaskSupport: support}
+		f.Server().AddTool(tool, handler)
+	}
+	ctx := context.Background()
+	init := f.Server().HandleMessage(ctx, frontRequest(1, "initialize", `{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}`))
+	raw, _ := json.Marshal(init)
+	var ir struct {
+		Result struct {
+			Capabilities map[string]any `json:"capabilities"`
+		} `json:"result"`
+	}
+	if json.Unmarshal(raw, &ir) != nil || ir.Result.Capabilities == nil || ir.Result.Capabilities["tasks"] != nil {
+		t.Fatalf("initialize: %s; want capabilities without tasks", raw)
+	}
+
+	call := func(name string) []byte {
+		resp := f.Server().HandleMessage(ctx, frontRequest(2, "tools/call", `{"name":"`+name+`","arguments":{},"task":{"ttl":60000}}`))
+		b, _ := json.Marshal(resp)
+		return b
+	}
+	frontSameJSON(t, call("optional"), `{"jsonrpc":"2.0","id":2,"result":{"content":[{"type":"text","text":"ran"}]}}`)
+	if ran != 1 {
+		t.Errorf("the optional tool ran %d times, want 1 (as a plain call)", ran)
+	}
+	var e struct {
+		Error struct {
+			Code int `json:"code"`
+		} `json:"error"`
+	}
+	if b := call("required"); json.Unmarshal(b, &e) != nil || e.Error.Code != mcpgo.METHOD_NOT_FOUND {
+		t.Errorf("task-augmented call of a required tool: %s, want -32601", b)
+	}
+	if ran != 1 {
+		t.Errorf("the required tool ran: %d runs", ran)
+	}
+}

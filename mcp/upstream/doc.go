@@ -1,0 +1,12 @@
+// Package upstream connects mcpotc to MCP servers as a client, over
+// mark3labs/mcp-go's transports: stdio children, streamable HTTP, legacy
+// SSE, or a server in process. An Upstream owns one server's connection and
+// its lifecycle (restart with backoff, reconnect, re-initialize a lost
+// session, bounded shutdown and kill of the child's process group), reads
+// its tool list raw and sends each call's arguments exactly as given,
+// bounds every message (ErrTooLarge), and classifies failures by whether a
+// call may have reached the tool (ErrUnavailable, ErrLost, *Error).
+//
+// It imports only the standard library and mcp-go, and logs through the
+// *slog.Logger given in Options. The OTC front (package bridge) is its user.
+package upstream

@@ -1,0 +1,678 @@
+package upstream
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	mcpgo "github.com/mark3labs/mcp-go/mcp"
+	mcpserver "github.com/mark3labs/mcp-go/server"
+)
+
+// upRawSchema has keywords that mcp-go's typed Tool drops when a client
+// decodes tools/list (top-level description, anyOf, $defs).
+const upRawSchema = `{"type":"object","description":"top-level description","anyOf":[{"required":["a"]},{"required":["b"]}],"$defs":{"n":{"type":"integer","maximum":123456789012345678901234567890}},"properties":{"a":{"$ref":"#/$defs/n"},"b":{"type":"string"}}}`
+
+// upWire sits between the upstream and an HTTP MCP server: it records the
+// requests it sees and the body of each tools/list answer, and can swap the
+// server behind it.
+type upWire struct {
+	h atomic.Pointer[http.Handler]
+
+	mu        sync.Mutex
+	reqs      []upWireReq
+	toolsList [][]byte
+}
+
+type upWireReq struct {
+	httpMethod, rpcMethod string
+	header                http.Header
+	body                  []byte
+}
+
+func (w *upWire) set(h http.Handler) { w.h.Store(&h) }
+
+func (w *upWire) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	var m struct {
+		Method string `json:"method"`
+	}
+	_ = json.Unmarshal(body, &m)
+	w.mu.Lock()
+	w.reqs = append(w.reqs, upWireReq{r.Method, m.Method, r.Header.Clone(), body})
+	w.mu.Unlock()
+	cw := &upCaptureWriter{ResponseWriter: rw}
+	(*w.h.Load()).ServeHTTP(cw, r)
+	if m.Method == "tools/list" {
+		w.mu.Lock()
+		w.toolsList = append(w.toolsList, cw.bytes())
+		w.mu.Unlock()
+	}
+}
+
+// requests returns the recorded requests of JSON-RPC method rpc.
+func (w *upWire) requests(rpc string) []upWireReq {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []upWireReq
+	for _, r := range w.reqs {
+		if r.rpcMethod == rpc {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+type upCaptureWriter struct {
+	http.ResponseWriter
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (c *upCaptureWriter) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	c.buf.Write(p)
+	c.mu.Unlock()
+	return c.ResponseWriter.Write(p)
+}
+
+func (c *upCaptureWriter) Flush() {
+	if f, ok := c.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (c *upCaptureWriter) Unwrap() http.ResponseWriter { return c.ResponseWriter }
+
+func (c *upCaptureWriter) bytes() []byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return bytes.Clone(c.buf.Bytes())
+}
+
+// upHTTPServer is an mcp-go server for the HTTP tests. Its block tool
+// reports on blocked when its context ends.
+func upHTTPServer(blocked chan<- string) *mcpserver.MCPServer {
+	s := mcpserver.NewMCPServer("http-upstream", "2.0.0", mcpserver.WithToolCapabilities(true))
+	s.AddTool(mcpgo.NewToolWithRawSchema("raw_schema", "A tool whose schema has keywords.", json.RawMessage(upRawSchema)),
+		func(context.Context, mcpgo.CallToolRequest) (*mcpgo.CallToolResult, error) {
+			return mcpgo.NewToolResultText("ok"), nil
+		})
+	s.AddTool(mcpgo.NewTool("echo", mcpgo.WithString("message")),
+		func(_ context.Context, req mcpgo.CallToolRequest) (*mcpgo.CallToolResult, error) {
+			return mcpgo.NewToolResultText(req.GetString("message", "")), nil
+		})
+	s.AddTool(mcpgo.NewTool("block"),
+		func(ctx context.Context, _ mcpgo.CallToolRequest) (*mcpgo.CallToolResult, error) {
+			select {
+			case <-ctx.Done():
+				if blocked != nil {
+					blocked <- "handler context ended"
+				}
+				return nil, ctx.Err()
+			case <-time.After(20 * time.Second):
+				return mcpgo.NewToolResultText("not cancelled"), nil
+			}
+		})
+	s.AddTool(mcpgo.NewTool("url_elicit"),
+		func(ctx context.Context, _ mcpgo.CallToolRequest) (*mcpgo.CallToolResult, error) {
+			res, err := s.RequestURLElicitation(ctx, mcpserver.ClientSessionFromContext(ctx), "el-9", "https://example.com/login", "Log in")
+			if err != nil {
+				return mcpgo.NewToolResultError(err.Error()), nil
+			}
+			return mcpgo.NewToolResultText(string(res.Action)), nil
+		})
+	s.AddTool(mcpgo.NewTool("needs_auth"),
+		func(context.Context, mcpgo.CallToolRequest) (*mcpgo.CallToolResult, error) {
+			return nil, mcpgo.URLElicitationRequiredError{Elicitations: []mcpgo.ElicitationParams{
+				{Mode: mcpgo.ElicitationModeURL, ElicitationID: "a1", URL: "https://auth.example/a1", Message: "Authorize"},
+			}}
+		})
+	return s
+}
+
+func upStartHTTP(t *testing.T, cfg UpstreamConfig, opts UpstreamOptions) (*Upstream, *upLogs) {
+	t.Helper()
+	logs := &upLogs{}
+	if cfg.Name == "" {
+		cfg.Name = "http"
+	}
+	if cfg.RestartBackoffMin == 0 {
+		cfg.RestartBackoffMin, cfg.RestartBackoffMax = 20*time.Millisecond, 100*time.Millisecond
+	}
+	opts.Logger = logs.logger()
+	u, err := StartUpstream(context.Background(), &cfg, &opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := u.Close(ctx); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return u, logs
+}
+
+func upNewStreamable(t *testing.T, blocked chan<- string) (*upWire, *httptest.Server, *mcpserver.MCPServer) {
+	t.Helper()
+	srv := upHTTPServer(blocked)
+	wire := &upWire{}
+	wire.set(mcpserver.NewStreamableHTTPServer(srv, mcpserver.WithStateful(true)))
+	ts := httptest.NewServer(wire)
+	t.Cleanup(ts.Close)
+	return wire, ts, srv
+}
+
+func TestUpstreamHTTPToolsRawAtTheWire(t *testing.T) {
+	wire, ts, _ := upNewStreamable(t, nil)
+	u, _ := upStartHTTP(t, UpstreamConfig{URL: ts.URL + "/mcp"}, UpstreamOptions{})
+	upWaitReady(t, u)
+	tools := upWaitTools(t, u, 5)
+	if got := u.ServerInfo(); got.Name != "http-upstream" || got.Version != "2.0.0" {
+		t.Errorf("ServerInfo = %+v", got)
+	}
+	wire.mu.Lock()
+	bodies := bytes.Join(wire.toolsList, nil)
+	wire.mu.Unlock()
+	var raw json.RawMessage
+	for _, tool := range tools {
+		// Each tool is exactly a piece of what the server sent.
+		if !bytes.Contains(bodies, tool) {
+			t.Errorf("tool not found verbatim in the tools/list answer: %s", tool)
+		}
+		if bytes.Contains(tool, []byte(`"raw_schema"`)) {
+			raw = tool
+		}
+	}
+	var tool struct {
+		InputSchema json.RawMessage `json:"inputSchema"`
+	}
+	if err := json.Unmarshal(raw, &tool); err != nil {
+		t.Fatalf("raw_schema tool %s: %v", raw, err)
+	}
+	if string(tool.InputSchema) != upRawSchema {
+		t.Errorf("inputSchema:\n got %s\nwant %s", tool.InputSchema, upRawSchema)
+	}
+}
+
+func TestUpstreamHTTPArgumentsAndHeadersAtTheWire(t *testing.T) {
+	wire, ts, _ := upNewStreamable(t, nil)
+	u, _ := upStartHTTP(t, UpstreamConfig{
+		URL:     ts.URL + "/mcp",
+		Headers: http.Header{"X-Static": {"s1"}, "Authorization": {"Bearer static"}, "Mcp-Session-Id": {"forced"}},
+	}, UpstreamOptions{})
+	upWaitReady(t, u)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	args := `{"message":"hi","big":123456789012345678901234567890}`
+	res, err := u.CallTool(ctx, "echo", json.RawMessage(args), nil,
+		http.Header{"Authorization": {"Bearer per-call"}, "Mcp-Session-Id": {"evil"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if upText(t, res) != "hi" {
+		t.Errorf("result %s", res)
+	}
+	if _, err := u.CallTool(ctx, "echo", json.RawMessage(`{"message":"2"}`), nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	calls := wire.requests("tools/call")
+	if len(calls) != 2 {
+		t.Fatalf("%d tools/call requests", len(calls))
+	}
+	if !bytes.Contains(calls[0].body, []byte(`"arguments":`+args)) {
+		t.Errorf("arguments not verbatim on the wire: %s", calls[0].body)
+	}
+	first, second := calls[0].header, calls[1].header
+	if got := first.Get("Authorization"); got != "Bearer per-call" {
+		t.Errorf("per-call Authorization = %q", got)
+	}
+	if got := second.Get("Authorization"); got != "Bearer static" {
+		t.Errorf("static Authorization = %q", got)
+	}
+	init := wire.requests("initialize")[0].header
+	for _, h := range []http.Header{first, second, init} {
+		if h.Get("X-Static") != "s1" {
+			t.Errorf("X-Static missing: %v", h)
+		}
+		if s := h.Get("Mcp-Session-Id"); s == "evil" || s == "forced" {
+			t.Errorf("Mcp-Session-Id overridden: %q", s)
+		}
+	}
+	if first.Get("Mcp-Session-Id") == "" || first.Get("Mcp-Protocol-Version") != "2025-11-25" {
+		t.Errorf("protocol headers: %v", first)
+	}
+}
+
+func TestUpstreamHTTPSessionDroppedReinitializes(t *testing.T) {
+	wire, ts, srv := upNewStreamable(t, nil)
+	lists := make(chan int, 10)
+	u, logs := upStartHTTP(t, UpstreamConfig{URL: ts.URL + "/mcp"},
+		UpstreamOptions{OnToolsChanged: func(tools []json.RawMessage) { lists <- len(tools) }})
+	upWaitReady(t, u)
+	// The first listing is done before the session goes away (else it may
+	// itself meet the 404 and be the one listing that follows).
+	select {
+	case <-lists:
+	case <-time.After(10 * time.Second):
+		t.Fatal("tool list not read at start")
+	}
+	if _, err := upCall(t, u, "echo", `{"message":"before"}`); err != nil {
+		t.Fatal(err)
+	}
+	// A new server instance: the session the upstream holds is unknown now
+	// (404), as after a server restart.
+	wire.set(mcpserver.NewStreamableHTTPServer(srv, mcpserver.WithStateful(true)))
+	res, err := upCall(t, u, "echo", `{"message":"after"}`)
+	if err != nil {
+		t.Fatalf("call after the session was dropped: %v", err)
+	}
+	if upText(t, res) != "after" {
+		t.Errorf("result %s", res)
+	}
+	if n := len(wire.requests("initialize")); n != 2 {
+		t.Errorf("%d initialize requests, want 2", n)
+	}
+	if n := len(wire.requests("tools/call")); n != 3 {
+		t.Errorf("%d tools/call requests, want 3 (one refused with 404, then retried)", n)
+	}
+	if !u.Ready() || u.Status().Restarts != 0 {
+		t.Errorf("status %+v", u.Status())
+	}
+	logs.waitLog(t, "re-initialized", time.Second)
+	// The tool list is read again on the new session.
+	select {
+	case <-lists:
+	case <-time.After(10 * time.Second):
+		t.Fatal("tool list not read again after re-initialization")
+	}
+}
+
+func TestUpstreamHTTPUnreachableThenRecovers(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	u, _ := upStartHTTP(t, UpstreamConfig{URL: "http://" + addr + "/mcp?key=SECRET"}, UpstreamOptions{})
+	upEventually(t, 5*time.Second, "unreachable", func() bool {
+		return strings.HasPrefix(u.Status().Reason, "unreachable: ")
+	})
+	if u.Ready() {
+		t.Fatal("ready")
+	}
+	st := u.Status()
+	if strings.Contains(st.Reason, "SECRET") || !strings.Contains(st.Reason, "connection refused") {
+		t.Errorf("reason = %q", st.Reason)
+	}
+	start := time.Now()
+	_, err = upCall(t, u, "echo", `{}`)
+	if !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("err = %v, want ErrUnavailable", err)
+	}
+	if d := time.Since(start); d > 100*time.Millisecond {
+		t.Errorf("ErrUnavailable after %s", d)
+	}
+	if strings.Contains(err.Error(), "SECRET") {
+		t.Errorf("error leaks the URL query: %v", err)
+	}
+
+	// The server comes up on that address.
+	ln, err = net.Listen("tcp", addr)
+	if err != nil {
+		t.Skipf("cannot listen on %s again: %v", addr, err)
+	}
+	srv := &http.Server{Handler: mcpserver.NewStreamableHTTPServer(upHTTPServer(nil), mcpserver.WithStateful(true))}
+	go srv.Serve(ln)
+	defer srv.Close()
+	upWaitReady(t, u)
+	res, err := upCall(t, u, "echo", `{"message":"back"}`)
+	if err != nil || upText(t, res) != "back" {
+		t.Fatalf("after recovery: %s, %v", res, err)
+	}
+}
+
+func TestUpstreamHTTPServerGoneDetectedByPing(t *testing.T) {
+	_, ts, _ := upNewStreamable(t, nil)
+	u, _ := upStartHTTP(t, UpstreamConfig{URL: ts.URL + "/mcp", PingInterval: 50 * time.Millisecond}, UpstreamOptions{})
+	upWaitReady(t, u)
+	ts.CloseClientConnections()
+	ts.Close()
+	upEventually(t, 5*time.Second, "not ready", func() bool { return !u.Ready() })
+	if r := u.Status().Reason; !strings.Contains(r, "unreachable") {
+		t.Errorf("reason = %q", r)
+	}
+}
+
+func TestUpstreamHTTPCancelSendsNotification(t *testing.T) {
+	blocked := make(chan string, 1)
+	wire, ts, _ := upNewStreamable(t, blocked)
+	u, _ := upStartHTTP(t, UpstreamConfig{URL: ts.URL + "/mcp"}, UpstreamOptions{})
+	upWaitReady(t, u)
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(200*time.Millisecond, cancel)
+	start := time.Now()
+	_, err := u.CallTool(ctx, "block", nil, nil, http.Header{"Authorization": {"Bearer per-call"}})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v", err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("returned after %s", d)
+	}
+	select {
+	case <-blocked:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the tool's context did not end")
+	}
+	var notes []upWireReq
+	upEventually(t, 5*time.Second, "notifications/cancelled", func() bool {
+		notes = wire.requests("notifications/cancelled")
+		return len(notes) == 1
+	})
+	call := wire.requests("tools/call")[0]
+	var c, n struct {
+		ID     json.RawMessage `json:"id"`
+		Params struct {
+			RequestID json.RawMessage `json:"requestId"`
+		} `json:"params"`
+	}
+	_ = json.Unmarshal(call.body, &c)
+	_ = json.Unmarshal(notes[0].body, &n)
+	if string(n.Params.RequestID) != string(c.ID) {
+		t.Errorf("cancelled requestId %s, call id %s", n.Params.RequestID, c.ID)
+	}
+	if got := notes[0].header.Get("Authorization"); got != "Bearer per-call" {
+		t.Errorf("notifications/cancelled Authorization = %q", got)
+	}
+}
+
+func TestUpstreamHTTPElicitationAndURLRequired(t *testing.T) {
+	_, ts, _ := upNewStreamable(t, nil)
+	got := make(chan UpstreamElicitation, 1)
+	u, _ := upStartHTTP(t, UpstreamConfig{URL: ts.URL + "/mcp"}, UpstreamOptions{OnElicitation: func(e UpstreamElicitation) { got <- e }})
+	upWaitReady(t, u)
+	res, err := upCall(t, u, "url_elicit", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if upText(t, res) != "cancel" {
+		t.Errorf("elicitation answered %s", res)
+	}
+	select {
+	case e := <-got:
+		if e.Mode != "url" || e.URL != "https://example.com/login" || e.ElicitationID != "el-9" || e.Action != "cancel" {
+			t.Errorf("reported %+v", e)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("elicitation not reported")
+	}
+
+	_, err = upCall(t, u, "needs_auth", "")
+	var ue *UpstreamError
+	if !errors.As(err, &ue) || ue.Code != -32042 || !bytes.Contains(ue.Data, []byte(`"url":"https://auth.example/a1"`)) {
+		t.Errorf("err = %v (%+v)", err, ue)
+	}
+}
+
+func TestUpstreamHTTPStatusErrors(t *testing.T) {
+	status := atomic.Int32{}
+	status.Store(http.StatusUnauthorized)
+	_, ts, _ := upNewStreamable(t, nil)
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if bytes.Contains(body, []byte(`"tools/call"`)) {
+			http.Error(w, "no", int(status.Load()))
+			return
+		}
+		req, _ := http.NewRequestWithContext(r.Context(), r.Method, ts.URL+r.URL.Path, bytes.NewReader(body))
+		req.Header = r.Header.Clone()
+		resp, err := http.DefaultTransport.RoundTrip(req)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		for k, v := range resp.Header {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(resp.StatusCode)
+		buf := make([]byte, 4096)
+		for {
+			n, err := resp.Body.Read(buf)
+			w.Write(buf[:n])
+			w.(http.Flusher).Flush()
+			if err != nil {
+				return
+			}
+		}
+	}))
+	// Closed after the upstream's Close (cleanups run last first): Close
+	// waits for requests in flight, and the upstream, restarted after the
+	// 500, may hold a GET stream through the proxy until it is closed.
+	t.Cleanup(proxy.Close)
+	u, _ := upStartHTTP(t, UpstreamConfig{URL: proxy.URL + "/mcp", PingInterval: -1}, UpstreamOptions{})
+	upWaitReady(t, u)
+	for _, tc := range []struct {
+		status int
+		class  error
+	}{
+		{http.StatusUnauthorized, ErrUpstreamUnauthorized},
+		{http.StatusForbidden, ErrUpstreamUnauthorized},
+		{http.StatusTooManyRequests, ErrUnavailable},
+		{http.StatusServiceUnavailable, ErrUnavailable},
+		{http.StatusInternalServerError, ErrLost},
+	} {
+		status.Store(int32(tc.status))
+		_, err := upCall(t, u, "echo", `{}`)
+		if !errors.Is(err, tc.class) {
+			t.Errorf("HTTP %d: err = %v, want %v", tc.status, err, tc.class)
+		}
+	}
+}
+
+func TestUpstreamLegacySSE(t *testing.T) {
+	srv := upHTTPServer(nil)
+	var sse *mcpserver.SSEServer
+	var streams atomic.Int32
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet {
+			streams.Add(1)
+		}
+		sse.ServeHTTP(w, r)
+	}))
+	t.Cleanup(ts.Close) // after the upstream's Close, which ends the stream
+	sse = mcpserver.NewSSEServer(srv, mcpserver.WithBaseURL(ts.URL))
+	u, _ := upStartHTTP(t, UpstreamConfig{URL: ts.URL + "/sse"}, UpstreamOptions{})
+	upWaitReady(t, u)
+	tools := upWaitTools(t, u, 5)
+	found := false
+	for _, tool := range tools {
+		found = found || bytes.Contains(tool, []byte(upRawSchema))
+	}
+	if !found {
+		t.Errorf("raw schema not kept over SSE: %s", tools)
+	}
+	res, err := upCall(t, u, "echo", `{"message":"over sse"}`)
+	if err != nil || upText(t, res) != "over sse" {
+		t.Fatalf("%s, %v", res, err)
+	}
+	_, err = upCall(t, u, "needs_auth", "")
+	var ue *UpstreamError
+	if !errors.As(err, &ue) || ue.Code != -32042 {
+		t.Errorf("err = %v", err)
+	}
+	if u.kind != upSSE {
+		t.Errorf("kind = %v", u.kind)
+	}
+
+	// The stream breaks: the upstream connects again.
+	ts.CloseClientConnections()
+	upEventually(t, 5*time.Second, "a second SSE stream", func() bool { return streams.Load() >= 2 })
+	upWaitReady(t, u)
+	res, err = upCall(t, u, "echo", `{"message":"again"}`)
+	if err != nil || upText(t, res) != "again" {
+		t.Fatalf("after reconnecting: %s, %v", res, err)
+	}
+	if st := u.Status(); st.Restarts != 1 {
+		t.Errorf("status %+v", st)
+	}
+}
+
+func TestUpstreamHTTPRedactsErrors(t *testing.T) {
+	err := fmt.Errorf("failed: %w", &url.Error{Op: "Post", URL: "http://user:pw@h/mcp?key=SECRET", Err: errors.New("connection refused")})
+	if s := upSafeError(err); strings.Contains(s, "SECRET") || strings.Contains(s, "user") || !strings.Contains(s, "refused") {
+		t.Errorf("upSafeError = %q", s)
+	}
+}
+
+func TestUpstreamHTTPConcurrentCalls(t *testing.T) {
+	_, ts, _ := upNewStreamable(t, nil)
+	u, _ := upStartHTTP(t, UpstreamConfig{URL: ts.URL + "/mcp"}, UpstreamOptions{})
+	upWaitReady(t, u)
+	var wg sync.WaitGroup
+	for i := range 40 {
+		wg.Go(func() {
+			want := fmt.Sprintf("m%d", i)
+			res, err := upCall(t, u, "echo", `{"message":"`+want+`"}`)
+			if err != nil || upText(t, res) != want {
+				t.Errorf("echo %d: %s, %v", i, res, err)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// upRawSSEServer is a minimal legacy HTTP+SSE MCP server. During a call it
+// sends two server→client requests, the first with the same id as the call
+// itself (servers number their requests on their own).
+func upRawSSEServer(t *testing.T) *httptest.Server {
+	var mu sync.Mutex
+	var stream chan string
+	answers := make(chan string, 4)
+	push := func(s string) {
+		mu.Lock()
+		ch := stream
+		mu.Unlock()
+		ch <- s
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /sse", func(w http.ResponseWriter, r *http.Request) {
+		ch := make(chan string, 16)
+		mu.Lock()
+		stream = ch
+		mu.Unlock()
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		fmt.Fprint(w, ": a comment\n\nevent: endpoint\ndata: /message?sessionId=s1\n\n")
+		w.(http.Flusher).Flush()
+		for {
+			select {
+			case ev := <-ch:
+				fmt.Fprintf(w, "event: message\ndata: %s\n\n", ev)
+				w.(http.Flusher).Flush()
+			case <-r.Context().Done():
+				return
+			}
+		}
+	})
+	mux.HandleFunc("POST /message", func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+		}
+		_ = json.Unmarshal(body, &m)
+		w.WriteHeader(http.StatusAccepted)
+		switch {
+		case m.Method == "":
+			answers <- r.Header.Get("X-Static") + " " + string(body)
+		case m.ID == nil:
+		case m.Method == "initialize":
+			push(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"raw-sse","version":"0.1.0"}}}`, m.ID))
+		case m.Method == "tools/list":
+			push(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"tools":[{"name":"elicit","inputSchema":{"type":"object"}}]}}`, m.ID))
+		case m.Method == "tools/call":
+			go func() {
+				push(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"method":"elicitation/create","params":{"mode":"url","elicitationId":"e0","url":"https://example.com/sse","message":"Open it"}}`, m.ID))
+				push(`{"jsonrpc":"2.0","id":"s-2","method":"sampling/createMessage","params":{"messages":[],"maxTokens":1}}`)
+				var got []string
+				for range 2 {
+					select {
+					case a := <-answers:
+						got = append(got, a)
+					case <-time.After(5 * time.Second):
+						got = append(got, "no answer")
+					}
+				}
+				text, _ := json.Marshal(strings.Join(got, "\n"))
+				push(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":%s}]}}`, m.ID, text))
+			}()
+		default:
+			push(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"error":{"code":-32601,"message":"no"}}`, m.ID))
+		}
+	})
+	ts := httptest.NewServer(mux)
+	t.Cleanup(ts.Close)
+	return ts
+}
+
+func TestUpstreamLegacySSEServerRequestsAnswered(t *testing.T) {
+	ts := upRawSSEServer(t)
+	got := make(chan UpstreamElicitation, 1)
+	u, _ := upStartHTTP(t, UpstreamConfig{URL: ts.URL + "/sse", Headers: http.Header{"X-Static": {"s"}}},
+		UpstreamOptions{OnElicitation: func(e UpstreamElicitation) { got <- e }})
+	upWaitReady(t, u)
+	if u.ServerInfo().Name != "raw-sse" {
+		t.Errorf("ServerInfo = %+v", u.ServerInfo())
+	}
+	res, err := upCall(t, u, "elicit", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Answered concurrently: in either order.
+	answers := strings.Split(upText(t, res), "\n")
+	slices.Sort(answers)
+	if len(answers) != 2 || !strings.HasPrefix(answers[1], `s {"id":`) || !strings.Contains(answers[1], `"result":{"action":"cancel"}`) ||
+		!strings.HasPrefix(answers[0], `s {"error":{"code":-32601,`) || !strings.Contains(answers[0], `"id":"s-2"`) {
+		t.Errorf("answers = %q", answers)
+	}
+	select {
+	case e := <-got:
+		if e.URL != "https://example.com/sse" || e.Action != "cancel" {
+			t.Errorf("reported %+v", e)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("not reported")
+	}
+}
+
+// mcp-go's transport lines go out at debug level, their error under the
+// key "error" and without the URL's query.
+func TestUpstreamTransportLogger(t *testing.T) {
+	var buf bytes.Buffer
+	l := slog.New(upDebugHandler{slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})})
+	l.Error("failed to send close request", "err", &url.Error{Op: "Delete", URL: "http://h/mcp?key=SECRET", Err: errors.New("connection refused")}, "status", 500)
+	got := buf.String()
+	if !strings.Contains(got, `level=DEBUG msg="failed to send close request" error="Delete http://h/mcp: connection refused" status=500`) ||
+		strings.Contains(got, "SECRET") || strings.Contains(got, " err=") {
+		t.Errorf("logged %s", got)
+	}
+}
