@@ -17,7 +17,7 @@ import (
 // it (Mcp-Session-Id, WWW-Authenticate, …). Credentials go in
 // Authorization or an API key header, never in cookies, so
 // Access-Control-Allow-Credentials is never sent. The fronts' DNS-rebinding
-// check admits the same origins (mcp.HTTPOptions.AllowedOrigins,
+// check admits the same origins (front.HTTPOptions.AllowedOrigins,
 // otc.Options.AllowedOrigins).
 
 // corsExposed are the response headers a page may read.

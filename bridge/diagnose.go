@@ -159,7 +159,7 @@ func explainOTCListing(ctx context.Context, base string, err error) error {
 }
 
 // diagnoseMCPURL says what answers near an MCP URL whose initialize got an
-// HTTP 4xx (mcp.UpstreamOptions.Diagnose).
+// HTTP 4xx (upstream.Options.Diagnose).
 func diagnoseMCPURL(ctx context.Context, target string, status int) string {
 	if status == http.StatusUnauthorized || status == http.StatusForbidden {
 		return ""

@@ -105,7 +105,7 @@ func TestOTCFrontExplainsWrongMCPURLs(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f, err := NewOTCFront(context.Background(), []MCPUpstream{{Config: upstream.UpstreamConfig{Name: "u", URL: tt.url}}}, &OTCFrontOptions{Logger: zerolog.Nop()})
+			f, err := NewOTCFront(context.Background(), []MCPUpstream{{Config: upstream.Config{Name: "u", URL: tt.url}}}, &OTCFrontOptions{Logger: zerolog.Nop()})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -441,7 +441,7 @@ func interopStartOTCFront(t *testing.T) string {
 	ctx := context.Background()
 	f, err := bridge.NewOTCFront(ctx, []bridge.MCPUpstream{{
 		Toolkit: "Sample",
-		Config:  upstream.UpstreamConfig{Name: "sample", InProcess: mcpsample.NewServer()},
+		Config:  upstream.Config{Name: "sample", InProcess: mcpsample.NewServer()},
 	}}, nil)
 	if err != nil {
 		t.Fatalf("NewOTCFront: %v", err)

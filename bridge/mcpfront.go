@@ -147,7 +147,7 @@ func NewMCPFront(ctx context.Context, upstreams []OTCUpstream, opts *MCPFrontOpt
 		seen[u.Name] = true
 		f.upstreams = append(f.upstreams, &otcUpstream{OTCUpstream: u, tools: map[string]*frontTool{}})
 	}
-	f.front = front.NewFront("mcpotc", f.opts.Version, &front.FrontOptions{Logger: slogLogger(f.log)})
+	f.front = front.New("mcpotc", f.opts.Version, &front.Options{Logger: slogLogger(f.log)})
 	if err := f.refresh(ctx, true); err != nil {
 		return nil, err
 	}

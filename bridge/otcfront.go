@@ -22,7 +22,7 @@ import (
 // MCPUpstream is one MCP server behind the OTC front: one OTC toolkit.
 type MCPUpstream struct {
 	// Config says how to reach it (stdio child, URL or in-process).
-	Config upstream.UpstreamConfig
+	Config upstream.Config
 	// Toolkit is its OTC toolkit name. Empty: its serverInfo.name.
 	Toolkit string
 	// Version is its tools' OTC version. Empty: serverInfo.version when it
@@ -111,13 +111,13 @@ func NewOTCFront(ctx context.Context, upstreams []MCPUpstream, opts *OTCFrontOpt
 	f.handler = h
 	for _, u := range f.ups {
 		cfg := u.Config
-		up, err := upstream.StartUpstream(ctx, &cfg, &upstream.UpstreamOptions{
+		up, err := upstream.Start(ctx, &cfg, &upstream.Options{
 			Logger:         slogLogger(f.log),
 			ClientName:     "mcpotc",
 			ClientVersion:  o.Version,
 			OnToolsChanged: func(tools []json.RawMessage) { f.toolsChanged(u, tools) },
 			Diagnose:       diagnoseMCPURL,
-			OnElicitation: func(e upstream.UpstreamElicitation) {
+			OnElicitation: func(e upstream.Elicitation) {
 				f.log.Warn().Str("upstream", e.Upstream).Str("mode", e.Mode).Str("url", e.URL).Str("answer", e.Action).
 					Msg("upstream asked for an elicitation during a call; OTC cannot carry it, so it was refused")
 			},
@@ -172,7 +172,7 @@ func (f *OTCFront) Close(ctx context.Context) error {
 }
 
 // name is the upstream's name in logs and health: the configured one, else
-// the server's serverInfo.name (upstream.UpstreamConfig.Name).
+// the server's serverInfo.name (upstream.Config.Name).
 func (u *mcpUpstream) name() string {
 	if u.up != nil {
 		return u.up.Name()

@@ -214,7 +214,7 @@ type otcfOptions struct {
 	// APIKey is the OTC server's transport key (otc.Options.APIKey).
 	APIKey string `json:"api_key"`
 	// IdempotencyTTL is otc.Options.IdempotencyTTL, CallTimeout the
-	// upstream's upstream.UpstreamConfig.CallTimeout, as Go durations.
+	// upstream's upstream.Config.CallTimeout, as Go durations.
 	IdempotencyTTL string `json:"idempotency_ttl"`
 	CallTimeout    string `json:"call_timeout"`
 	// KnownDeviation says how the front deviates from the contract here.
@@ -893,7 +893,7 @@ func otcfRunScenario(t *testing.T, sc *otcfScenario) []string {
 		r.secrets = append(r.secrets, otcfContextSecrets(st.req.body)...)
 	}
 	logs := &otcfLogSink{catalog: make(chan struct{})}
-	cfg := upstream.UpstreamConfig{
+	cfg := upstream.Config{
 		Name:              "up",
 		CallTimeout:       sc.callTimeout,
 		InitTimeout:       otcfWait,

@@ -286,8 +286,8 @@ func BenchmarkOTCError(b *testing.B) {
 		name string
 		err  error
 	}{
-		{"invalid-params", &upstream.UpstreamError{Code: -32602, Message: "invalid arguments", Data: json.RawMessage(`{"parameter_errors":{"a":"Must be a number"}}`)}},
-		{"other-rpc", &upstream.UpstreamError{Code: -32000, Message: "boom"}},
+		{"invalid-params", &upstream.Error{Code: -32602, Message: "invalid arguments", Data: json.RawMessage(`{"parameter_errors":{"a":"Must be a number"}}`)}},
+		{"other-rpc", &upstream.Error{Code: -32000, Message: "boom"}},
 		{"lost", fmt.Errorf("call lost: %w", upstream.ErrLost)},
 	}
 	for _, c := range cases {

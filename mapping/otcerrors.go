@@ -37,7 +37,7 @@ import (
 // again. A -32042 without a URL is a ToolError marked NotRun: the tool did
 // not run, so a repeat of its call_id must reach it.
 func OTCError(err error) error {
-	var ue *upstream.UpstreamError
+	var ue *upstream.Error
 	var tooLarge *upstream.TooLargeError
 	switch {
 	case errors.As(err, &tooLarge):
@@ -51,7 +51,7 @@ func OTCError(err error) error {
 			return restored // an OTC server's own answer, through an MCP front
 		}
 		return withMCPError(otcErrorFromRPC(ue), ue)
-	case errors.Is(err, upstream.ErrUpstreamUnauthorized):
+	case errors.Is(err, upstream.ErrUnauthorized):
 		return &otc.ServerErrorResponse{Message: "The tool server rejected the bridge's credentials", DeveloperMessage: err.Error()}
 	case errors.Is(err, upstream.ErrUnavailable):
 		return &otc.ServerErrorResponse{Message: msgUnavailableToolServe, DeveloperMessage: err.Error(), RetryAfter: UnavailableRetryAfter}
@@ -78,7 +78,7 @@ const UnavailableRetryAfter = time.Second
 // notifications/cancelled, after which a conforming server stops.
 const LostRetryAfter = time.Second
 
-func otcErrorFromRPC(ue *upstream.UpstreamError) error {
+func otcErrorFromRPC(ue *upstream.Error) error {
 	switch ue.Code {
 	case CodeMethodNotFound:
 		return &otc.ServerErrorResponse{Message: "Tool was not found", DeveloperMessage: rpcDetail(ue)}
@@ -120,14 +120,14 @@ func otcErrorFromRPC(ue *upstream.UpstreamError) error {
 
 // rpcDetail is "MCP error CODE: message", for developer_message (the
 // message is not prefixed twice when the upstream already did).
-func rpcDetail(ue *upstream.UpstreamError) string {
+func rpcDetail(ue *upstream.Error) string {
 	prefix := fmt.Sprintf("MCP error %d: ", ue.Code)
 	return prefix + strings.TrimPrefix(ue.Message, prefix)
 }
 
 // withMCPError attaches the upstream's JSON-RPC error to an OTC error as
 // the XMCPError carrier, so that an MCP front further on answers it as is.
-func withMCPError(err error, ue *upstream.UpstreamError) error {
+func withMCPError(err error, ue *upstream.Error) error {
 	carrier := MCPErrorCarrier{Code: ue.Code, Message: ue.Message, Data: ue.Data}
 	b, merr := json.Marshal(carrier)
 	if merr != nil {
@@ -148,7 +148,7 @@ func withMCPError(err error, ue *upstream.UpstreamError) error {
 // otcResponseFromRPC gives back the OTC 400 / 422 answer an MCP front
 // carried in the error's data (DataOTCResponse), or in the first URL
 // elicitation's _meta for -32042; nil when there is none.
-func otcResponseFromRPC(ue *upstream.UpstreamError) error {
+func otcResponseFromRPC(ue *upstream.Error) error {
 	var data struct {
 		Carrier      json.RawMessage `json:"mcpotc/otc-response"`
 		Elicitations []struct {

@@ -21,7 +21,7 @@ func TestOTCErrorRetryClasses(t *testing.T) {
 	if !errors.As(unavailable, &se) || se.RetryAfter != time.Second || se.Message != msgUnavailableToolServe {
 		t.Errorf("ErrUnavailable → %#v; want a 400 with RetryAfter 1s", unavailable)
 	}
-	unauthorized := OTCError(fmt.Errorf("%w: 401", upstream.ErrUpstreamUnauthorized))
+	unauthorized := OTCError(fmt.Errorf("%w: 401", upstream.ErrUnauthorized))
 	if !errors.As(unauthorized, &se) || se.RetryAfter != 0 {
 		t.Errorf("ErrUpstreamUnauthorized → %#v; want a 400 without RetryAfter", unauthorized)
 	}
@@ -32,11 +32,11 @@ func TestOTCErrorRetryClasses(t *testing.T) {
 		}
 	}
 	var te *otc.ToolError
-	noURL := OTCError(&upstream.UpstreamError{Code: CodeURLElicitationReq, Message: "auth", Data: []byte(`{"elicitations":[]}`)})
+	noURL := OTCError(&upstream.Error{Code: CodeURLElicitationReq, Message: "auth", Data: []byte(`{"elicitations":[]}`)})
 	if !errors.As(noURL, &te) || !te.NotRun {
 		t.Errorf("-32042 without a URL → %#v; want a ToolError marked NotRun", noURL)
 	}
-	failed := OTCError(&upstream.UpstreamError{Code: -32000, Message: "boom"})
+	failed := OTCError(&upstream.Error{Code: -32000, Message: "boom"})
 	if !errors.As(failed, &te) || te.NotRun || te.CanRetry {
 		t.Errorf("other JSON-RPC error → %#v; want a definite tool error", failed)
 	}

@@ -169,7 +169,7 @@ func (m *Main) serveOTC(ctx context.Context, args []string) error {
 	forwardContext := fs.Bool("forward-context", false, "send each call's OTC context (tokens, secrets, user id) to --mcp servers that are mcpotc MCP fronts (see README, Round trips)")
 	name := fs.String("name", "", "toolkit name of the '-- COMMAND' server (default: its serverInfo.name)")
 	callTimeout := durationFlag(fs, "call-timeout", 60*time.Second, "bound on each tool call")
-	maxMessage := fs.Int64("max-message-bytes", upstream.DefaultUpstreamMaxMessageBytes, "bound on one message from an MCP server (a stdio line, an HTTP body or event); a longer answer fails its call")
+	maxMessage := fs.Int64("max-message-bytes", upstream.DefaultMaxMessageBytes, "bound on one message from an MCP server (a stdio line, an HTTP body or event); a longer answer fails its call")
 	apiKeyEnv := fs.String("api-key-env", "", "environment variable holding the API key OTC clients must send (OXP-API-Key or bearer)")
 	jwtSecretEnv := fs.String("jwt-secret-env", "", "environment variable holding the HS256 secret of the bearer JWTs OTC clients may send")
 	jwtAudiences := fs.String("jwt-audience", "", "comma-separated audiences a JWT's aud may name (tokens with aud need one)")
@@ -263,7 +263,7 @@ func (m *Main) serveOTC(ctx context.Context, args []string) error {
 		extra = headers.header(&p, m.Getenv)
 	}
 	for _, u := range mcpURLs {
-		ups = append(ups, bridge.MCPUpstream{ForwardContext: *forwardContext, Config: upstream.UpstreamConfig{URL: u, SSE: *forceSSE, CallTimeout: *callTimeout, Headers: extra}})
+		ups = append(ups, bridge.MCPUpstream{ForwardContext: *forwardContext, Config: upstream.Config{URL: u, SSE: *forceSSE, CallTimeout: *callTimeout, Headers: extra}})
 	}
 	if err := p.err(); err != nil {
 		return err
@@ -271,11 +271,11 @@ func (m *Main) serveOTC(ctx context.Context, args []string) error {
 	if len(command) > 0 {
 		// Named by --name or, once it answers, by its serverInfo.name:
 		// never by its command line (README, Logs).
-		ups = append(ups, bridge.MCPUpstream{Toolkit: *name, Config: upstream.UpstreamConfig{Name: *name, Command: command[0], Args: command[1:], CallTimeout: *callTimeout}})
+		ups = append(ups, bridge.MCPUpstream{Toolkit: *name, Config: upstream.Config{Name: *name, Command: command[0], Args: command[1:], CallTimeout: *callTimeout}})
 	}
 	if len(ups) == 0 {
 		log.Info().Msg("no upstream named: serving the built-in sample MCP server")
-		ups = []bridge.MCPUpstream{{Toolkit: "Sample", Config: upstream.UpstreamConfig{Name: "sample", InProcess: mcpsample.NewServer(), CallTimeout: *callTimeout}}}
+		ups = []bridge.MCPUpstream{{Toolkit: "Sample", Config: upstream.Config{Name: "sample", InProcess: mcpsample.NewServer(), CallTimeout: *callTimeout}}}
 	}
 
 	for i := range ups {
@@ -348,7 +348,7 @@ func (m *Main) mcpUpstreams(p *problems, file string, cfg otcFrontConfig, callTi
 		before := len(p.list)
 		u := bridge.MCPUpstream{Toolkit: c.Toolkit, Version: c.Version, Allow: c.Allow, Deny: c.Deny,
 			ForwardAuthorization: c.ForwardAuthorization, ForwardContext: c.ForwardContext}
-		u.Config = upstream.UpstreamConfig{Name: n, CallTimeout: time.Duration(c.CallTimeout)}
+		u.Config = upstream.Config{Name: n, CallTimeout: time.Duration(c.CallTimeout)}
 		if u.Config.CallTimeout == 0 {
 			u.Config.CallTimeout = callTimeout
 		}

@@ -43,14 +43,14 @@ type RPCError struct {
 
 func (e *RPCError) Error() string { return e.Message }
 
-// DefaultMaxPendingErrors is FrontOptions.MaxPendingErrors when zero.
+// DefaultMaxPendingErrors is Options.MaxPendingErrors when zero.
 const DefaultMaxPendingErrors = 1024
 
-// DefaultStdioGrace is FrontOptions.StdioGrace when zero.
+// DefaultStdioGrace is Options.StdioGrace when zero.
 const DefaultStdioGrace = 5 * time.Second
 
-// FrontOptions configure a Front. A nil *FrontOptions is the zero value.
-type FrontOptions struct {
+// Options configure a Front. A nil *Options is the zero value.
+type Options struct {
 	// Logger receives transport diagnostics; tokens are never logged.
 	// Nil: nothing is logged.
 	Logger *slog.Logger
@@ -82,15 +82,15 @@ type Front struct {
 	grace      time.Duration
 }
 
-// NewFront returns a Front whose server is created with serverOpts. The
+// New returns a Front whose server is created with serverOpts. The
 // server always has the tools capability with listChanged=true, so that
 // replacing tools (SetTools, AddTool, DeleteTools) sends
 // notifications/tools/list_changed. serverOpts may carry WithHooks: the
 // front adds its own hooks to those; it panics on WithHooks(nil), which
 // would silently disable them.
-func NewFront(name, version string, opts *FrontOptions, serverOpts ...mcpserver.ServerOption) *Front {
+func New(name, version string, opts *Options, serverOpts ...mcpserver.ServerOption) *Front {
 	if opts == nil {
-		opts = &FrontOptions{}
+		opts = &Options{}
 	}
 	f := &Front{log: opts.Logger, maxPending: opts.MaxPendingErrors, grace: opts.StdioGrace}
 	if f.log == nil {
@@ -111,7 +111,7 @@ func NewFront(name, version string, opts *FrontOptions, serverOpts ...mcpserver.
 	f.server = mcpserver.NewMCPServer(name, version, all...)
 	h := f.server.GetHooks() // ours, or those of a WithHooks in serverOpts
 	if h == nil {
-		panic("mcp: NewFront: WithHooks(nil) would disable the front's hooks")
+		panic("mcp: New: WithHooks(nil) would disable the front's hooks")
 	}
 	f.addHooks(h)
 	return f
@@ -123,8 +123,8 @@ func (f *Front) Server() *mcpserver.MCPServer { return f.server }
 func (f *Front) addHooks(h *mcpserver.Hooks) {
 	h.AddOnError(f.onError)
 	h.AddBeforeCallTool(func(ctx context.Context, id any, req *mcpgo.CallToolRequest) {
-		if st := frontStreamFrom(ctx); st != nil && st.trackOpen {
-			st.open(frontIDKey(id))
+		if st := streamFrom(ctx); st != nil && st.trackOpen {
+			st.open(idKey(id))
 		}
 		// The front declares no tasks capability, so a task-augmented
 		// tools/call is processed normally, its params.task ignored (MCP
@@ -136,7 +136,7 @@ func (f *Front) addHooks(h *mcpserver.Hooks) {
 		req.Params.Task = nil
 	})
 	h.AddOnRegisterSession(func(ctx context.Context, session mcpserver.ClientSession) {
-		if b, ok := ctx.Value(frontSSEBindKey{}).(*frontSSEBinding); ok {
+		if b, ok := ctx.Value(sseBindKey{}).(*sseBinding); ok {
 			b.bind(session.SessionID())
 		}
 	})
@@ -149,7 +149,7 @@ func (f *Front) onError(ctx context.Context, id any, method mcpgo.MCPMethod, _ a
 	if !errors.As(err, &rpcErr) || rpcErr == nil || id == nil {
 		return
 	}
-	st := frontStreamFrom(ctx)
+	st := streamFrom(ctx)
 	if st == nil {
 		f.log.Warn("mcp front: coded error sent as -32603: request did not arrive through a Front transport",
 			"method", string(method), "code", rpcErr.Code)
@@ -165,34 +165,34 @@ func (f *Front) onError(ctx context.Context, id any, method mcpgo.MCPMethod, _ a
 			"method", string(method), "code", details.Code, "error", merr)
 		return
 	}
-	if evicted := st.put(frontIDKey(id), frontCoded{obj: obj, code: details.Code, modern: mcpserver.IsModernRequest(ctx)}); evicted {
+	if evicted := st.put(idKey(id), coded{obj: obj, code: details.Code, modern: mcpserver.IsModernRequest(ctx)}); evicted {
 		f.log.Warn("mcp front: dropped the oldest coded error never written", "limit", st.max)
 	}
 }
 
 // middleware wraps every tool handler: it bounds the handler's life by its
-// transport's (see frontLife) and turns URL elicitation into a multi
+// transport's (see lifecycle) and turns URL elicitation into a multi
 // round-trip result for 2026-07-28 clients.
 func (f *Front) middleware(next mcpserver.ToolHandlerFunc) mcpserver.ToolHandlerFunc {
 	return func(ctx context.Context, req mcpgo.CallToolRequest) (*mcpgo.CallToolResult, error) {
-		if l, ok := ctx.Value(frontLifeKey{}).(*frontLife); ok {
+		if l, ok := ctx.Value(lifeKey{}).(*lifecycle); ok {
 			var cancel context.CancelCauseFunc
 			ctx, cancel = l.bind(ctx)
 			defer cancel(nil)
 		}
 		res, err := next(ctx, req)
 		if err != nil && mcpserver.IsModernRequest(ctx) {
-			if required, ok := frontURLElicitation(err); ok {
-				return frontInputRequired(required), nil
+			if required, ok := urlElicitation(err); ok {
+				return inputRequired(required), nil
 			}
 		}
 		return res, err
 	}
 }
 
-// frontURLElicitation finds a URLElicitationRequiredError in err's chain,
+// urlElicitation finds a URLElicitationRequiredError in err's chain,
 // returned as a value or a pointer (as mcp-go does).
-func frontURLElicitation(err error) (mcpgo.URLElicitationRequiredError, bool) {
+func urlElicitation(err error) (mcpgo.URLElicitationRequiredError, bool) {
 	var v mcpgo.URLElicitationRequiredError
 	if errors.As(err, &v) {
 		return v, true
@@ -204,11 +204,11 @@ func frontURLElicitation(err error) (mcpgo.URLElicitationRequiredError, bool) {
 	return v, false
 }
 
-// frontInputRequired asks a 2026-07-28 client for the URL elicitations in
+// inputRequired asks a 2026-07-28 client for the URL elicitations in
 // required, each keyed by its elicitationId: protocol 2026-07-28 reserves
 // -32042 and asks for input through a multi round-trip request instead.
 // The client retries the call once it has the user's answer.
-func frontInputRequired(required mcpgo.URLElicitationRequiredError) *mcpgo.CallToolResult {
+func inputRequired(required mcpgo.URLElicitationRequiredError) *mcpgo.CallToolResult {
 	b := mcpserver.NewInputRequestBuilder("")
 	for i, e := range required.Elicitations {
 		if e.Mode == "" {
@@ -223,19 +223,19 @@ func frontInputRequired(required mcpgo.URLElicitationRequiredError) *mcpgo.CallT
 	return b.ToolResult()
 }
 
-// frontLife bounds the tool calls of one transport instance: they end when
+// lifecycle bounds the tool calls of one transport instance: they end when
 // stop is cancelled. On stdio the calls are also detached from the
 // cancellation mcp-go applies to every request when input ends, once
 // draining is closed, so that they can finish within the grace period.
-type frontLife struct {
+type lifecycle struct {
 	stop     context.Context
 	draining chan struct{} // nil: never detach (HTTP)
 }
 
-type frontLifeKey struct{}
+type lifeKey struct{}
 
 // bind returns the context a tool handler runs with.
-func (l *frontLife) bind(ctx context.Context) (context.Context, context.CancelCauseFunc) {
+func (l *lifecycle) bind(ctx context.Context) (context.Context, context.CancelCauseFunc) {
 	if l.draining == nil {
 		hctx, cancel := context.WithCancelCause(ctx)
 		stop := context.AfterFunc(l.stop, func() { cancel(errFrontShutdown) })
@@ -263,17 +263,17 @@ func (l *frontLife) bind(ctx context.Context) (context.Context, context.CancelCa
 
 var errFrontShutdown = fmt.Errorf("mcp front: shutting down: %w", context.Canceled)
 
-type frontTokenKey struct{}
+type tokenKey struct{}
 
-// frontToken keeps a caller's token out of fmt's rendering of a context.
-type frontToken struct{ s string }
+// secretToken keeps a caller's token out of fmt's rendering of a context.
+type secretToken struct{ s string }
 
 // CallerBearerToken returns the bearer token the HTTP request that carried
 // the current MCP request presented (streamable HTTP, or the SSE message
 // POST), whether or not the front requires one. It is for forwarding the
 // caller's own token upstream; never log it.
 func CallerBearerToken(ctx context.Context) (string, bool) {
-	t, ok := ctx.Value(frontTokenKey{}).(frontToken)
+	t, ok := ctx.Value(tokenKey{}).(secretToken)
 	return t.s, ok
 }
 

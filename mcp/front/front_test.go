@@ -17,22 +17,22 @@ import (
 	mcpserver "github.com/mark3labs/mcp-go/server"
 )
 
-// frontWait bounds every wait in these tests.
-const frontWait = 5 * time.Second
+// wait bounds every wait in these tests.
+const wait = 5 * time.Second
 
-// frontProbe lets a test watch the tools of frontTestFront.
-type frontProbe struct {
+// probe lets a test watch the tools of testFront.
+type probe struct {
 	started   chan string // a blocking tool started: its "tag" argument
 	cancelled chan string // a blocking tool's context ended: its tag
 	release   chan struct{}
 }
 
-// frontTestFront is a Front with tools that answer in every way the bridge
+// testFront is a Front with tools that answer in every way the bridge
 // needs.
-func frontTestFront(t *testing.T, opts *FrontOptions) (*Front, *frontProbe) {
+func testFront(t *testing.T, opts *Options) (*Front, *probe) {
 	t.Helper()
-	p := &frontProbe{started: make(chan string, 16), cancelled: make(chan string, 16), release: make(chan struct{})}
-	f := NewFront("front-test", "1.0.0", opts)
+	p := &probe{started: make(chan string, 16), cancelled: make(chan string, 16), release: make(chan struct{})}
+	f := New("front-test", "1.0.0", opts)
 	s := f.Server()
 	tool := func(name string, h mcpserver.ToolHandlerFunc) {
 		s.AddTool(mcpgo.NewTool(name, mcpgo.WithString("tag")), h)
@@ -123,8 +123,8 @@ func frontTestFront(t *testing.T, opts *FrontOptions) (*Front, *frontProbe) {
 	return f, p
 }
 
-// frontClient speaks raw JSON-RPC over one transport, in one session.
-type frontClient interface {
+// client speaks raw JSON-RPC over one transport, in one session.
+type client interface {
 	// send writes a request (id is an int or a string); the channel
 	// yields its response frame.
 	send(t *testing.T, id any, method, params string) <-chan json.RawMessage
@@ -132,37 +132,37 @@ type frontClient interface {
 	notify(t *testing.T, method, params string)
 }
 
-// frontRequest is a JSON-RPC request as bytes.
-func frontRequest(id any, method, params string) []byte {
+// request is a JSON-RPC request as bytes.
+func request(id any, method, params string) []byte {
 	rawID, _ := json.Marshal(id)
 	return fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%s,"method":%q,"params":%s}`, rawID, method, params)
 }
 
-func frontNotification(method, params string) []byte {
+func notification(method, params string) []byte {
 	return fmt.Appendf(nil, `{"jsonrpc":"2.0","method":%q,"params":%s}`, method, params)
 }
 
-const frontInitParams = `{"protocolVersion":"2025-11-25","capabilities":{"elicitation":{"url":{}}},` +
+const initParams = `{"protocolVersion":"2025-11-25","capabilities":{"elicitation":{"url":{}}},` +
 	`"clientInfo":{"name":"front-test","version":"1.0.0"}}`
 
-func frontCall(t *testing.T, c frontClient, id any, method, params string) json.RawMessage {
+func callTool(t *testing.T, c client, id any, method, params string) json.RawMessage {
 	t.Helper()
-	return frontAwait(t, c.send(t, id, method, params))
+	return await(t, c.send(t, id, method, params))
 }
 
-func frontAwait(t *testing.T, ch <-chan json.RawMessage) json.RawMessage {
+func await(t *testing.T, ch <-chan json.RawMessage) json.RawMessage {
 	t.Helper()
 	select {
 	case frame := <-ch:
 		return frame
-	case <-time.After(frontWait):
+	case <-time.After(wait):
 		t.Fatal("no response")
 		return nil
 	}
 }
 
-// frontInitialize runs the handshake and checks the tools capability.
-func frontInitialize(t *testing.T, c frontClient) {
+// initialize runs the handshake and checks the tools capability.
+func initialize(t *testing.T, c client) {
 	t.Helper()
 	var init struct {
 		Result struct {
@@ -173,7 +173,7 @@ func frontInitialize(t *testing.T, c frontClient) {
 			} `json:"capabilities"`
 		} `json:"result"`
 	}
-	frame := frontCall(t, c, 1, "initialize", frontInitParams)
+	frame := callTool(t, c, 1, "initialize", initParams)
 	if err := json.Unmarshal(frame, &init); err != nil || init.Result.Capabilities.Tools == nil ||
 		!init.Result.Capabilities.Tools.ListChanged {
 		t.Fatalf("initialize: %s", frame)
@@ -181,15 +181,15 @@ func frontInitialize(t *testing.T, c frontClient) {
 	c.notify(t, "notifications/initialized", `{}`)
 }
 
-// frontSameJSON compares two JSON texts as data (numbers exactly).
-func frontSameJSON(t *testing.T, got []byte, want string) {
+// sameJSON compares two JSON texts as data (numbers exactly).
+func sameJSON(t *testing.T, got []byte, want string) {
 	t.Helper()
-	if !frontJSONEqual(got, []byte(want)) {
+	if !jsonEqual(got, []byte(want)) {
 		t.Errorf("frame differs\n got: %s\nwant: %s", got, want)
 	}
 }
 
-func frontJSONEqual(a, b []byte) bool {
+func jsonEqual(a, b []byte) bool {
 	decode := func(b []byte) (any, bool) {
 		dec := json.NewDecoder(bytes.NewReader(b))
 		dec.UseNumber()
@@ -201,70 +201,70 @@ func frontJSONEqual(a, b []byte) bool {
 	return oka && okb && reflect.DeepEqual(va, vb)
 }
 
-func frontCallParams(name, args string) string {
+func callParams(name, args string) string {
 	return fmt.Sprintf(`{"name":%q,"arguments":%s}`, name, args)
 }
 
-// frontScenarios is what every transport must answer identically: the
+// scenarios is what every transport must answer identically: the
 // frames as data, with nothing added or lost.
-var frontScenarios = []struct {
+var scenarios = []struct {
 	name, params, want string // want has %s for the id's JSON
 }{
-	{"success", frontCallParams("add", `{"a":1,"b":2}`),
+	{"success", callParams("add", `{"a":1,"b":2}`),
 		`{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":"3"}],"structuredContent":{"sum":3}}}`},
-	{"invalid params", frontCallParams("invalid", `{"a":1,"b":"x"}`),
+	{"invalid params", callParams("invalid", `{"a":1,"b":"x"}`),
 		`{"jsonrpc":"2.0","id":%s,"error":{"code":-32602,"message":"invalid arguments: b: Must be a number","data":{"parameter_errors":{"b":"Must be a number"}}}}`},
-	{"plain error", frontCallParams("fail", `{}`),
+	{"plain error", callParams("fail", `{}`),
 		`{"jsonrpc":"2.0","id":%s,"error":{"code":-32603,"message":"upstream exploded"}}`},
-	{"unknown tool", frontCallParams("nope", `{}`),
+	{"unknown tool", callParams("nope", `{}`),
 		`{"jsonrpc":"2.0","id":%s,"error":{"code":-32602,"message":"tool 'nope' not found: tool not found"}}`},
-	{"timeout", frontCallParams("timeout", `{}`),
+	{"timeout", callParams("timeout", `{}`),
 		`{"jsonrpc":"2.0","id":%s,"error":{"code":-32001,"message":"request timed out"}}`},
-	{"internal with data", frontCallParams("internal", `{}`),
+	{"internal with data", callParams("internal", `{}`),
 		`{"jsonrpc":"2.0","id":%s,"error":{"code":-32603,"message":"upstream rejected the bridge's credentials","data":{"message":"401 from upstream"}}}`},
-	{"data that does not marshal", frontCallParams("bad_data", `{}`),
+	{"data that does not marshal", callParams("bad_data", `{}`),
 		`{"jsonrpc":"2.0","id":%s,"error":{"code":-32603,"message":"data that does not marshal"}}`},
-	{"url elicitation", frontCallParams("authorize", `{}`),
+	{"url elicitation", callParams("authorize", `{}`),
 		`{"jsonrpc":"2.0","id":%s,"error":{"code":-32042,"message":"URL elicitation required: 1 elicitation(s) needed","data":{"elicitations":[{"mode":"url","message":"Authorize Google","elicitationId":"google","url":"https://auth.example/google"}]}}}`},
-	{"client capabilities", frontCallParams("caps", `{}`),
+	{"client capabilities", callParams("caps", `{}`),
 		`{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":"true"}]}}`},
 }
 
-// frontRunScenarios runs frontScenarios, concurrency and cancellation on an
+// runScenarios runs scenarios, concurrency and cancellation on an
 // initialized client.
-func frontRunScenarios(t *testing.T, c frontClient, p *frontProbe) {
-	for i, sc := range frontScenarios {
+func runScenarios(t *testing.T, c client, p *probe) {
+	for i, sc := range scenarios {
 		for _, id := range []any{100 + i, fmt.Sprintf("call-%d", i)} {
 			t.Run(fmt.Sprintf("%s id %v", sc.name, id), func(t *testing.T) {
 				rawID, _ := json.Marshal(id)
-				frontSameJSON(t, frontCall(t, c, id, "tools/call", sc.params), fmt.Sprintf(sc.want, rawID))
+				sameJSON(t, callTool(t, c, id, "tools/call", sc.params), fmt.Sprintf(sc.want, rawID))
 			})
 		}
 	}
 	t.Run("concurrent calls each get their own error", func(t *testing.T) {
-		frontConcurrent(t, c, 1000)
+		concurrent(t, c, 1000)
 	})
 	t.Run("cancellation reaches the handler", func(t *testing.T) {
-		ch := c.send(t, 500, "tools/call", frontCallParams("block", `{"tag":"c500"}`))
-		frontExpect(t, p.started, "c500")
+		ch := c.send(t, 500, "tools/call", callParams("block", `{"tag":"c500"}`))
+		expectTag(t, p.started, "c500")
 		c.notify(t, "notifications/cancelled", `{"requestId":500,"reason":"user gave up"}`)
-		frontExpect(t, p.cancelled, "c500")
+		expectTag(t, p.cancelled, "c500")
 		// mcp-go answers anyway; whatever it says must not be a stale rewrite.
 		select {
 		case frame := <-ch:
 			if bytes.Contains(frame, []byte("Must be a number")) {
 				t.Errorf("cancelled call got another call's error: %s", frame)
 			}
-		case <-time.After(frontWait):
+		case <-time.After(wait):
 		}
 	})
 }
 
-// frontListChanged checks that replacing tools tells the client.
-func frontListChanged(t *testing.T, f *Front, d *frontDispatcher) {
+// listChanged checks that replacing tools tells the client.
+func listChanged(t *testing.T, f *Front, d *dispatcher) {
 	t.Helper()
 	f.Server().DeleteTools("timeout")
-	for deadline := time.Now().Add(frontWait); ; time.Sleep(5 * time.Millisecond) {
+	for deadline := time.Now().Add(wait); ; time.Sleep(5 * time.Millisecond) {
 		for _, note := range d.notifications() {
 			var m struct{ Method string }
 			if json.Unmarshal(note, &m) == nil && m.Method == "notifications/tools/list_changed" {
@@ -277,9 +277,9 @@ func frontListChanged(t *testing.T, f *Front, d *frontDispatcher) {
 	}
 }
 
-// frontConcurrent sends many calls at once on one session: coded errors
+// concurrent sends many calls at once on one session: coded errors
 // with different codes and delays, mixed with successes and plain errors.
-func frontConcurrent(t *testing.T, c frontClient, base int) {
+func concurrent(t *testing.T, c client, base int) {
 	const n = 40
 	var wg sync.WaitGroup
 	for i := range n {
@@ -290,56 +290,56 @@ func frontConcurrent(t *testing.T, c frontClient, base int) {
 			switch i % 4 {
 			case 0, 1:
 				code := -32000 - i
-				params = frontCallParams("coded", fmt.Sprintf(`{"code":%d,"delay_ms":%d,"tag":%q}`, code, (n-i)%7, tag))
+				params = callParams("coded", fmt.Sprintf(`{"code":%d,"delay_ms":%d,"tag":%q}`, code, (n-i)%7, tag))
 				want = fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"error":{"code":%d,"message":"code %d for %s","data":{"tag":%q}}}`,
 					id, code, code, tag, tag)
 			case 2:
-				params = frontCallParams("add", fmt.Sprintf(`{"a":%d,"b":1}`, i))
+				params = callParams("add", fmt.Sprintf(`{"a":%d,"b":1}`, i))
 				want = fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"result":{"content":[{"type":"text","text":"%d"}],"structuredContent":{"sum":%d}}}`,
 					id, i+1, i+1)
 			default:
-				params = frontCallParams("fail", `{}`)
+				params = callParams("fail", `{}`)
 				want = fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"error":{"code":-32603,"message":"upstream exploded"}}`, id)
 			}
-			frontSameJSON(t, frontCall(t, c, id, "tools/call", params), want)
+			sameJSON(t, callTool(t, c, id, "tools/call", params), want)
 		})
 	}
 	wg.Wait()
 }
 
-func frontExpect(t *testing.T, ch <-chan string, want string) {
+func expectTag(t *testing.T, ch <-chan string, want string) {
 	t.Helper()
 	select {
 	case got := <-ch:
 		if got != want {
 			t.Fatalf("got %q, want %q", got, want)
 		}
-	case <-time.After(frontWait):
+	case <-time.After(wait):
 		t.Fatalf("waited for %q", want)
 	}
 }
 
-// frontDispatcher routes frames read from a stream to the calls waiting
+// dispatcher routes frames read from a stream to the calls waiting
 // for them, by id.
-type frontDispatcher struct {
+type dispatcher struct {
 	mu      sync.Mutex
 	waiting map[string]chan json.RawMessage
 	notes   []json.RawMessage // frames that are not responses
 }
 
-func newFrontDispatcher() *frontDispatcher {
-	return &frontDispatcher{waiting: make(map[string]chan json.RawMessage)}
+func newFrontDispatcher() *dispatcher {
+	return &dispatcher{waiting: make(map[string]chan json.RawMessage)}
 }
 
-func (d *frontDispatcher) expect(id any) <-chan json.RawMessage {
+func (d *dispatcher) expect(id any) <-chan json.RawMessage {
 	ch := make(chan json.RawMessage, 1)
 	d.mu.Lock()
-	d.waiting[frontIDKey(id)] = ch
+	d.waiting[idKey(id)] = ch
 	d.mu.Unlock()
 	return ch
 }
 
-func (d *frontDispatcher) deliver(frame []byte) error {
+func (d *dispatcher) deliver(frame []byte) error {
 	var m struct {
 		ID     json.RawMessage `json:"id"`
 		Method string          `json:"method"`
@@ -356,14 +356,14 @@ func (d *frontDispatcher) deliver(frame []byte) error {
 	}
 	var id any
 	_ = json.Unmarshal(m.ID, &id)
-	if ch, ok := d.waiting[frontIDKey(id)]; ok {
-		delete(d.waiting, frontIDKey(id))
+	if ch, ok := d.waiting[idKey(id)]; ok {
+		delete(d.waiting, idKey(id))
 		ch <- append(json.RawMessage(nil), frame...)
 	}
 	return nil
 }
 
-func (d *frontDispatcher) notifications() []json.RawMessage {
+func (d *dispatcher) notifications() []json.RawMessage {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return append([]json.RawMessage(nil), d.notes...)
@@ -371,18 +371,18 @@ func (d *frontDispatcher) notifications() []json.RawMessage {
 
 // ---- unit tests of the rewrite ----
 
-func frontPending(t *testing.T, st *frontStream, id any, code int, msg string, data any) {
+func expectPending(t *testing.T, st *streamBook, id any, code int, msg string, data any) {
 	t.Helper()
 	obj, err := json.Marshal(mcpgo.JSONRPCErrorDetails{Code: code, Message: msg, Data: data})
 	if err != nil {
 		t.Fatal(err)
 	}
-	st.put(frontIDKey(id), frontCoded{obj: obj, code: code})
+	st.put(idKey(id), coded{obj: obj, code: code})
 }
 
 func TestFrontProcessSplicesOnlyTheErrorValue(t *testing.T) {
 	st := newFrontStream(8, false)
-	frontPending(t, st, 7.0, -32602, "bad", map[string]any{"parameter_errors": map[string]string{"b": "x"}})
+	expectPending(t, st, 7.0, -32602, "bad", map[string]any{"parameter_errors": map[string]string{"b": "x"}})
 	frame := []byte(`{ "jsonrpc" : "2.0",  "x-extra":[1, 2],"error" : {"code":-32603,"message":"bad"} , "id":7 }`)
 	got, c := st.process(frame)
 	want := `{ "jsonrpc" : "2.0",  "x-extra":[1, 2],"error" : {"code":-32602,"message":"bad","data":{"parameter_errors":{"b":"x"}}} , "id":7 }`
@@ -399,8 +399,8 @@ func TestFrontProcessSplicesOnlyTheErrorValue(t *testing.T) {
 
 func TestFrontProcessMatchesIDsExactly(t *testing.T) {
 	st := newFrontStream(8, false)
-	frontPending(t, st, "7", -32001, "late", nil)
-	frontPending(t, st, 8.0, -32001, "late", nil)
+	expectPending(t, st, "7", -32001, "late", nil)
+	expectPending(t, st, 8.0, -32001, "late", nil)
 	untouched := [][]byte{
 		[]byte(`{"jsonrpc":"2.0","id":7,"error":{"code":-32603,"message":"x"}}`),   // number 7, not "7"
 		[]byte(`{"jsonrpc":"2.0","id":"8","error":{"code":-32603,"message":"x"}}`), // string "8", not 8
@@ -418,7 +418,7 @@ func TestFrontProcessMatchesIDsExactly(t *testing.T) {
 	if c == nil {
 		t.Fatalf("string id not matched: %s", got)
 	}
-	frontSameJSON(t, got, `{"jsonrpc":"2.0","id":"7","error":{"code":-32001,"message":"late"}}`)
+	sameJSON(t, got, `{"jsonrpc":"2.0","id":"7","error":{"code":-32001,"message":"late"}}`)
 	// A success for id 8 is its response: the entry goes with it.
 	ok := []byte(`{"jsonrpc":"2.0","id":8,"result":{}}`)
 	if got, c := st.process(ok); c != nil || !bytes.Equal(got, ok) {
@@ -432,14 +432,14 @@ func TestFrontProcessMatchesIDsExactly(t *testing.T) {
 func TestFrontStreamIsBounded(t *testing.T) {
 	st := newFrontStream(4, true)
 	for i := range 10 {
-		frontPending(t, st, float64(i), -32001, "x", nil)
-		st.open(frontIDKey(float64(i)))
+		expectPending(t, st, float64(i), -32001, "x", nil)
+		st.open(idKey(float64(i)))
 	}
 	if len(st.pending) != 4 || len(st.opened) != 4 || st.busy.Load() != 8 {
 		t.Fatalf("pending %d, opened %d, busy %d", len(st.pending), len(st.opened), st.busy.Load())
 	}
 	for i := 6; i < 10; i++ { // the newest survive
-		if _, ok := st.pending[frontIDKey(float64(i))]; !ok {
+		if _, ok := st.pending[idKey(float64(i))]; !ok {
 			t.Errorf("entry %d evicted", i)
 		}
 	}
@@ -456,13 +456,13 @@ func TestFrontProcessEvent(t *testing.T) {
 			"data: {\"jsonrpc\":\"2.0\",\n\"id\":1,\"error\":{\"code\":-32602,\"message\":\"m\"}}\n\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			frontPending(t, st, 1.0, -32602, "m", nil)
+			expectPending(t, st, 1.0, -32602, "m", nil)
 			if got := st.processEvent([]byte(tc.in)); string(got) != tc.want {
 				t.Errorf("got %q\nwant %q", got, tc.want)
 			}
 		})
 	}
-	frontPending(t, st, 1.0, -32602, "m", nil)
+	expectPending(t, st, 1.0, -32602, "m", nil)
 	for _, ev := range []string{
 		"event: endpoint\ndata: /message?sessionId=1\r\n\r\n",
 		"event: message\ndata:{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n\n",
@@ -479,12 +479,12 @@ func TestFrontProcessEvent(t *testing.T) {
 func TestFrontLineWriter(t *testing.T) {
 	var out bytes.Buffer
 	st := newFrontStream(8, false)
-	lw := &frontLineWriter{w: &out, st: st}
+	lw := &lineWriter{w: &out, st: st}
 	other := `{"jsonrpc":"2.0","id":2,"result":{"content":[]}}` + "\n"
 	if _, err := lw.Write([]byte(other)); err != nil {
 		t.Fatal(err)
 	}
-	frontPending(t, st, 1.0, -32001, "request timed out", nil)
+	expectPending(t, st, 1.0, -32001, "request timed out", nil)
 	in := `{"jsonrpc":"2.0","method":"notifications/progress","params":{}}` + "\n" +
 		`{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"request timed out"}}` + "\n"
 	for _, piece := range []string{in[:10], in[10:70], in[70:]} {
@@ -510,11 +510,11 @@ func TestRPCErrorThroughWrapping(t *testing.T) {
 // A request that did not come through a Front transport (here straight to
 // HandleMessage) still gets mcp-go's -32603, and the front says why.
 func TestFrontOutsideTransportLogs(t *testing.T) {
-	var logs frontLogBuffer
-	f, _ := frontTestFront(t, &FrontOptions{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
-	resp := f.Server().HandleMessage(context.Background(), frontRequest(1, "tools/call", frontCallParams("invalid", `{}`)))
+	var logs logBuffer
+	f, _ := testFront(t, &Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	resp := f.Server().HandleMessage(context.Background(), request(1, "tools/call", callParams("invalid", `{}`)))
 	frame, _ := json.Marshal(resp)
-	frontSameJSON(t, frame, `{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"calling upstream: invalid arguments: b: Must be a number"}}`)
+	sameJSON(t, frame, `{"jsonrpc":"2.0","id":1,"error":{"code":-32603,"message":"calling upstream: invalid arguments: b: Must be a number"}}`)
 	if !strings.Contains(logs.String(), "coded error sent as -32603") {
 		t.Errorf("not logged: %q", logs.String())
 	}
@@ -526,14 +526,14 @@ func TestFrontKeepsCallerHooks(t *testing.T) {
 	hooks := &mcpserver.Hooks{}
 	errs := make(chan error, 1)
 	hooks.AddOnError(func(_ context.Context, _ any, _ mcpgo.MCPMethod, _ any, err error) { errs <- err })
-	f := NewFront("front-test", "1.0.0", nil, mcpserver.WithHooks(hooks))
+	f := New("front-test", "1.0.0", nil, mcpserver.WithHooks(hooks))
 	f.Server().AddTool(mcpgo.NewTool("invalid"), func(context.Context, mcpgo.CallToolRequest) (*mcpgo.CallToolResult, error) {
 		return nil, &RPCError{Code: mcpgo.INVALID_PARAMS, Message: "invalid arguments: b: Must be a number"}
 	})
 	srv, _ := startFrontHTTP(t, f, nil)
-	c := &frontHTTP{url: srv.URL + StreamablePath}
-	frontInitialize(t, c)
-	frontSameJSON(t, frontCall(t, c, 2, "tools/call", frontCallParams("invalid", `{}`)),
+	c := &httpTestClient{url: srv.URL + StreamablePath}
+	initialize(t, c)
+	sameJSON(t, callTool(t, c, 2, "tools/call", callParams("invalid", `{}`)),
 		`{"jsonrpc":"2.0","id":2,"error":{"code":-32602,"message":"invalid arguments: b: Must be a number"}}`)
 	select {
 	case err := <-errs:
@@ -546,18 +546,18 @@ func TestFrontKeepsCallerHooks(t *testing.T) {
 	}
 }
 
-type frontLogBuffer struct {
+type logBuffer struct {
 	mu  sync.Mutex
 	buf bytes.Buffer
 }
 
-func (b *frontLogBuffer) Write(p []byte) (int, error) {
+func (b *logBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.Write(p)
 }
 
-func (b *frontLogBuffer) String() string {
+func (b *logBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()

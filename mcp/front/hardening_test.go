@@ -18,9 +18,9 @@ import (
 	mcpserver "github.com/mark3labs/mcp-go/server"
 )
 
-// frontInvalidCases are messages the front answers -32600 itself, with the
+// invalidCases are messages the front answers -32600 itself, with the
 // frame it answers.
-var frontInvalidCases = []struct{ name, body, want string }{
+var invalidCases = []struct{ name, body, want string }{
 	{"object id", `{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}`,
 		`{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request: the id must be a string or a number, not an object"}}`},
 	{"array id", `{"jsonrpc":"2.0","id":[1],"method":"ping"}`,
@@ -52,7 +52,7 @@ func TestFrontCheckMessageLeavesValidMessages(t *testing.T) {
 		`"text"`,
 		``,
 	} {
-		if why := frontCheckMessage([]byte(body)); why != "" {
+		if why := checkMessage([]byte(body)); why != "" {
 			t.Errorf("%s: %s", body, why)
 		}
 	}
@@ -62,13 +62,13 @@ func TestFrontCheckMessageLeavesValidMessages(t *testing.T) {
 // legacy SSE message endpoint: 400 and the -32600 frame, nothing else.
 func TestFrontHTTPInvalidRequests(t *testing.T) {
 	t.Parallel()
-	f, _ := frontTestFront(t, nil)
+	f, _ := testFront(t, nil)
 	srv, h := startFrontHTTP(t, f, nil) // closed after the SSE stream (cleanups run last first)
 	url := srv.URL + StreamablePath
-	c := &frontHTTP{url: url, version: "2025-11-25"}
-	frontInitialize(t, c)
+	c := &httpTestClient{url: url, version: "2025-11-25"}
+	initialize(t, c)
 	sse := startFrontSSE(t, srv.URL, "")
-	frontInitialize(t, sse)
+	initialize(t, sse)
 	// An echo of the invalid ids on the SSE stream would arrive here.
 	echoes := []<-chan json.RawMessage{sse.d.expect(map[string]any{"a": float64(1)}), sse.d.expect([]any{float64(1)}),
 		sse.d.expect(true), sse.d.expect(false), sse.d.expect(nil), sse.d.expect(float64(1)), sse.d.expect(float64(2))}
@@ -81,33 +81,33 @@ func TestFrontHTTPInvalidRequests(t *testing.T) {
 		if status != http.StatusBadRequest || ct != "application/json" {
 			t.Errorf("%d %s %q, want 400 JSON", status, ct, body)
 		}
-		frontSameJSON(t, []byte(body), want)
+		sameJSON(t, []byte(body), want)
 	}
-	for _, tc := range frontInvalidCases {
+	for _, tc := range invalidCases {
 		t.Run(tc.name, func(t *testing.T) {
-			status, header, body := frontRaw(t, context.Background(), http.MethodPost, url, tc.body,
+			status, header, body := rawRequest(t, context.Background(), http.MethodPost, url, tc.body,
 				http.Header{"Mcp-Session-Id": {c.session}, "Mcp-Protocol-Version": {"2025-11-25"}})
 			check(t, status, header, body, tc.want)
-			status, header, body = frontRaw(t, context.Background(), http.MethodPost, url, tc.body, nil)
+			status, header, body = rawRequest(t, context.Background(), http.MethodPost, url, tc.body, nil)
 			check(t, status, header, body, tc.want)
-			status, header, body = frontRaw(t, context.Background(), http.MethodPost, url, tc.body, modern)
+			status, header, body = rawRequest(t, context.Background(), http.MethodPost, url, tc.body, modern)
 			check(t, status, header, body, tc.want)
-			status, header, body = frontRaw(t, context.Background(), http.MethodPost, srv.URL+sse.endpoint, tc.body, nil)
+			status, header, body = rawRequest(t, context.Background(), http.MethodPost, srv.URL+sse.endpoint, tc.body, nil)
 			check(t, status, header, body, tc.want)
 		})
 	}
 	t.Run("an initialize with an invalid id opens no session", func(t *testing.T) {
-		status, header, body := frontRaw(t, context.Background(), http.MethodPost, url,
-			`{"jsonrpc":"2.0","id":{},"method":"initialize","params":`+frontInitParams+`}`, nil)
+		status, header, body := rawRequest(t, context.Background(), http.MethodPost, url,
+			`{"jsonrpc":"2.0","id":{},"method":"initialize","params":`+initParams+`}`, nil)
 		check(t, status, header, body, `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request: the id must be a string or a number, not an object"}}`)
 		if header.Get("Mcp-Session-Id") != "" || h.Sessions() != sessions {
 			t.Errorf("session %q, %d sessions, want %d", header.Get("Mcp-Session-Id"), h.Sessions(), sessions)
 		}
 	})
 	// The session and the stream still work, and nothing reached mcp-go.
-	frontSameJSON(t, frontCall(t, c, 3, "tools/call", frontCallParams("add", `{"a":1,"b":2}`)),
+	sameJSON(t, callTool(t, c, 3, "tools/call", callParams("add", `{"a":1,"b":2}`)),
 		`{"jsonrpc":"2.0","id":3,"result":{"content":[{"type":"text","text":"3"}],"structuredContent":{"sum":3}}}`)
-	frontSameJSON(t, frontCall(t, sse, 3, "ping", `{}`), `{"jsonrpc":"2.0","id":3,"result":{}}`)
+	sameJSON(t, callTool(t, sse, 3, "ping", `{}`), `{"jsonrpc":"2.0","id":3,"result":{}}`)
 	for _, ch := range echoes {
 		select {
 		case f := <-ch:
@@ -120,7 +120,7 @@ func TestFrontHTTPInvalidRequests(t *testing.T) {
 // Over stdio: each invalid line is answered in order with the -32600
 // frame, and serving goes on. Not parallel: one stdio session per process.
 func TestFrontStdioInvalidRequests(t *testing.T) {
-	f, _ := frontTestFront(t, nil)
+	f, _ := testFront(t, nil)
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	done := make(chan error, 1)
@@ -144,7 +144,7 @@ func TestFrontStdioInvalidRequests(t *testing.T) {
 				t.Fatal("stdout ended")
 			}
 			return l
-		case <-time.After(frontWait):
+		case <-time.After(wait):
 			t.Fatal("no frame on stdout")
 		}
 		return ""
@@ -155,29 +155,29 @@ func TestFrontStdioInvalidRequests(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	write(string(frontRequest(1, "initialize", frontInitParams)))
+	write(string(request(1, "initialize", initParams)))
 	if l := next(); !strings.Contains(l, `"id":1,"result"`) {
 		t.Fatalf("initialize: %s", l)
 	}
 	write(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
-	for _, tc := range frontInvalidCases {
+	for _, tc := range invalidCases {
 		write(tc.body)
 	}
 	write(`{"jsonrpc":"2.0","id":99,"method":"ping"}`)
-	for _, tc := range frontInvalidCases {
+	for _, tc := range invalidCases {
 		l := next()
-		if !frontJSONEqual([]byte(l), []byte(tc.want)) {
+		if !jsonEqual([]byte(l), []byte(tc.want)) {
 			t.Errorf("%s:\n got: %s\nwant: %s", tc.name, l, tc.want)
 		}
 	}
-	frontSameJSON(t, []byte(next()), `{"jsonrpc":"2.0","id":99,"result":{}}`)
+	sameJSON(t, []byte(next()), `{"jsonrpc":"2.0","id":99,"result":{}}`)
 	inW.Close()
 	select {
 	case err := <-done:
 		if err != nil {
 			t.Errorf("ServeStdio: %v", err)
 		}
-	case <-time.After(frontWait):
+	case <-time.After(wait):
 		t.Fatal("ServeStdio did not return after EOF")
 	}
 	for l := range lines {
@@ -187,8 +187,8 @@ func TestFrontStdioInvalidRequests(t *testing.T) {
 
 // Canary: mcp-go v1.2.1 serves a null id as a notification (no answer),
 // echoes an object id, and answers a batch -32700; the front answers all
-// three -32600 itself (see frontCheckMessage). When this fails, mcp-go
-// changed: reconsider frontCheckMessage.
+// three -32600 itself (see checkMessage). When this fails, mcp-go
+// changed: reconsider checkMessage.
 func TestFrontCanaryMCPGoServesInvalidIDs(t *testing.T) {
 	t.Parallel()
 	s := mcpserver.NewMCPServer("canary", "1.0.0")
@@ -197,9 +197,9 @@ func TestFrontCanaryMCPGoServesInvalidIDs(t *testing.T) {
 		t.Errorf("mcp-go now answers a null id: %#v", resp)
 	}
 	resp, _ := json.Marshal(s.HandleMessage(ctx, []byte(`{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}`)))
-	frontSameJSON(t, resp, `{"jsonrpc":"2.0","id":{"a":1},"result":{}}`)
+	sameJSON(t, resp, `{"jsonrpc":"2.0","id":{"a":1},"result":{}}`)
 	resp, _ = json.Marshal(s.HandleMessage(ctx, []byte(`[{"jsonrpc":"2.0","id":1,"method":"ping"}]`)))
-	frontSameJSON(t, resp, `{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Failed to parse message"}}`)
+	sameJSON(t, resp, `{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Failed to parse message"}}`)
 }
 
 // A body that trickles in is cut with 408 after BodyTimeout, at the wire;
@@ -207,12 +207,12 @@ func TestFrontCanaryMCPGoServesInvalidIDs(t *testing.T) {
 // longer than BodyTimeout still work.
 func TestFrontHTTPBodyTimeout(t *testing.T) {
 	t.Parallel()
-	f, p := frontTestFront(t, nil)
+	f, p := testFront(t, nil)
 	h := f.StreamableHTTPHandler(&HTTPOptions{BodyTimeout: time.Second, Stateless: true})
 	srv := httptest.NewServer(h)
 	defer srv.Close()
 	addr := srv.Listener.Addr().String()
-	body := string(frontRequest(1, "tools/call", frontCallParams("add", `{"a":1,"b":2}`)))
+	body := string(request(1, "tools/call", callParams("add", `{"a":1,"b":2}`)))
 	head := "POST /mcp HTTP/1.1\r\nHost: " + addr + "\r\nContent-Type: application/json\r\n" +
 		"Accept: application/json, text/event-stream\r\nMcp-Protocol-Version: 2025-11-25\r\n" +
 		fmt.Sprintf("Content-Length: %d\r\n\r\n", len(body))
@@ -226,7 +226,7 @@ func TestFrontHTTPBodyTimeout(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer conn.Close()
-		_ = conn.SetDeadline(time.Now().Add(3 * frontWait))
+		_ = conn.SetDeadline(time.Now().Add(3 * wait))
 		if _, err := io.WriteString(conn, head); err != nil {
 			t.Fatal(err)
 		}
@@ -265,12 +265,12 @@ func TestFrontHTTPBodyTimeout(t *testing.T) {
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("%d %q", resp.StatusCode, got)
 		}
-		frontSameJSON(t, []byte(got), `{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"3"}],"structuredContent":{"sum":3}}}`)
+		sameJSON(t, []byte(got), `{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"3"}],"structuredContent":{"sum":3}}}`)
 	})
 	t.Run("a call that outlasts the body timeout", func(t *testing.T) {
-		c := &frontHTTP{url: srv.URL + StreamablePath, version: "2025-11-25"}
-		call := c.send(t, 2, "tools/call", frontCallParams("wait", `{"tag":"bt"}`))
-		frontExpect(t, p.started, "bt")
+		c := &httpTestClient{url: srv.URL + StreamablePath, version: "2025-11-25"}
+		call := c.send(t, 2, "tools/call", callParams("wait", `{"tag":"bt"}`))
+		expectTag(t, p.started, "bt")
 		time.Sleep(1500 * time.Millisecond) // past the body's deadline: the call must not be cancelled by it
 		select {
 		case tag := <-p.cancelled:
@@ -278,7 +278,7 @@ func TestFrontHTTPBodyTimeout(t *testing.T) {
 		default:
 		}
 		close(p.release)
-		frontSameJSON(t, frontAwait(t, call), `{"jsonrpc":"2.0","id":2,"result":{"content":[{"type":"text","text":"released bt"}]}}`)
+		sameJSON(t, await(t, call), `{"jsonrpc":"2.0","id":2,"result":{"content":[{"type":"text","text":"released bt"}]}}`)
 	})
 }
 
@@ -286,18 +286,18 @@ func TestFrontHTTPBodyTimeout(t *testing.T) {
 // Origin on a loopback listener; other names still get 403.
 func TestFrontHTTPAllowedHosts(t *testing.T) {
 	t.Parallel()
-	f, _ := frontTestFront(t, nil)
+	f, _ := testFront(t, nil)
 	plain, _ := startFrontHTTP(t, f, nil)
 	proxied, _ := startFrontHTTP(t, f, &HTTPOptions{AllowedHosts: []string{"proxy.example", "[::2]"}})
 	do := func(base, method, path, host, origin string) (int, string) {
-		req, _ := http.NewRequest(method, base+path, strings.NewReader(string(frontRequest(1, "initialize", frontInitParams))))
+		req, _ := http.NewRequest(method, base+path, strings.NewReader(string(request(1, "initialize", initParams))))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Accept", "application/json, text/event-stream")
 		req.Host = host
 		if origin != "" {
 			req.Header.Set("Origin", origin)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), frontWait)
+		ctx, cancel := context.WithTimeout(context.Background(), wait)
 		defer cancel()
 		resp, err := http.DefaultClient.Do(req.WithContext(ctx))
 		if err != nil {

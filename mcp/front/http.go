@@ -111,15 +111,15 @@ type HTTPHandler struct {
 	sse        *mcpserver.SSEServer
 	sseStream  http.Handler
 	sseMessage http.Handler
-	sessions   sync.Map         // legacy SSE session id → *frontSSEBinding
-	count      *frontSessionIDs // the session count, legacy SSE included
-	ids        *frontSessionIDs // count as the streamable HTTP session id manager; nil when Stateless
-	allowed    map[string]bool  // AllowedHosts, lower case
+	sessions   sync.Map        // legacy SSE session id → *sseBinding
+	count      *sessionIDs     // the session count, legacy SSE included
+	ids        *sessionIDs     // count as the streamable HTTP session id manager; nil when Stateless
+	allowed    map[string]bool // AllowedHosts, lower case
 
 	refused       atomic.Int64 // requests refused for the session bound, not logged yet
 	refusedLogged atomic.Int64 // unix nanoseconds of the last log line about them
 
-	life        *frontLife // tool calls end when life.stop does
+	life        *lifecycle // tool calls end when life.stop does
 	stopCalls   context.CancelFunc
 	streams     context.Context // ends the streams that stay open: GET, 2026-07-28 subscriptions/listen
 	stopStreams context.CancelFunc
@@ -170,7 +170,7 @@ func (f *Front) newHTTPHandler(opts *HTTPOptions, streamable, sse bool) *HTTPHan
 	}
 	h.count = newFrontSessionIDs(h.opts.MaxSessions)
 	stop, stopCalls := context.WithCancel(context.Background())
-	h.life, h.stopCalls = &frontLife{stop: stop}, stopCalls
+	h.life, h.stopCalls = &lifecycle{stop: stop}, stopCalls
 	h.streams, h.stopStreams = context.WithCancel(context.Background())
 
 	// mcp-go's own DNS-rebinding check (Host only, loopback names only) is
@@ -187,7 +187,7 @@ func (f *Front) newHTTPHandler(opts *HTTPOptions, streamable, sse bool) *HTTPHan
 	if h.opts.Stateless {
 		sopts = append(sopts, mcpserver.WithStateLess(true))
 	} else {
-		// Instead of WithStateful's manager: see frontSessionIDs.
+		// Instead of WithStateful's manager: see sessionIDs.
 		h.ids = h.count
 		sopts = append(sopts, mcpserver.WithSessionIdManager(h.ids))
 	}
@@ -226,7 +226,7 @@ func (h *HTTPHandler) Sessions() int { return h.count.count() }
 
 // ServeHTTP checks the request's Host and Origin, then its bearer token,
 // reads a POST's body within BodyTimeout, answers an invalid JSON-RPC
-// message (see frontCheckMessage), and hands the request to mcp-go's
+// message (see checkMessage), and hands the request to mcp-go's
 // transport with the front's bookkeeping.
 func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !h.opts.DisableLocalhostProtection && h.rejectRebinding(w, r) {
@@ -236,8 +236,8 @@ func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.serveHealth(w, r)
 		return
 	}
-	token, hasToken := frontBearer(r.Header.Get("Authorization"))
-	if h.opts.BearerToken != "" && (!hasToken || !frontTokenEqual(token, h.opts.BearerToken)) {
+	token, hasToken := bearer(r.Header.Get("Authorization"))
+	if h.opts.BearerToken != "" && (!hasToken || !tokenEqual(token, h.opts.BearerToken)) {
 		challenge := `Bearer realm="mcp"`
 		if hasToken {
 			challenge += `, error="invalid_token"`
@@ -246,9 +246,9 @@ func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "unauthorized", http.StatusUnauthorized)
 		return
 	}
-	ctx := context.WithValue(r.Context(), frontLifeKey{}, h.life)
+	ctx := context.WithValue(r.Context(), lifeKey{}, h.life)
 	if hasToken {
-		ctx = context.WithValue(ctx, frontTokenKey{}, frontToken{token})
+		ctx = context.WithValue(ctx, tokenKey{}, secretToken{token})
 	}
 	r = r.WithContext(ctx)
 
@@ -260,7 +260,7 @@ func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if body, ok = h.readBody(w, r); !ok {
 			return
 		}
-		if why := frontCheckMessage(body); why != "" {
+		if why := checkMessage(body); why != "" {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusBadRequest)
 			_, _ = w.Write(append(why.frame(), '\n'))
@@ -317,7 +317,7 @@ func (h *HTTPHandler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, 
 		return nil, false
 	}
 	if err != nil {
-		r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), frontErrReader{err}))
+		r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), errReader{err}))
 		return nil, true
 	}
 	r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
@@ -331,7 +331,7 @@ func (h *HTTPHandler) serveStreamable(w http.ResponseWriter, r *http.Request, bo
 			http.Error(w, "shutting down", http.StatusServiceUnavailable)
 			return
 		}
-		if h.ids == nil && frontLegacySessionRequest(r) {
+		if h.ids == nil && legacySessionRequest(r) {
 			// Without sessions a standalone stream would belong to no one:
 			// mcp-go would share one among every client. The transport
 			// lets a server without one answer 405.
@@ -360,7 +360,7 @@ func (h *HTTPHandler) serveStreamable(w http.ResponseWriter, r *http.Request, bo
 	if init {
 		if !h.ids.admit(false) {
 			h.logRefused("initialize")
-			frontTooManySessions(w, h.opts.MaxSessions)
+			tooManySessions(w, h.opts.MaxSessions)
 			return
 		}
 		defer h.ids.release(false)
@@ -376,12 +376,12 @@ func (h *HTTPHandler) serveStreamable(w http.ResponseWriter, r *http.Request, bo
 	}
 	st := newFrontStream(h.f.maxPending, false)
 	rw := newFrontResponseWriter(w, st)
-	h.streamable.ServeHTTP(rw, r.WithContext(context.WithValue(ctx, frontStreamKey{}, st)))
+	h.streamable.ServeHTTP(rw, r.WithContext(context.WithValue(ctx, streamKey{}, st)))
 	rw.finish()
 	if id := w.Header().Get(mcpserver.HeaderKeySessionID); init && id != "" && !h.ids.isLive(id) {
 		// Ended (DELETE) between the answer and mcp-go's registration of
 		// the session, which came after: end it again, for mcp-go to
-		// forget it (see frontSessionIDs).
+		// forget it (see sessionIDs).
 		h.endStreamableSession(id)
 	}
 }
@@ -394,24 +394,24 @@ func (h *HTTPHandler) endStreamableSession(id string) {
 		return
 	}
 	req.Header.Set(mcpserver.HeaderKeySessionID, id)
-	h.streamable.ServeHTTP(frontDiscard{header: http.Header{}}, req)
+	h.streamable.ServeHTTP(discard{header: http.Header{}}, req)
 }
 
-// frontDiscard is a ResponseWriter that drops the response.
-type frontDiscard struct{ header http.Header }
+// discard is a ResponseWriter that drops the response.
+type discard struct{ header http.Header }
 
-func (d frontDiscard) Header() http.Header         { return d.header }
-func (d frontDiscard) Write(p []byte) (int, error) { return len(p), nil }
-func (d frontDiscard) WriteHeader(int)             {}
+func (d discard) Header() http.Header         { return d.header }
+func (d discard) Write(p []byte) (int, error) { return len(p), nil }
+func (d discard) WriteHeader(int)             {}
 
 // serveStreamableGet serves the standalone stream of a session. It ends
 // when the client leaves, when the session ends (DELETE, idle expiry,
-// Shutdown: see frontSessionIDs) and when Shutdown closes the streams.
+// Shutdown: see sessionIDs) and when Shutdown closes the streams.
 func (h *HTTPHandler) serveStreamableGet(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	defer context.AfterFunc(h.streams, cancel)()
-	if h.ids != nil && frontLegacySessionRequest(r) {
+	if h.ids != nil && legacySessionRequest(r) {
 		id := r.Header.Get(mcpserver.HeaderKeySessionID)
 		if id != "" {
 			// Watch first, then check: a session that ends in between is
@@ -425,10 +425,10 @@ func (h *HTTPHandler) serveStreamableGet(w http.ResponseWriter, r *http.Request)
 	h.streamable.ServeHTTP(w, r.WithContext(ctx))
 }
 
-// frontLegacySessionRequest reports whether a GET or DELETE belongs to a
+// legacySessionRequest reports whether a GET or DELETE belongs to a
 // protocol version with sessions, and is one that mcp-go would serve: it
 // answers 2026-07-28 requests (405) and unknown versions (400) itself.
-func frontLegacySessionRequest(r *http.Request) bool {
+func legacySessionRequest(r *http.Request) bool {
 	v := r.Header.Get(mcpgo.HeaderProtocolVersion)
 	return !mcpgo.IsModernProtocol(v) && (v == "" || mcpgo.IsValidProtocolVersion(v))
 }
@@ -439,7 +439,7 @@ func frontLegacySessionRequest(r *http.Request) bool {
 // its session ended. mcp-go would open a stream for, or "end", any session
 // a GET or DELETE names, or none.
 func (h *HTTPHandler) rejectSession(w http.ResponseWriter, r *http.Request) bool {
-	if h.ids == nil || !frontLegacySessionRequest(r) {
+	if h.ids == nil || !legacySessionRequest(r) {
 		return false
 	}
 	id := r.Header.Get(mcpserver.HeaderKeySessionID)
@@ -460,7 +460,7 @@ func (h *HTTPHandler) rejectSession(w http.ResponseWriter, r *http.Request) bool
 //
 //   - a notification of a 2026-07-28 client gets the protocol version of its
 //     Mcp-Protocol-Version header in _meta when it has none (see
-//     frontFillNotificationVersion);
+//     fillNotificationVersion);
 //   - in a stateful handler, a message before 2026-07-28 other than
 //     initialize or a response, without Mcp-Session-Id, is answered 400
 //     (mcp-go answers 404, which tells a client its session ended).
@@ -472,7 +472,7 @@ func (h *HTTPHandler) preparePost(w http.ResponseWriter, r *http.Request, body [
 		return false, true
 	}
 	if mcpgo.IsModernProtocol(headerVersion) {
-		body = frontFillNotificationVersion(body, headerVersion)
+		body = fillNotificationVersion(body, headerVersion)
 		r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
 		return false, true
 	}
@@ -480,7 +480,7 @@ func (h *HTTPHandler) preparePost(w http.ResponseWriter, r *http.Request, body [
 		return false, true
 	}
 	// mcp-go mints a session for any initialize, with Mcp-Session-Id or not.
-	method, needsSession := frontSessionless(body)
+	method, needsSession := sessionless(body)
 	if needsSession && r.Header.Get(mcpserver.HeaderKeySessionID) == "" {
 		http.Error(w, "Bad Request: Mcp-Session-Id header is required", http.StatusBadRequest)
 		return false, false
@@ -488,11 +488,11 @@ func (h *HTTPHandler) preparePost(w http.ResponseWriter, r *http.Request, body [
 	return method == string(mcpgo.MethodInitialize), true
 }
 
-type frontErrReader struct{ err error }
+type errReader struct{ err error }
 
-func (e frontErrReader) Read([]byte) (int, error) { return 0, e.err }
+func (e errReader) Read([]byte) (int, error) { return 0, e.err }
 
-// frontSessionless looks at a POSTed body sent without a 2026-07-28
+// sessionless looks at a POSTed body sent without a 2026-07-28
 // Mcp-Protocol-Version. It returns the message's method, and whether it is
 // a message that must carry a session id: a
 // request or notification other than initialize whose _meta names no
@@ -500,7 +500,7 @@ func (e frontErrReader) Read([]byte) (int, error) { return 0, e.err }
 // responses, 2026-07-28 messages, bodies that are not one JSON object) is
 // left to mcp-go; an initialize whose _meta names a 2026-07-28 version is
 // not "initialize" here, as mcp-go mints no session for it.
-func frontSessionless(body []byte) (method string, needsSession bool) {
+func sessionless(body []byte) (method string, needsSession bool) {
 	var msg struct {
 		Method string `json:"method"`
 		Params struct {
@@ -516,7 +516,7 @@ func frontSessionless(body []byte) (method string, needsSession bool) {
 	return msg.Method, msg.Method != "" && msg.Method != string(mcpgo.MethodInitialize)
 }
 
-// frontFillNotificationVersion fixes up the notification of a 2026-07-28
+// fillNotificationVersion fixes up the notification of a 2026-07-28
 // client for mcp-go: protocol version 2026-07-28 requires the _meta
 // protocol version of requests only (the official Go SDK sends
 // notifications/cancelled with the Mcp-Protocol-Version header alone, and
@@ -531,12 +531,12 @@ func frontSessionless(body []byte) (method string, needsSession bool) {
 // as is. mcp-go then serves the notification as it would with the field:
 // 202, and for notifications/cancelled it cancels the in-flight
 // 2026-07-28 request with that id (which mcp-go keys by id alone).
-func frontFillNotificationVersion(body []byte, version string) []byte {
-	top, ok := frontMembers(body)
+func fillNotificationVersion(body []byte, version string) []byte {
+	top, ok := topMembers(body)
 	if !ok {
 		return body
 	}
-	method, id, params := frontLast(top, "method"), frontLast(top, "id"), frontLast(top, "params")
+	method, id, params := lastMember(top, "method"), lastMember(top, "id"), lastMember(top, "params")
 	if method == nil || body[method.start] != '"' || (id != nil && string(body[id.start:id.end]) != "null") {
 		return body
 	}
@@ -547,28 +547,28 @@ func frontFillNotificationVersion(body []byte, version string) []byte {
 	switch {
 	case params == nil:
 		open := bytes.IndexByte(body, '{')
-		return frontSplice(body, open+1, open+1, slices.Concat([]byte(`"params":{"_meta":`), meta, []byte(`},`)))
-	case frontNull(body, params):
-		return frontSplice(body, params.start, params.end, slices.Concat([]byte(`{"_meta":`), meta, []byte(`}`)))
+		return splice(body, open+1, open+1, slices.Concat([]byte(`"params":{"_meta":`), meta, []byte(`},`)))
+	case null(body, params):
+		return splice(body, params.start, params.end, slices.Concat([]byte(`{"_meta":`), meta, []byte(`}`)))
 	case body[params.start] != '{':
 		return body
 	}
-	pm, _ := frontMembers(body[params.start:params.end])
-	m := frontLast(pm, "_meta")
+	pm, _ := topMembers(body[params.start:params.end])
+	m := lastMember(pm, "_meta")
 	switch {
 	case m == nil:
 		ins := slices.Concat([]byte(`"_meta":`), meta)
 		if len(pm) > 0 {
 			ins = append(ins, ',')
 		}
-		return frontSplice(body, params.start+1, params.start+1, ins)
-	case frontNull(body[params.start:], m):
-		return frontSplice(body, params.start+m.start, params.start+m.end, meta)
+		return splice(body, params.start+1, params.start+1, ins)
+	case null(body[params.start:], m):
+		return splice(body, params.start+m.start, params.start+m.end, meta)
 	case body[params.start+m.start] != '{':
 		return body
 	}
 	start := params.start + m.start
-	mm, _ := frontMembers(body[start : params.start+m.end])
+	mm, _ := topMembers(body[start : params.start+m.end])
 	for _, f := range mm {
 		if f.key == mcpgo.MetaKeyProtocolVersion {
 			return body
@@ -577,12 +577,12 @@ func frontFillNotificationVersion(body []byte, version string) []byte {
 	if len(mm) > 0 {
 		entry = append(entry, ',')
 	}
-	return frontSplice(body, start+1, start+1, entry)
+	return splice(body, start+1, start+1, entry)
 }
 
-// frontLast returns the last member named key, as encoding/json matches
+// lastMember returns the last member named key, as encoding/json matches
 // struct fields (case-insensitively; the last one wins), or nil.
-func frontLast(members []frontMember, key string) *frontMember {
+func lastMember(members []member, key string) *member {
 	for i := len(members) - 1; i >= 0; i-- {
 		if strings.EqualFold(members[i].key, key) {
 			return &members[i]
@@ -591,29 +591,29 @@ func frontLast(members []frontMember, key string) *frontMember {
 	return nil
 }
 
-func frontNull(b []byte, m *frontMember) bool { return string(b[m.start:m.end]) == "null" }
+func null(b []byte, m *member) bool { return string(b[m.start:m.end]) == "null" }
 
-// frontSplice returns b with b[from:to] replaced by s, in a new slice.
-func frontSplice(b []byte, from, to int, s []byte) []byte {
+// splice returns b with b[from:to] replaced by s, in a new slice.
+func splice(b []byte, from, to int, s []byte) []byte {
 	return slices.Concat(b[:from], s, b[to:])
 }
 
-// frontSSEBinding is a legacy SSE session as the front knows it: the
+// sseBinding is a legacy SSE session as the front knows it: the
 // bookkeeping of its stream, and the life of its tool calls, which mcp-go
 // runs detached from the POSTs that carried them and which end with the
 // stream. mcp-go makes the session id up inside the GET handler: the
 // OnRegisterSession hook binds it.
-type frontSSEBinding struct {
+type sseBinding struct {
 	h      *HTTPHandler
-	st     *frontStream
-	life   *frontLife
+	st     *streamBook
+	life   *lifecycle
 	id     string
 	active atomic.Int64 // unix nanoseconds of the last message POSTed, or of the stream's start
 }
 
-type frontSSEBindKey struct{}
+type sseBindKey struct{}
 
-func (b *frontSSEBinding) bind(id string) {
+func (b *sseBinding) bind(id string) {
 	b.id = id
 	b.h.sessions.Store(id, b)
 }
@@ -626,14 +626,14 @@ func (h *HTTPHandler) serveSSEStream(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodGet {
 		if !h.count.admit(true) {
 			h.logRefused("SSE stream")
-			frontTooManySessions(w, h.opts.MaxSessions)
+			tooManySessions(w, h.opts.MaxSessions)
 			return
 		}
 		defer h.count.release(true)
 	}
 	stop, end := context.WithCancel(h.life.stop)
 	defer end()
-	b := &frontSSEBinding{h: h, st: newFrontStream(h.f.maxPending, true), life: &frontLife{stop: stop}}
+	b := &sseBinding{h: h, st: newFrontStream(h.f.maxPending, true), life: &lifecycle{stop: stop}}
 	b.active.Store(time.Now().UnixNano())
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
@@ -641,7 +641,7 @@ func (h *HTTPHandler) serveSSEStream(w http.ResponseWriter, r *http.Request) {
 		go b.expire(ctx, ttl, cancel)
 	}
 	rw := newFrontResponseWriter(w, b.st)
-	h.sseStream.ServeHTTP(rw, r.WithContext(context.WithValue(ctx, frontSSEBindKey{}, b)))
+	h.sseStream.ServeHTTP(rw, r.WithContext(context.WithValue(ctx, sseBindKey{}, b)))
 	rw.finish()
 	if b.id != "" {
 		h.sessions.CompareAndDelete(b.id, b)
@@ -650,7 +650,7 @@ func (h *HTTPHandler) serveSSEStream(w http.ResponseWriter, r *http.Request) {
 
 // expire ends the session's stream (end) once no message was POSTed in it
 // for ttl and no tool call of it is open; it returns when ctx ends.
-func (b *frontSSEBinding) expire(ctx context.Context, ttl time.Duration, end context.CancelFunc) {
+func (b *sseBinding) expire(ctx context.Context, ttl time.Duration, end context.CancelFunc) {
 	timer := time.NewTimer(ttl)
 	defer timer.Stop()
 	for {
@@ -677,10 +677,10 @@ func (b *frontSSEBinding) expire(ctx context.Context, ttl time.Duration, end con
 // its response will be written, and the session's life.
 func (h *HTTPHandler) serveSSEMessage(w http.ResponseWriter, r *http.Request) {
 	if v, ok := h.sessions.Load(r.URL.Query().Get("sessionId")); ok {
-		b := v.(*frontSSEBinding)
+		b := v.(*sseBinding)
 		b.active.Store(time.Now().UnixNano())
-		ctx := context.WithValue(r.Context(), frontStreamKey{}, b.st)
-		r = r.WithContext(context.WithValue(ctx, frontLifeKey{}, b.life))
+		ctx := context.WithValue(r.Context(), streamKey{}, b.st)
+		r = r.WithContext(context.WithValue(ctx, lifeKey{}, b.life))
 	}
 	h.sseMessage.ServeHTTP(w, r)
 }
@@ -737,7 +737,7 @@ func (h *HTTPHandler) Shutdown(ctx context.Context, srv *http.Server) error {
 func (h *HTTPHandler) sseOpenCalls() int {
 	n := 0
 	h.sessions.Range(func(_, v any) bool {
-		n += v.(*frontSSEBinding).st.openCount()
+		n += v.(*sseBinding).st.openCount()
 		return true
 	})
 	return n
@@ -748,7 +748,7 @@ func (h *HTTPHandler) sseOpenCalls() int {
 // host nor one of AllowedHosts (DNS rebinding).
 func (h *HTTPHandler) rejectRebinding(w http.ResponseWriter, r *http.Request) bool {
 	local, _ := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
-	if local == nil || !frontLoopback(local.String()) {
+	if local == nil || !loopback(local.String()) {
 		return false
 	}
 	if !h.localHost(r.Host) {
@@ -804,7 +804,7 @@ func originListed(origins []string, origin string) bool {
 // loopback host or one of AllowedHosts: a name matches with any port, a
 // name:port only that port, case-insensitively (the OTC front's rule).
 func (h *HTTPHandler) localHost(hostport string) bool {
-	if frontLoopback(hostport) {
+	if loopback(hostport) {
 		return true
 	}
 	host, _, err := net.SplitHostPort(hostport)
@@ -815,9 +815,9 @@ func (h *HTTPHandler) localHost(hostport string) bool {
 	return host != "" && (h.allowed[host] || h.allowed[strings.ToLower(hostport)])
 }
 
-// frontLoopback reports whether hostport (a host with or without a port)
+// loopback reports whether hostport (a host with or without a port)
 // is localhost or a loopback IP address.
-func frontLoopback(hostport string) bool {
+func loopback(hostport string) bool {
 	host, _, err := net.SplitHostPort(hostport)
 	if err != nil {
 		host = strings.Trim(hostport, "[]")
@@ -829,8 +829,8 @@ func frontLoopback(hostport string) bool {
 	return err == nil && ip.IsLoopback()
 }
 
-// frontBearer returns the token of an "Authorization: Bearer" header.
-func frontBearer(header string) (string, bool) {
+// bearer returns the token of an "Authorization: Bearer" header.
+func bearer(header string) (string, bool) {
 	scheme, token, ok := strings.Cut(header, " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") {
 		return "", false
@@ -839,8 +839,8 @@ func frontBearer(header string) (string, bool) {
 	return token, token != ""
 }
 
-// frontTokenEqual compares in constant time, lengths included.
-func frontTokenEqual(a, b string) bool {
+// tokenEqual compares in constant time, lengths included.
+func tokenEqual(a, b string) bool {
 	ha, hb := sha256.Sum256([]byte(a)), sha256.Sum256([]byte(b))
 	return subtle.ConstantTimeCompare(ha[:], hb[:]) == 1
 }

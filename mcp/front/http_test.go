@@ -16,17 +16,17 @@ import (
 	mcpgo "github.com/mark3labs/mcp-go/mcp"
 )
 
-// frontHTTP is a raw streamable HTTP client in one session.
-type frontHTTP struct {
+// httpTestClient is a raw streamable HTTP client in one session.
+type httpTestClient struct {
 	url     string
 	token   string
 	session string
 	version string // Mcp-Protocol-Version once initialized
 }
 
-// frontReply is one HTTP answer, with its JSON-RPC frames: the JSON body,
+// reply is one HTTP answer, with its JSON-RPC frames: the JSON body,
 // or the data of each event of an SSE body.
-type frontReply struct {
+type reply struct {
 	status      int
 	header      http.Header
 	contentType string
@@ -34,7 +34,7 @@ type frontReply struct {
 	frames      []json.RawMessage
 }
 
-func (c *frontHTTP) post(t *testing.T, ctx context.Context, body []byte, header http.Header) (frontReply, error) {
+func (c *httpTestClient) post(t *testing.T, ctx context.Context, body []byte, header http.Header) (reply, error) {
 	t.Helper()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, bytes.NewReader(body))
 	if err != nil {
@@ -56,10 +56,10 @@ func (c *frontHTTP) post(t *testing.T, ctx context.Context, body []byte, header 
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return frontReply{}, err
+		return reply{}, err
 	}
 	defer resp.Body.Close()
-	r := frontReply{status: resp.StatusCode, header: resp.Header}
+	r := reply{status: resp.StatusCode, header: resp.Header}
 	r.contentType, _, _ = mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	if r.body, err = io.ReadAll(resp.Body); err != nil {
 		return r, err
@@ -68,17 +68,17 @@ func (c *frontHTTP) post(t *testing.T, ctx context.Context, body []byte, header 
 	case "application/json":
 		r.frames = []json.RawMessage{bytes.TrimSpace(r.body)}
 	case "text/event-stream":
-		r.frames = frontEventData(r.body)
+		r.frames = eventData(r.body)
 	}
 	return r, nil
 }
 
-// frontEventData returns the data of each event of an SSE body.
-func frontEventData(body []byte) []json.RawMessage {
+// eventData returns the data of each event of an SSE body.
+func eventData(body []byte) []json.RawMessage {
 	var frames []json.RawMessage
 	var data [][]byte
 	for rest := body; len(rest) > 0; {
-		line, next := frontCutLine(rest)
+		line, next := cutLine(rest)
 		rest = next
 		if len(line) == 0 {
 			if len(data) > 0 {
@@ -93,14 +93,14 @@ func frontEventData(body []byte) []json.RawMessage {
 }
 
 // frame returns the frame that answers id.
-func (r frontReply) frame(t *testing.T, id any) json.RawMessage {
+func (r reply) frame(t *testing.T, id any) json.RawMessage {
 	t.Helper()
 	for _, f := range r.frames {
 		var m struct {
 			ID     any    `json:"id"`
 			Method string `json:"method"`
 		}
-		if json.Unmarshal(f, &m) == nil && m.Method == "" && frontIDKey(m.ID) == frontIDKey(id) {
+		if json.Unmarshal(f, &m) == nil && m.Method == "" && idKey(m.ID) == idKey(id) {
 			return f
 		}
 	}
@@ -108,10 +108,10 @@ func (r frontReply) frame(t *testing.T, id any) json.RawMessage {
 	return nil
 }
 
-func (c *frontHTTP) send(t *testing.T, id any, method, params string) <-chan json.RawMessage {
+func (c *httpTestClient) send(t *testing.T, id any, method, params string) <-chan json.RawMessage {
 	ch := make(chan json.RawMessage, 1)
 	go func() {
-		r, err := c.post(t, context.Background(), frontRequest(id, method, params), nil)
+		r, err := c.post(t, context.Background(), request(id, method, params), nil)
 		if err != nil {
 			t.Error(err)
 			return
@@ -125,7 +125,7 @@ func (c *frontHTTP) send(t *testing.T, id any, method, params string) <-chan jso
 		}
 		for _, f := range r.frames {
 			var m struct{ ID any }
-			if json.Unmarshal(f, &m) == nil && frontIDKey(m.ID) == frontIDKey(id) {
+			if json.Unmarshal(f, &m) == nil && idKey(m.ID) == idKey(id) {
 				ch <- f
 			}
 		}
@@ -133,8 +133,8 @@ func (c *frontHTTP) send(t *testing.T, id any, method, params string) <-chan jso
 	return ch
 }
 
-func (c *frontHTTP) notify(t *testing.T, method, params string) {
-	r, err := c.post(t, context.Background(), frontNotification(method, params), nil)
+func (c *httpTestClient) notify(t *testing.T, method, params string) {
+	r, err := c.post(t, context.Background(), notification(method, params), nil)
 	if err != nil || r.status != http.StatusAccepted {
 		t.Errorf("%s: %v %d %s", method, err, r.status, r.body)
 	}
@@ -150,55 +150,55 @@ func startFrontHTTP(t *testing.T, f *Front, opts *HTTPOptions) (*httptest.Server
 
 func TestFrontStreamableHTTP(t *testing.T) {
 	t.Parallel()
-	f, p := frontTestFront(t, nil)
+	f, p := testFront(t, nil)
 	srv, _ := startFrontHTTP(t, f, nil)
-	c := &frontHTTP{url: srv.URL + StreamablePath}
-	frontInitialize(t, c)
+	c := &httpTestClient{url: srv.URL + StreamablePath}
+	initialize(t, c)
 	if c.session == "" {
 		t.Fatal("stateful initialize returned no session id")
 	}
 	c.version = "2025-11-25"
-	frontRunScenarios(t, c, p)
+	runScenarios(t, c, p)
 }
 
 // The same call answered as JSON, and as SSE when the handler notifies
 // first: the notification is untouched, the answer rewritten.
 func TestFrontStreamableHTTPFraming(t *testing.T) {
 	t.Parallel()
-	f, _ := frontTestFront(t, nil)
+	f, _ := testFront(t, nil)
 	srv, _ := startFrontHTTP(t, f, nil)
-	c := &frontHTTP{url: srv.URL + StreamablePath}
-	frontInitialize(t, c)
+	c := &httpTestClient{url: srv.URL + StreamablePath}
+	initialize(t, c)
 	c.version = "2025-11-25"
 
 	const want = `{"jsonrpc":"2.0","id":%d,"error":{"code":-32602,"message":"invalid arguments: b: Must be a number","data":{"parameter_errors":{"b":"Must be a number"}}}}`
-	r, err := c.post(t, context.Background(), frontRequest(2, "tools/call", frontCallParams("progress_then_invalid", `{}`)), nil)
+	r, err := c.post(t, context.Background(), request(2, "tools/call", callParams("progress_then_invalid", `{}`)), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if r.status != http.StatusOK || r.contentType != "application/json" || len(r.frames) != 1 {
 		t.Fatalf("want one JSON frame: %d %s %q", r.status, r.contentType, r.body)
 	}
-	frontSameJSON(t, r.frames[0], fmt.Sprintf(want, 2))
+	sameJSON(t, r.frames[0], fmt.Sprintf(want, 2))
 
 	params := `{"name":"progress_then_invalid","arguments":{},"_meta":{"progressToken":"p3"}}`
-	r, err = c.post(t, context.Background(), frontRequest(3, "tools/call", params), nil)
+	r, err = c.post(t, context.Background(), request(3, "tools/call", params), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if r.status != http.StatusOK || r.contentType != "text/event-stream" || len(r.frames) != 2 {
 		t.Fatalf("want two SSE events: %d %s %q", r.status, r.contentType, r.body)
 	}
-	frontSameJSON(t, r.frames[0], `{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"p3","progress":1,"total":2}}`)
-	frontSameJSON(t, r.frames[1], fmt.Sprintf(want, 3))
+	sameJSON(t, r.frames[0], `{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"p3","progress":1,"total":2}}`)
+	sameJSON(t, r.frames[1], fmt.Sprintf(want, 3))
 	if !bytes.HasPrefix(r.body, []byte("event: message\ndata: ")) || !bytes.HasSuffix(r.body, []byte("\n\n")) {
 		t.Errorf("SSE framing changed: %q", r.body)
 	}
 }
 
-// frontModern sends a 2026-07-28 request: no session, protocol version and
+// callModern sends a 2026-07-28 request: no session, protocol version and
 // capabilities in _meta, the standard headers.
-func frontModern(t *testing.T, ctx context.Context, c *frontHTTP, id any, name, args, caps string) (frontReply, error) {
+func callModern(t *testing.T, ctx context.Context, c *httpTestClient, id any, name, args, caps string) (reply, error) {
 	t.Helper()
 	params := fmt.Sprintf(`{"name":%q,"arguments":%s,"_meta":{%q:%q,%q:%s}}`, name, args,
 		mcpgo.MetaKeyProtocolVersion, mcpgo.ProtocolVersion20260728, mcpgo.MetaKeyClientCapabilities, caps)
@@ -206,14 +206,14 @@ func frontModern(t *testing.T, ctx context.Context, c *frontHTTP, id any, name, 
 	for k, v := range mcpgo.StandardHeaders(mcpgo.ProtocolVersion20260728, mcpgo.MethodToolsCall, json.RawMessage(params)) {
 		header.Set(k, v)
 	}
-	return c.post(t, ctx, frontRequest(id, "tools/call", params), header)
+	return c.post(t, ctx, request(id, "tools/call", params), header)
 }
 
 func TestFrontStreamableHTTPModern(t *testing.T) {
 	t.Parallel()
-	f, p := frontTestFront(t, nil)
+	f, p := testFront(t, nil)
 	srv, _ := startFrontHTTP(t, f, nil)
-	c := &frontHTTP{url: srv.URL + StreamablePath}
+	c := &httpTestClient{url: srv.URL + StreamablePath}
 	const urlCaps = `{"elicitation":{"url":{}}}`
 
 	for _, tc := range []struct {
@@ -231,19 +231,19 @@ func TestFrontStreamableHTTPModern(t *testing.T) {
 			`{"jsonrpc":"2.0","id":1,"error":{"code":-32602,"message":"tool 'nope' not found: tool not found"}}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r, err := frontModern(t, context.Background(), c, 1, tc.tool, tc.args, urlCaps)
+			r, err := callModern(t, context.Background(), c, 1, tc.tool, tc.args, urlCaps)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if r.status != tc.status || r.contentType != "application/json" {
 				t.Errorf("status %d %s, want %d JSON", r.status, r.contentType, tc.status)
 			}
-			frontSameJSON(t, r.frame(t, 1), tc.want)
+			sameJSON(t, r.frame(t, 1), tc.want)
 		})
 	}
 
 	t.Run("url elicitation is a multi round-trip request", func(t *testing.T) {
-		r, err := frontModern(t, context.Background(), c, 2, "authorize", `{}`, urlCaps)
+		r, err := callModern(t, context.Background(), c, 2, "authorize", `{}`, urlCaps)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -256,13 +256,13 @@ func TestFrontStreamableHTTPModern(t *testing.T) {
 		if err := json.Unmarshal(r.frame(t, 2), &got); err != nil || got.Result.ResultType != "input_required" {
 			t.Fatalf("%d %s", r.status, r.body)
 		}
-		frontSameJSON(t, got.Result.InputRequests, `{"google":{"method":"elicitation/create","params":`+
+		sameJSON(t, got.Result.InputRequests, `{"google":{"method":"elicitation/create","params":`+
 			`{"mode":"url","message":"Authorize Google","elicitationId":"google","url":"https://auth.example/google"}}}`)
 	})
 
 	t.Run("client capabilities come from _meta", func(t *testing.T) {
 		for caps, want := range map[string]string{urlCaps: "true", `{"elicitation":{"form":{}}}`: "false", `{}`: "false"} {
-			r, err := frontModern(t, context.Background(), c, 3, "caps", `{}`, caps)
+			r, err := callModern(t, context.Background(), c, 3, "caps", `{}`, caps)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -282,11 +282,11 @@ func TestFrontStreamableHTTPModern(t *testing.T) {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			_, _ = frontModern(t, ctx, c, 4, "block", `{"tag":"m4"}`, urlCaps)
+			_, _ = callModern(t, ctx, c, 4, "block", `{"tag":"m4"}`, urlCaps)
 		}()
-		frontExpect(t, p.started, "m4")
+		expectTag(t, p.started, "m4")
 		cancel()
-		frontExpect(t, p.cancelled, "m4")
+		expectTag(t, p.cancelled, "m4")
 		<-done
 	})
 
@@ -296,9 +296,9 @@ func TestFrontStreamableHTTPModern(t *testing.T) {
 		for i := range 20 {
 			go func() {
 				code := -32000 - i
-				r, err := frontModern(t, context.Background(), c, 1, "coded",
+				r, err := callModern(t, context.Background(), c, 1, "coded",
 					fmt.Sprintf(`{"code":%d,"delay_ms":%d,"tag":"s%d"}`, code, i%5, i), urlCaps)
-				if err == nil && !frontJSONEqual(r.frames[0], fmt.Appendf(nil,
+				if err == nil && !jsonEqual(r.frames[0], fmt.Appendf(nil,
 					`{"jsonrpc":"2.0","id":1,"error":{"code":%d,"message":"code %d for s%d","data":{"tag":"s%d"}}}`, code, code, i, i)) {
 					err = fmt.Errorf("request %d got %s", i, r.body)
 				}
@@ -315,24 +315,24 @@ func TestFrontStreamableHTTPModern(t *testing.T) {
 
 func TestFrontStreamableHTTPStateless(t *testing.T) {
 	t.Parallel()
-	f, _ := frontTestFront(t, nil)
+	f, _ := testFront(t, nil)
 	srv, _ := startFrontHTTP(t, f, &HTTPOptions{Stateless: true})
-	c := &frontHTTP{url: srv.URL + StreamablePath}
-	frontInitialize(t, c)
+	c := &httpTestClient{url: srv.URL + StreamablePath}
+	initialize(t, c)
 	if c.session != "" {
 		t.Fatalf("stateless initialize returned session %q", c.session)
 	}
-	for i, sc := range frontScenarios[:7] { // those that need no client capabilities
-		frontSameJSON(t, frontCall(t, c, i+2, "tools/call", sc.params), fmt.Sprintf(sc.want, fmt.Sprint(i+2)))
+	for i, sc := range scenarios[:7] { // those that need no client capabilities
+		sameJSON(t, callTool(t, c, i+2, "tools/call", sc.params), fmt.Sprintf(sc.want, fmt.Sprint(i+2)))
 	}
 	// Without a session, initialize's capabilities are forgotten.
-	frontSameJSON(t, frontCall(t, c, 20, "tools/call", frontCallParams("authorize", `{}`)),
+	sameJSON(t, callTool(t, c, 20, "tools/call", callParams("authorize", `{}`)),
 		`{"jsonrpc":"2.0","id":20,"result":{"content":[{"type":"text","text":"open https://auth.example/google, then retry"}],"isError":true}}`)
 }
 
 func TestFrontHTTPBearerToken(t *testing.T) {
 	t.Parallel()
-	f, _ := frontTestFront(t, nil)
+	f, _ := testFront(t, nil)
 	srv, _ := startFrontHTTP(t, f, &HTTPOptions{BearerToken: "s3cret"})
 
 	for _, tc := range []struct {
@@ -349,7 +349,7 @@ func TestFrontHTTPBearerToken(t *testing.T) {
 		{"scheme is case-insensitive", http.MethodPost, StreamablePath, "bearer s3cret", http.StatusOK, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			req, _ := http.NewRequest(tc.method, srv.URL+tc.path, strings.NewReader(string(frontRequest(1, "initialize", frontInitParams))))
+			req, _ := http.NewRequest(tc.method, srv.URL+tc.path, strings.NewReader(string(request(1, "initialize", initParams))))
 			req.Header.Set("Content-Type", "application/json")
 			if tc.auth != "" {
 				req.Header.Set("Authorization", tc.auth)
@@ -370,33 +370,33 @@ func TestFrontHTTPBearerToken(t *testing.T) {
 	}
 
 	t.Run("the handler sees the caller's token", func(t *testing.T) {
-		c := &frontHTTP{url: srv.URL + StreamablePath, token: "s3cret"}
-		frontInitialize(t, c)
-		frontSameJSON(t, frontCall(t, c, 2, "tools/call", frontCallParams("whoami", `{}`)),
+		c := &httpTestClient{url: srv.URL + StreamablePath, token: "s3cret"}
+		initialize(t, c)
+		sameJSON(t, callTool(t, c, 2, "tools/call", callParams("whoami", `{}`)),
 			`{"jsonrpc":"2.0","id":2,"result":{"content":[{"type":"text","text":"token s3cret"}]}}`)
 	})
 }
 
 func TestFrontHTTPCallerTokenWithoutAuth(t *testing.T) {
 	t.Parallel()
-	f, _ := frontTestFront(t, nil)
+	f, _ := testFront(t, nil)
 	srv, _ := startFrontHTTP(t, f, nil)
 	for token, want := range map[string]string{"upstream-token": "token upstream-token", "": "no token"} {
-		c := &frontHTTP{url: srv.URL + StreamablePath, token: token}
-		frontInitialize(t, c)
-		frontSameJSON(t, frontCall(t, c, 2, "tools/call", frontCallParams("whoami", `{}`)),
+		c := &httpTestClient{url: srv.URL + StreamablePath, token: token}
+		initialize(t, c)
+		sameJSON(t, callTool(t, c, 2, "tools/call", callParams("whoami", `{}`)),
 			fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"result":{"content":[{"type":"text","text":%q}]}}`, want))
 	}
 }
 
 func TestFrontHTTPRebindingProtection(t *testing.T) {
 	t.Parallel()
-	f, _ := frontTestFront(t, nil)
+	f, _ := testFront(t, nil)
 	srv, _ := startFrontHTTP(t, f, nil)
 	open, _ := startFrontHTTP(t, f, &HTTPOptions{DisableLocalhostProtection: true})
 
 	do := func(base, method, path, host, origin string) int {
-		req, _ := http.NewRequest(method, base+path, strings.NewReader(string(frontRequest(1, "initialize", frontInitParams))))
+		req, _ := http.NewRequest(method, base+path, strings.NewReader(string(request(1, "initialize", initParams))))
 		req.Header.Set("Content-Type", "application/json")
 		if host != "" {
 			req.Host = host
@@ -440,7 +440,7 @@ func TestFrontHTTPRebindingProtection(t *testing.T) {
 		// No local address in the context: the request did not come in on
 		// a loopback address, so it is not checked.
 		rec := httptest.NewRecorder()
-		req := httptest.NewRequest(http.MethodPost, StreamablePath, strings.NewReader(string(frontRequest(1, "initialize", frontInitParams))))
+		req := httptest.NewRequest(http.MethodPost, StreamablePath, strings.NewReader(string(request(1, "initialize", initParams))))
 		req.Host = "mcp.example.com"
 		req.Header.Set("Content-Type", "application/json")
 		f.HTTPHandler(nil).ServeHTTP(rec, req)
@@ -453,12 +453,12 @@ func TestFrontHTTPRebindingProtection(t *testing.T) {
 // Shutdown ends the standalone streamable HTTP stream and refuses new ones.
 func TestFrontStreamableHTTPShutdownClosesStreams(t *testing.T) {
 	t.Parallel()
-	f, _ := frontTestFront(t, nil)
+	f, _ := testFront(t, nil)
 	h := f.HTTPHandler(nil)
 	srv := httptest.NewServer(h)
 	defer srv.Close()
-	c := &frontHTTP{url: srv.URL + StreamablePath}
-	frontInitialize(t, c)
+	c := &httpTestClient{url: srv.URL + StreamablePath}
+	initialize(t, c)
 
 	req, _ := http.NewRequest(http.MethodGet, c.url, nil)
 	req.Header.Set("Accept", "text/event-stream")
@@ -470,14 +470,14 @@ func TestFrontStreamableHTTPShutdownClosesStreams(t *testing.T) {
 	ended := make(chan struct{})
 	go func() { _, _ = io.Copy(io.Discard, resp.Body); close(ended) }()
 
-	ctx, cancel := context.WithTimeout(context.Background(), frontWait)
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	if err := h.Shutdown(ctx, srv.Config); err != nil {
 		t.Fatalf("Shutdown: %v", err)
 	}
 	select {
 	case <-ended:
-	case <-time.After(frontWait):
+	case <-time.After(wait):
 		t.Fatal("the GET stream is still open")
 	}
 	rec := httptest.NewRecorder()
@@ -489,26 +489,26 @@ func TestFrontStreamableHTTPShutdownClosesStreams(t *testing.T) {
 
 func TestFrontHTTPMessageBound(t *testing.T) {
 	t.Parallel()
-	f, _ := frontTestFront(t, nil)
+	f, _ := testFront(t, nil)
 	srv, _ := startFrontHTTP(t, f, &HTTPOptions{MaxMessageBytes: 512})
-	c := &frontHTTP{url: srv.URL + StreamablePath}
-	frontInitialize(t, c)
+	c := &httpTestClient{url: srv.URL + StreamablePath}
+	initialize(t, c)
 	c.version = "2025-11-25"
-	big := frontCallParams("add", fmt.Sprintf(`{"a":1,"b":2,"pad":%q}`, strings.Repeat("x", 600)))
-	r, err := c.post(t, context.Background(), frontRequest(2, "tools/call", big), nil)
+	big := callParams("add", fmt.Sprintf(`{"a":1,"b":2,"pad":%q}`, strings.Repeat("x", 600)))
+	r, err := c.post(t, context.Background(), request(2, "tools/call", big), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if r.status != http.StatusBadRequest || len(r.frames) != 1 || !bytes.Contains(r.frames[0], []byte(`"code":-32700`)) {
 		t.Errorf("got %d %s", r.status, r.body)
 	}
-	frontSameJSON(t, frontCall(t, c, 3, "tools/call", frontCallParams("add", `{"a":1,"b":2}`)),
+	sameJSON(t, callTool(t, c, 3, "tools/call", callParams("add", `{"a":1,"b":2}`)),
 		`{"jsonrpc":"2.0","id":3,"result":{"content":[{"type":"text","text":"3"}],"structuredContent":{"sum":3}}}`)
 }
 
 func TestFrontHTTPHandlerTransports(t *testing.T) {
 	t.Parallel()
-	f, _ := frontTestFront(t, nil)
+	f, _ := testFront(t, nil)
 	for _, tc := range []struct {
 		name     string
 		h        *HTTPHandler
@@ -521,7 +521,7 @@ func TestFrontHTTPHandlerTransports(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := httptest.NewServer(tc.h)
 			defer srv.Close()
-			r, err := (&frontHTTP{url: srv.URL + StreamablePath}).post(t, context.Background(), frontRequest(1, "initialize", frontInitParams), nil)
+			r, err := (&httpTestClient{url: srv.URL + StreamablePath}).post(t, context.Background(), request(1, "initialize", initParams), nil)
 			if err != nil || r.status != tc.mcp {
 				t.Errorf("POST %s: %v %d", StreamablePath, err, r.status)
 			}
@@ -540,11 +540,11 @@ func TestFrontHTTPHandlerTransports(t *testing.T) {
 	}
 }
 
-// frontRaw sends one HTTP request to a streamable HTTP endpoint and reads
-// its answer, for at most frontWait (an event stream that stays open).
-func frontRaw(t *testing.T, ctx context.Context, method, url, body string, header http.Header) (int, http.Header, string) {
+// rawRequest sends one HTTP request to a streamable HTTP endpoint and reads
+// its answer, for at most wait (an event stream that stays open).
+func rawRequest(t *testing.T, ctx context.Context, method, url, body string, header http.Header) (int, http.Header, string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(ctx, frontWait)
+	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	var rd io.Reader
 	if body != "" {
@@ -568,9 +568,9 @@ func frontRaw(t *testing.T, ctx context.Context, method, url, body string, heade
 	return resp.StatusCode, resp.Header, string(got)
 }
 
-// frontOpenStream opens the standalone GET stream of session; the channel
+// openStream opens the standalone GET stream of session; the channel
 // is closed once the server has ended it.
-func frontOpenStream(t *testing.T, url, session string) <-chan struct{} {
+func openStream(t *testing.T, url, session string) <-chan struct{} {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -595,18 +595,18 @@ func frontOpenStream(t *testing.T, url, session string) <-chan struct{} {
 	return ended
 }
 
-func frontDelete(t *testing.T, url, session string) int {
+func deleteSession(t *testing.T, url, session string) int {
 	t.Helper()
-	status, _, _ := frontRaw(t, context.Background(), http.MethodDelete, url, "",
+	status, _, _ := rawRequest(t, context.Background(), http.MethodDelete, url, "",
 		http.Header{"Mcp-Session-Id": {session}, "Mcp-Protocol-Version": {"2025-11-25"}})
 	return status
 }
 
-func frontEnded(t *testing.T, ch <-chan struct{}, what string) {
+func expectEnded(t *testing.T, ch <-chan struct{}, what string) {
 	t.Helper()
 	select {
 	case <-ch:
-	case <-time.After(frontWait):
+	case <-time.After(wait):
 		t.Fatalf("%s is still open", what)
 	}
 }
@@ -616,7 +616,7 @@ func frontEnded(t *testing.T, ch <-chan struct{}, what string) {
 // mcp-go answered 400 -32602, and the SDK then closed its session.
 func TestFrontStreamableHTTPModernNotificationWithoutMeta(t *testing.T) {
 	t.Parallel()
-	f, p := frontTestFront(t, nil)
+	f, p := testFront(t, nil)
 	srv, _ := startFrontHTTP(t, f, nil)
 	url := srv.URL + StreamablePath
 	modern := func(method string) http.Header {
@@ -624,22 +624,22 @@ func TestFrontStreamableHTTPModernNotificationWithoutMeta(t *testing.T) {
 	}
 
 	t.Run("notifications/cancelled is accepted and cancels the call", func(t *testing.T) {
-		c := &frontHTTP{url: url}
+		c := &httpTestClient{url: url}
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel() // only if the notification did not cancel the call
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			_, _ = frontModern(t, ctx, c, 2, "block", `{"tag":"n2"}`, `{}`)
+			_, _ = callModern(t, ctx, c, 2, "block", `{"tag":"n2"}`, `{}`)
 		}()
-		frontExpect(t, p.started, "n2")
-		status, _, body := frontRaw(t, context.Background(), http.MethodPost, url,
+		expectTag(t, p.started, "n2")
+		status, _, body := rawRequest(t, context.Background(), http.MethodPost, url,
 			`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2}}`,
 			modern("notifications/cancelled"))
 		if status != http.StatusAccepted || body != "" {
 			t.Fatalf("notifications/cancelled: %d %q, want 202 and no body", status, body)
 		}
-		frontExpect(t, p.cancelled, "n2")
+		expectTag(t, p.cancelled, "n2")
 		<-done
 	})
 
@@ -652,14 +652,14 @@ func TestFrontStreamableHTTPModernNotificationWithoutMeta(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var method struct{ Method string }
 			_ = json.Unmarshal([]byte(tc.body), &method)
-			if status, _, body := frontRaw(t, context.Background(), http.MethodPost, url, tc.body, modern(method.Method)); status != http.StatusAccepted {
+			if status, _, body := rawRequest(t, context.Background(), http.MethodPost, url, tc.body, modern(method.Method)); status != http.StatusAccepted {
 				t.Errorf("%d %s, want 202", status, body)
 			}
 		})
 	}
 
 	t.Run("a _meta version is never replaced", func(t *testing.T) {
-		status, _, body := frontRaw(t, context.Background(), http.MethodPost, url,
+		status, _, body := rawRequest(t, context.Background(), http.MethodPost, url,
 			`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7,"_meta":{"io.modelcontextprotocol/protocolVersion":"2025-11-25"}}}`,
 			modern("notifications/cancelled"))
 		if status != http.StatusBadRequest || !strings.Contains(body, "does not match") {
@@ -668,7 +668,7 @@ func TestFrontStreamableHTTPModernNotificationWithoutMeta(t *testing.T) {
 	})
 
 	t.Run("requests still need _meta", func(t *testing.T) {
-		status, _, body := frontRaw(t, context.Background(), http.MethodPost, url,
+		status, _, body := rawRequest(t, context.Background(), http.MethodPost, url,
 			`{"jsonrpc":"2.0","id":9,"method":"tools/list","params":{}}`, modern("tools/list"))
 		if status != http.StatusBadRequest || !strings.Contains(body, "-32602") {
 			t.Errorf("request without _meta: %d %s, want 400 -32602", status, body)
@@ -693,7 +693,7 @@ func TestFrontFillNotificationVersion(t *testing.T) {
 		{"null id", `{"jsonrpc":"2.0","id":null,"method":"m"}`, `{"params":{"_meta":{` + v + `}},"jsonrpc":"2.0","id":null,"method":"m"}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := frontFillNotificationVersion([]byte(tc.in), "2026-07-28")
+			got := fillNotificationVersion([]byte(tc.in), "2026-07-28")
 			if string(got) != tc.want {
 				t.Errorf("got  %s\nwant %s", got, tc.want)
 			}
@@ -715,7 +715,7 @@ func TestFrontFillNotificationVersion(t *testing.T) {
 		{"trailing data", `{"jsonrpc":"2.0","method":"m"} {}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := frontFillNotificationVersion([]byte(tc.in), "2026-07-28"); string(got) != tc.in {
+			if got := fillNotificationVersion([]byte(tc.in), "2026-07-28"); string(got) != tc.in {
 				t.Errorf("changed: %s", got)
 			}
 		})
@@ -726,42 +726,42 @@ func TestFrontFillNotificationVersion(t *testing.T) {
 // left the stream open.
 func TestFrontStreamableHTTPDeleteClosesStream(t *testing.T) {
 	t.Parallel()
-	f, _ := frontTestFront(t, nil)
+	f, _ := testFront(t, nil)
 	srv, _ := startFrontHTTP(t, f, nil)
-	c := &frontHTTP{url: srv.URL + StreamablePath}
-	frontInitialize(t, c)
+	c := &httpTestClient{url: srv.URL + StreamablePath}
+	initialize(t, c)
 	c.version = "2025-11-25"
-	first, second := frontOpenStream(t, c.url, c.session), frontOpenStream(t, c.url, c.session)
+	first, second := openStream(t, c.url, c.session), openStream(t, c.url, c.session)
 
-	other := &frontHTTP{url: c.url}
-	frontInitialize(t, other)
-	kept := frontOpenStream(t, c.url, other.session)
+	other := &httpTestClient{url: c.url}
+	initialize(t, other)
+	kept := openStream(t, c.url, other.session)
 
-	if status := frontDelete(t, c.url, c.session); status != http.StatusOK {
+	if status := deleteSession(t, c.url, c.session); status != http.StatusOK {
 		t.Fatalf("DELETE: %d", status)
 	}
-	frontEnded(t, first, "the deleted session's GET stream")
-	frontEnded(t, second, "the deleted session's second GET stream")
+	expectEnded(t, first, "the deleted session's GET stream")
+	expectEnded(t, second, "the deleted session's second GET stream")
 	select {
 	case <-kept:
 		t.Error("another session's GET stream ended")
 	case <-time.After(50 * time.Millisecond):
 	}
-	r, err := c.post(t, context.Background(), frontRequest(2, "tools/list", `{}`), nil)
+	r, err := c.post(t, context.Background(), request(2, "tools/list", `{}`), nil)
 	if err != nil || r.status != http.StatusNotFound {
 		t.Errorf("POST in the deleted session: %v %d %s", err, r.status, r.body)
 	}
 	other.version = "2025-11-25"
-	frontSameJSON(t, frontCall(t, other, 2, "tools/call", frontCallParams("add", `{"a":1,"b":2}`)),
+	sameJSON(t, callTool(t, other, 2, "tools/call", callParams("add", `{"a":1,"b":2}`)),
 		`{"jsonrpc":"2.0","id":2,"result":{"content":[{"type":"text","text":"3"}],"structuredContent":{"sum":3}}}`)
-	if n := frontWatched(srv); n != 1 {
+	if n := watched(srv); n != 1 {
 		t.Errorf("%d sessions with watched streams, want 1", n)
 	}
 }
 
-// frontWatched is the number of sessions whose GET streams the handler
+// watched is the number of sessions whose GET streams the handler
 // behind srv watches.
-func frontWatched(srv *httptest.Server) int {
+func watched(srv *httptest.Server) int {
 	ids := srv.Config.Handler.(*HTTPHandler).ids
 	ids.mu.Lock()
 	defer ids.mu.Unlock()
@@ -772,50 +772,50 @@ func frontWatched(srv *httptest.Server) int {
 // and still lets the calls in flight finish within its grace.
 func TestFrontStreamableHTTPShutdownAfterDelete(t *testing.T) {
 	t.Parallel()
-	f, p := frontTestFront(t, nil)
+	f, p := testFront(t, nil)
 	h := f.HTTPHandler(nil)
 	srv := httptest.NewServer(h)
 	defer srv.Close()
 
-	deleted := &frontHTTP{url: srv.URL + StreamablePath}
-	frontInitialize(t, deleted)
-	deletedStream := frontOpenStream(t, deleted.url, deleted.session)
-	if status := frontDelete(t, deleted.url, deleted.session); status != http.StatusOK {
+	deleted := &httpTestClient{url: srv.URL + StreamablePath}
+	initialize(t, deleted)
+	deletedStream := openStream(t, deleted.url, deleted.session)
+	if status := deleteSession(t, deleted.url, deleted.session); status != http.StatusOK {
 		t.Fatalf("DELETE: %d", status)
 	}
 
-	c := &frontHTTP{url: srv.URL + StreamablePath}
-	frontInitialize(t, c)
+	c := &httpTestClient{url: srv.URL + StreamablePath}
+	initialize(t, c)
 	c.version = "2025-11-25"
-	idle := frontOpenStream(t, c.url, c.session)
-	call := c.send(t, 2, "tools/call", frontCallParams("wait", `{"tag":"w2"}`))
-	frontExpect(t, p.started, "w2")
+	idle := openStream(t, c.url, c.session)
+	call := c.send(t, 2, "tools/call", callParams("wait", `{"tag":"w2"}`))
+	expectTag(t, p.started, "w2")
 
-	ctx, cancel := context.WithTimeout(context.Background(), 3*frontWait)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*wait)
 	defer cancel()
 	start := time.Now()
 	shut := make(chan error, 1)
 	go func() { shut <- h.Shutdown(ctx, srv.Config) }()
 
-	frontEnded(t, idle, "the idle GET stream")
-	frontEnded(t, deletedStream, "the deleted session's GET stream")
+	expectEnded(t, idle, "the idle GET stream")
+	expectEnded(t, deletedStream, "the deleted session's GET stream")
 	select {
 	case err := <-shut:
 		t.Fatalf("Shutdown returned before the call in flight ended: %v", err)
 	case <-time.After(100 * time.Millisecond):
 	}
 	close(p.release)
-	frontSameJSON(t, frontAwait(t, call),
+	sameJSON(t, await(t, call),
 		`{"jsonrpc":"2.0","id":2,"result":{"content":[{"type":"text","text":"released w2"}]}}`)
 	select {
 	case err := <-shut:
 		if err != nil {
 			t.Errorf("Shutdown: %v", err)
 		}
-	case <-time.After(frontWait):
+	case <-time.After(wait):
 		t.Fatal("Shutdown did not return once the call ended")
 	}
-	if took := time.Since(start); took > frontWait {
+	if took := time.Since(start); took > wait {
 		t.Errorf("Shutdown took %v", took)
 	}
 }
@@ -826,19 +826,19 @@ func TestFrontStreamableHTTPShutdownAfterDelete(t *testing.T) {
 // without one 404.
 func TestFrontStreamableHTTPSessionRequired(t *testing.T) {
 	t.Parallel()
-	f, _ := frontTestFront(t, nil)
+	f, _ := testFront(t, nil)
 	srv, _ := startFrontHTTP(t, f, nil)
 	stateless, _ := startFrontHTTP(t, f, &HTTPOptions{Stateless: true})
 	bounded, _ := startFrontHTTP(t, f, &HTTPOptions{MaxMessageBytes: 512})
 	url := srv.URL + StreamablePath
 
-	ended := &frontHTTP{url: url}
-	frontInitialize(t, ended)
-	if status := frontDelete(t, url, ended.session); status != http.StatusOK {
+	ended := &httpTestClient{url: url}
+	initialize(t, ended)
+	if status := deleteSession(t, url, ended.session); status != http.StatusOK {
 		t.Fatalf("DELETE: %d", status)
 	}
-	live := &frontHTTP{url: url}
-	frontInitialize(t, live)
+	live := &httpTestClient{url: url}
+	initialize(t, live)
 
 	const legacy = "2025-11-25"
 	hdr := func(session, version string) http.Header {
@@ -877,7 +877,7 @@ func TestFrontStreamableHTTPSessionRequired(t *testing.T) {
 		{"POST naming a never-issued session", http.MethodPost, url, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`, hdr("mcp-session-never-issued", legacy), 404, "text/plain"},
 		{"POST naming an ended session", http.MethodPost, url, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`, hdr(ended.session, legacy), 404, "text/plain"},
 		{"POST in a live session", http.MethodPost, url, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`, hdr(live.session, legacy), 200, "application/json"},
-		{"initialize without a session", http.MethodPost, url, string(frontRequest(1, "initialize", frontInitParams)), hdr("", ""), 200, "application/json"},
+		{"initialize without a session", http.MethodPost, url, string(request(1, "initialize", initParams)), hdr("", ""), 200, "application/json"},
 		{"a ping response without a session", http.MethodPost, url, `{"jsonrpc":"2.0","id":5,"result":{}}`, hdr("", legacy), 202, ""},
 		{"a 2026-07-28 request without a session", http.MethodPost, url, modernCall, modernHdr, 200, "application/json"},
 		{"a body over the bound without a session", http.MethodPost, bounded.URL + StreamablePath, big, hdr("", legacy), 400, "application/json"},
@@ -885,7 +885,7 @@ func TestFrontStreamableHTTPSessionRequired(t *testing.T) {
 		{"stateless: POST without a session", http.MethodPost, stateless.URL + StreamablePath, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`, hdr("", legacy), 200, "application/json"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			status, header, body := frontRaw(t, context.Background(), tc.method, tc.url, tc.body, tc.header)
+			status, header, body := rawRequest(t, context.Background(), tc.method, tc.url, tc.body, tc.header)
 			ct, _, _ := mime.ParseMediaType(header.Get("Content-Type"))
 			if status != tc.status || ct != tc.contentType {
 				t.Errorf("%d %s %q, want %d %s", status, ct, body, tc.status, tc.contentType)
@@ -900,13 +900,13 @@ func TestFrontStreamableHTTPSessionRequired(t *testing.T) {
 		// mcp-go would open a stream in one session "" shared by every
 		// client; the transport lets a server without one answer 405.
 		for _, hd := range []http.Header{hdr("", legacy), hdr("", ""), hdr("mcp-session-x", legacy)} {
-			status, header, body := frontRaw(t, context.Background(), http.MethodGet, stateless.URL+StreamablePath, "", hd)
+			status, header, body := rawRequest(t, context.Background(), http.MethodGet, stateless.URL+StreamablePath, "", hd)
 			if status != http.StatusMethodNotAllowed || header.Get("Allow") != "POST" || !strings.Contains(body, "stateless") {
 				t.Errorf("%v: %d Allow=%q %q", hd, status, header.Get("Allow"), body)
 			}
 		}
 	})
-	if n := frontWatched(srv); n != 0 {
+	if n := watched(srv); n != 0 {
 		t.Errorf("%d sessions with watched streams after every GET ended, want 0", n)
 	}
 }

@@ -22,15 +22,15 @@ import (
 // message endpoint alike (HTTP: status 400). The canary test
 // TestFrontCanaryMCPGoServesInvalidIDs fails once mcp-go changes this.
 
-// frontInvalid is why a message is an Invalid Request; "" when it is not.
-type frontInvalid string
+// invalid is why a message is an Invalid Request; "" when it is not.
+type invalid string
 
-// frontCheckMessage reports whether msg, one message as a client sent it,
+// checkMessage reports whether msg, one message as a client sent it,
 // is one the front answers with -32600 itself: a batch, or a request or
 // notification (a message with a method) whose id is present but not a
 // string or a number. Anything else, including malformed JSON and
 // responses, is left to mcp-go.
-func frontCheckMessage(msg []byte) frontInvalid {
+func checkMessage(msg []byte) invalid {
 	t := bytes.TrimLeft(msg, " \t\r\n")
 	if len(t) == 0 {
 		return ""
@@ -66,13 +66,13 @@ func frontCheckMessage(msg []byte) frontInvalid {
 
 // frame is the JSON-RPC error response for an invalid message, with a null
 // id, without a trailing newline.
-func (why frontInvalid) frame() []byte {
-	return frontErrorResponse(mcpgo.INVALID_REQUEST, "Invalid Request: "+string(why))
+func (why invalid) frame() []byte {
+	return errorResponse(mcpgo.INVALID_REQUEST, "Invalid Request: "+string(why))
 }
 
-// frontErrorResponse is a JSON-RPC error response with a null id, without
+// errorResponse is a JSON-RPC error response with a null id, without
 // a trailing newline.
-func frontErrorResponse(code int, message string) []byte {
+func errorResponse(code int, message string) []byte {
 	b, _ := json.Marshal(struct {
 		JSONRPC string                    `json:"jsonrpc"`
 		ID      *int                      `json:"id"`

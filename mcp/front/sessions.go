@@ -18,7 +18,7 @@ import (
 // both together, HTTPOptions.SessionIdleTTL ends both when idle.
 //
 // What mcp-go v1.2.1 does, and what the front adds (all in this file and in
-// frontSessionIDs' use in http.go):
+// sessionIDs' use in http.go):
 //
 //   - WithSessionIdleTTL starts a sweeper (every max(TTL/2, 1 s)) that, for
 //     a streamable HTTP session idle longer than the TTL, calls the session
@@ -26,12 +26,12 @@ import (
 //     StreamableHTTPServer and from the MCPServer. The front relies on it.
 //   - Its stateful id manager, InsecureStatefulSessionIdManager, keeps every
 //     ended session id forever (its "terminated" map), so a server that
-//     sees many sessions grows without bound. frontSessionIDs replaces it and
+//     sees many sessions grows without bound. sessionIDs replaces it and
 //     forgets an id when the session ends; an ended id then gets 404 as an
 //     unknown one does. Canary: TestFrontCanaryMCPGoKeepsEndedSessionIDs.
 //   - Neither DELETE nor the sweeper closes the session's standalone GET
-//     streams; frontSessionIDs closes them in Terminate.
-//   - Nothing bounds the number of sessions; frontSessionIDs admits an
+//     streams; sessionIDs closes them in Terminate.
+//   - Nothing bounds the number of sessions; sessionIDs admits an
 //     initialize (or a legacy SSE stream) only while fewer than MaxSessions
 //     are live or being created, else the front answers 503.
 //   - A DELETE that arrives after initialize's response is written but
@@ -53,20 +53,20 @@ const (
 // implementation-defined (-32000…-32099).
 const CodeTooManySessions = -32003
 
-// frontRetryAfterSessions is the Retry-After, in seconds, of that answer.
-const frontRetryAfterSessions = 5
+// retryAfterSessions is the Retry-After, in seconds, of that answer.
+const retryAfterSessions = 5
 
-const frontSessionPrefix = "mcp-session-"
+const sessionPrefix = "mcp-session-"
 
 var errFrontUnknownSession = errors.New("unknown or ended session")
 
-// frontSessionIDs is the session id manager of a stateful streamable HTTP
+// sessionIDs is the session id manager of a stateful streamable HTTP
 // handler (mcp-go's SessionIdManager) and the count of the handler's
 // sessions, legacy SSE included. It holds the ids of live sessions only,
 // and the GET streams open in them, which it closes when mcp-go terminates
 // the session: on DELETE, on idle expiry and on Shutdown. The streams are
 // watched only while they are open.
-type frontSessionIDs struct {
+type sessionIDs struct {
 	max int // <= 0: no bound
 
 	mu      sync.Mutex
@@ -76,8 +76,8 @@ type frontSessionIDs struct {
 	streams map[string]map[*context.CancelFunc]struct{} // session id → its open GET streams
 }
 
-func newFrontSessionIDs(max int) *frontSessionIDs {
-	return &frontSessionIDs{
+func newFrontSessionIDs(max int) *sessionIDs {
+	return &sessionIDs{
 		max:     max,
 		live:    make(map[string]struct{}),
 		streams: make(map[string]map[*context.CancelFunc]struct{}),
@@ -86,8 +86,8 @@ func newFrontSessionIDs(max int) *frontSessionIDs {
 
 // Generate mints the id of a new streamable HTTP session (128 random bits
 // or more, visible ASCII as the transport requires).
-func (m *frontSessionIDs) Generate() string {
-	id := frontSessionPrefix + rand.Text()
+func (m *sessionIDs) Generate() string {
+	id := sessionPrefix + rand.Text()
 	m.mu.Lock()
 	m.live[id] = struct{}{}
 	m.mu.Unlock()
@@ -96,14 +96,14 @@ func (m *frontSessionIDs) Generate() string {
 
 // Validate reports an error for an id that is not a live session: mcp-go
 // answers 404 then.
-func (m *frontSessionIDs) Validate(id string) (isTerminated bool, err error) {
+func (m *sessionIDs) Validate(id string) (isTerminated bool, err error) {
 	if !m.isLive(id) {
 		return false, errFrontUnknownSession
 	}
 	return false, nil
 }
 
-func (m *frontSessionIDs) isLive(id string) bool {
+func (m *sessionIDs) isLive(id string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	_, ok := m.live[id]
@@ -111,7 +111,7 @@ func (m *frontSessionIDs) isLive(id string) bool {
 }
 
 // Terminate forgets session id, then closes its open GET streams.
-func (m *frontSessionIDs) Terminate(id string) (notAllowed bool, err error) {
+func (m *sessionIDs) Terminate(id string) (notAllowed bool, err error) {
 	m.mu.Lock()
 	delete(m.live, id)
 	streams := m.streams[id]
@@ -128,7 +128,7 @@ func (m *frontSessionIDs) Terminate(id string) (notAllowed bool, err error) {
 // SSE stream when sse is set); false when the bound is reached. Counting an
 // initialize twice while it is served keeps the bound exact under
 // concurrency, at the price of refusing early while many are in flight.
-func (m *frontSessionIDs) admit(sse bool) bool {
+func (m *sessionIDs) admit(sse bool) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.max > 0 && len(m.live)+m.pending+m.sse >= m.max {
@@ -143,7 +143,7 @@ func (m *frontSessionIDs) admit(sse bool) bool {
 }
 
 // release gives back what admit reserved.
-func (m *frontSessionIDs) release(sse bool) {
+func (m *sessionIDs) release(sse bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if sse {
@@ -154,7 +154,7 @@ func (m *frontSessionIDs) release(sse bool) {
 }
 
 // count is the number of live sessions: streamable HTTP and legacy SSE.
-func (m *frontSessionIDs) count() int {
+func (m *sessionIDs) count() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return len(m.live) + m.sse
@@ -162,7 +162,7 @@ func (m *frontSessionIDs) count() int {
 
 // watch has the GET stream that stop ends closed when session id ends,
 // until the returned function is called.
-func (m *frontSessionIDs) watch(id string, stop context.CancelFunc) (unwatch func()) {
+func (m *sessionIDs) watch(id string, stop context.CancelFunc) (unwatch func()) {
 	key := &stop
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -182,14 +182,14 @@ func (m *frontSessionIDs) watch(id string, stop context.CancelFunc) (unwatch fun
 	}
 }
 
-// frontTooManySessions answers 503 to a request that would open a session
+// tooManySessions answers 503 to a request that would open a session
 // beyond the bound: a JSON-RPC error (null id) that says so, and
 // Retry-After.
-func frontTooManySessions(w http.ResponseWriter, max int) {
-	b := frontErrorResponse(CodeTooManySessions, "too many sessions: the server holds its maximum of "+
+func tooManySessions(w http.ResponseWriter, max int) {
+	b := errorResponse(CodeTooManySessions, "too many sessions: the server holds its maximum of "+
 		strconv.Itoa(max)+" sessions; retry later, or end an unused session with DELETE")
 	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Retry-After", strconv.Itoa(frontRetryAfterSessions))
+	w.Header().Set("Retry-After", strconv.Itoa(retryAfterSessions))
 	w.WriteHeader(http.StatusServiceUnavailable)
 	_, _ = w.Write(append(b, '\n'))
 }

@@ -17,9 +17,9 @@ import (
 	mcpserver "github.com/mark3labs/mcp-go/server"
 )
 
-// frontHeapInuse is the heap in use after collecting garbage (twice, so
+// heapInuse is the heap in use after collecting garbage (twice, so
 // that finalizers and sync.Pool victims are gone too).
-func frontHeapInuse() uint64 {
+func heapInuse() uint64 {
 	runtime.GC()
 	runtime.GC()
 	var m runtime.MemStats
@@ -27,8 +27,8 @@ func frontHeapInuse() uint64 {
 	return m.HeapInuse
 }
 
-// frontWaitSessions waits, up to d, for h to hold want sessions.
-func frontWaitSessions(t *testing.T, h *HTTPHandler, want int, d time.Duration) {
+// waitSessions waits, up to d, for h to hold want sessions.
+func waitSessions(t *testing.T, h *HTTPHandler, want int, d time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(d)
 	for h.Sessions() != want {
@@ -39,25 +39,25 @@ func frontWaitSessions(t *testing.T, h *HTTPHandler, want int, d time.Duration) 
 	}
 }
 
-const frontTooManyBody = `{"jsonrpc":"2.0","id":null,"error":{"code":-32003,"message":"too many sessions: the server holds its maximum of %d sessions; retry later, or end an unused session with DELETE"}}`
+const tooManyBody = `{"jsonrpc":"2.0","id":null,"error":{"code":-32003,"message":"too many sessions: the server holds its maximum of %d sessions; retry later, or end an unused session with DELETE"}}`
 
 // 10,000 sessions opened with initialize and dropped (never deleted) are
 // all ended after the idle TTL, and the memory they held returns.
 // Not parallel: it measures the heap.
 func TestFrontSessionsExpireAndMemoryReturns(t *testing.T) {
 	const n, ttl = 10000, 2 * time.Second
-	f, _ := frontTestFront(t, nil)
+	f, _ := testFront(t, nil)
 	h := f.StreamableHTTPHandler(&HTTPOptions{SessionIdleTTL: ttl, MaxSessions: n})
 	srv := httptest.NewServer(h)
 	defer srv.Close()
 	url := srv.URL + StreamablePath
 
 	// One session through the network, to ask for it again once expired.
-	first := &frontHTTP{url: url}
-	frontInitialize(t, first)
+	first := &httpTestClient{url: url}
+	initialize(t, first)
 
-	before := frontHeapInuse()
-	init := frontRequest(1, "initialize", frontInitParams)
+	before := heapInuse()
+	init := request(1, "initialize", initParams)
 	var mu sync.Mutex
 	ids := map[string]bool{first.session: true}
 	var wg sync.WaitGroup
@@ -98,12 +98,12 @@ func TestFrontSessionsExpireAndMemoryReturns(t *testing.T) {
 	if len(ids) != n {
 		t.Fatalf("%d distinct session ids for %d initializes", len(ids), n)
 	}
-	peak := frontHeapInuse()
+	peak := heapInuse()
 
 	// mcp-go's sweeper runs every max(TTL/2, 1 s) and ends sessions idle
 	// longer than the TTL: all are gone within 2×TTL of the last one.
-	frontWaitSessions(t, h, 0, 3*ttl+frontWait)
-	after := frontHeapInuse()
+	waitSessions(t, h, 0, 3*ttl+wait)
+	after := heapInuse()
 	t.Logf("heap in use: before %d KiB, with the sessions %d KiB, after expiry %d KiB",
 		before>>10, peak>>10, after>>10)
 	// The sessions alive at the end of the run (those of the last TTL at
@@ -115,91 +115,91 @@ func TestFrontSessionsExpireAndMemoryReturns(t *testing.T) {
 	if after > before+4<<20 {
 		t.Errorf("%d KiB still in use after every session expired", (after-before)>>10)
 	}
-	if n := frontWatched(srv); n != 0 {
+	if n := watched(srv); n != 0 {
 		t.Errorf("%d sessions with watched streams", n)
 	}
 
 	// At the wire: the expired session is unknown (404), and a new one works.
 	first.version = "2025-11-25"
-	r, err := first.post(t, context.Background(), frontRequest(2, "tools/list", `{}`), nil)
+	r, err := first.post(t, context.Background(), request(2, "tools/list", `{}`), nil)
 	if err != nil || r.status != http.StatusNotFound {
 		t.Errorf("POST in an expired session: %v %d %s", err, r.status, r.body)
 	}
-	again := &frontHTTP{url: url, version: "2025-11-25"}
-	frontInitialize(t, again)
-	frontSameJSON(t, frontCall(t, again, 2, "tools/call", frontCallParams("add", `{"a":1,"b":2}`)),
+	again := &httpTestClient{url: url, version: "2025-11-25"}
+	initialize(t, again)
+	sameJSON(t, callTool(t, again, 2, "tools/call", callParams("add", `{"a":1,"b":2}`)),
 		`{"jsonrpc":"2.0","id":2,"result":{"content":[{"type":"text","text":"3"}],"structuredContent":{"sum":3}}}`)
 	runtime.KeepAlive(h)
 }
 
-// frontBoundHandler serves a front with at most three sessions.
-func frontBoundHandler(t *testing.T, ttl time.Duration) (*HTTPHandler, *httptest.Server) {
-	return frontBoundHandlerLog(t, ttl, nil)
+// boundHandler serves a front with at most three sessions.
+func boundHandler(t *testing.T, ttl time.Duration) (*HTTPHandler, *httptest.Server) {
+	return boundHandlerLog(t, ttl, nil)
 }
 
-func frontBoundHandlerLog(t *testing.T, ttl time.Duration, logs *frontLogBuffer) (*HTTPHandler, *httptest.Server) {
-	var opts *FrontOptions
+func boundHandlerLog(t *testing.T, ttl time.Duration, logs *logBuffer) (*HTTPHandler, *httptest.Server) {
+	var opts *Options
 	if logs != nil {
-		opts = &FrontOptions{Logger: slog.New(slog.NewTextHandler(logs, nil))}
+		opts = &Options{Logger: slog.New(slog.NewTextHandler(logs, nil))}
 	}
-	f, _ := frontTestFront(t, opts)
+	f, _ := testFront(t, opts)
 	h := f.HTTPHandler(&HTTPOptions{MaxSessions: 3, SessionIdleTTL: ttl})
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return h, srv
 }
 
-func frontInitializeRaw(t *testing.T, url string) (int, http.Header, string) {
-	return frontRaw(t, context.Background(), http.MethodPost, url, string(frontRequest(1, "initialize", frontInitParams)), nil)
+func initializeRaw(t *testing.T, url string) (int, http.Header, string) {
+	return rawRequest(t, context.Background(), http.MethodPost, url, string(request(1, "initialize", initParams)), nil)
 }
 
-// frontRefused asserts the 503 answer to an initialize beyond a bound of 3.
-func frontRefused(t *testing.T, url, what string) {
+// expectRefused asserts the 503 answer to an initialize beyond a bound of 3.
+func expectRefused(t *testing.T, url, what string) {
 	t.Helper()
-	status, header, body := frontInitializeRaw(t, url)
+	status, header, body := initializeRaw(t, url)
 	ct, _, _ := mime.ParseMediaType(header.Get("Content-Type"))
 	if status != http.StatusServiceUnavailable || ct != "application/json" || header.Get("Retry-After") != "5" ||
 		header.Get("Mcp-Session-Id") != "" {
 		t.Fatalf("%s: %d %s Retry-After=%q session=%q: %s", what, status, ct, header.Get("Retry-After"), header.Get("Mcp-Session-Id"), body)
 	}
-	frontSameJSON(t, []byte(body), fmt.Sprintf(frontTooManyBody, 3))
+	sameJSON(t, []byte(body), fmt.Sprintf(tooManyBody, 3))
 }
 
 // Beyond MaxSessions, initialize gets 503 with a JSON-RPC error and
 // Retry-After; a DELETE makes room.
 func TestFrontSessionsBound(t *testing.T) {
 	t.Parallel()
-	var logs frontLogBuffer
-	h, srv := frontBoundHandlerLog(t, -1, &logs)
+	var logs logBuffer
+	h, srv := boundHandlerLog(t, -1, &logs)
 	url := srv.URL + StreamablePath
-	var live []*frontHTTP
+	var live []*httpTestClient
 	for range 3 {
-		c := &frontHTTP{url: url}
-		frontInitialize(t, c)
+		c := &httpTestClient{url: url}
+		initialize(t, c)
 		live = append(live, c)
 	}
-	frontRefused(t, url, "the 4th initialize")
+	expectRefused(t, url, "the 4th initialize")
 	if got := h.Sessions(); got != 3 {
 		t.Errorf("Sessions() = %d, want 3", got)
 	}
 	// A legacy SSE stream counts against the same bound.
-	status, header, body := frontRaw(t, context.Background(), http.MethodGet, srv.URL+SSEPath, "", nil)
+	status, header, body := rawRequest(t, context.Background(), http.MethodGet, srv.URL+SSEPath, "", nil)
 	if status != http.StatusServiceUnavailable || header.Get("Retry-After") != "5" {
 		t.Errorf("GET %s beyond the bound: %d %s", SSEPath, status, body)
 	} else {
-		frontSameJSON(t, []byte(body), fmt.Sprintf(frontTooManyBody, 3))
+		sameJSON(t, []byte(body), fmt.Sprintf(tooManyBody, 3))
 	}
 	// The sessions held still work.
 	live[2].version = "2025-11-25"
-	frontSameJSON(t, frontCall(t, live[2], 2, "ping", `{}`), `{"jsonrpc":"2.0","id":2,"result":{}}`)
+	sameJSON(t, callTool(t, live[2], 2, "ping", `{}`), `{"jsonrpc":"2.0","id":2,"result":{}}`)
 
-	if status := frontDelete(t, url, live[0].session); status != http.StatusOK {
+	if status := deleteSession(t, url, live[0].session); status != http.StatusOK {
 		t.Fatalf("DELETE: %d", status)
 	}
-	if status, header, body := frontInitializeRaw(t, url); status != http.StatusOK || header.Get("Mcp-Session-Id") == "" {
+	if status, header, body := initializeRaw(t, url); status != http.StatusOK || header.Get("Mcp-Session-Id") == "" {
 		t.Fatalf("initialize after a DELETE: %d %s", status, body)
 	}
-	frontRefused(t, url, "initialize when full again")
+	expectRefused(t, url, "initialize when full again")
 	// Refusals are logged, at most once a second: a flood of them does not
 	// flood the log.
 	if n := strings.Count(logs.String(), "refused new sessions: too many sessions"); n < 1 || n > 2 {
@@ -210,12 +210,12 @@ func TestFrontSessionsBound(t *testing.T) {
 // Idle expiry makes room too; the sessions in use stay.
 func TestFrontSessionsBoundIdleExpiry(t *testing.T) {
 	t.Parallel()
-	h, srv := frontBoundHandler(t, 2*time.Second)
+	h, srv := boundHandler(t, 2*time.Second)
 	url := srv.URL + StreamablePath
-	var live []*frontHTTP
+	var live []*httpTestClient
 	for range 3 {
-		c := &frontHTTP{url: url, version: "2025-11-25"}
-		frontInitialize(t, c)
+		c := &httpTestClient{url: url, version: "2025-11-25"}
+		initialize(t, c)
 		live = append(live, c)
 	}
 	// live[0] and live[1] are in use (a ping every 200 ms), live[2] idle.
@@ -231,7 +231,7 @@ func TestFrontSessionsBoundIdleExpiry(t *testing.T) {
 					return
 				case <-time.After(200 * time.Millisecond):
 				}
-				r, err := c.post(t, context.Background(), frontRequest(i, "ping", `{}`), nil)
+				r, err := c.post(t, context.Background(), request(i, "ping", `{}`), nil)
 				if err != nil || r.status != http.StatusOK {
 					t.Errorf("ping in a session in use: %v %d %s", err, r.status, r.body)
 					return
@@ -240,21 +240,21 @@ func TestFrontSessionsBoundIdleExpiry(t *testing.T) {
 		}()
 	}
 	defer func() { close(stop); wg.Wait() }()
-	frontWaitSessions(t, h, 2, 3*2*time.Second+frontWait)
-	r, err := live[2].post(t, context.Background(), frontRequest(3, "ping", `{}`), nil)
+	waitSessions(t, h, 2, 3*2*time.Second+wait)
+	r, err := live[2].post(t, context.Background(), request(3, "ping", `{}`), nil)
 	if err != nil || r.status != http.StatusNotFound {
 		t.Errorf("POST in the expired session: %v %d %s", err, r.status, r.body)
 	}
-	if status, header, body := frontInitializeRaw(t, url); status != http.StatusOK || header.Get("Mcp-Session-Id") == "" {
+	if status, header, body := initializeRaw(t, url); status != http.StatusOK || header.Get("Mcp-Session-Id") == "" {
 		t.Fatalf("initialize once a session expired: %d %s", status, body)
 	}
-	frontRefused(t, url, "initialize when full again")
+	expectRefused(t, url, "initialize when full again")
 }
 
 // A concurrent burst of initializes never holds more than MaxSessions.
 func TestFrontSessionsBoundUnderConcurrency(t *testing.T) {
 	t.Parallel()
-	f, _ := frontTestFront(t, nil)
+	f, _ := testFront(t, nil)
 	h := f.StreamableHTTPHandler(&HTTPOptions{MaxSessions: 5, SessionIdleTTL: -1})
 	srv := httptest.NewServer(h)
 	defer srv.Close()
@@ -265,8 +265,8 @@ func TestFrontSessionsBoundUnderConcurrency(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			status, _, _ := frontRaw(t, context.Background(), http.MethodPost, srv.URL+StreamablePath,
-				string(frontRequest(1, "initialize", frontInitParams)), nil)
+			status, _, _ := rawRequest(t, context.Background(), http.MethodPost, srv.URL+StreamablePath,
+				string(request(1, "initialize", initParams)), nil)
 			mu.Lock()
 			defer mu.Unlock()
 			switch status {
@@ -289,19 +289,19 @@ func TestFrontSessionsBoundUnderConcurrency(t *testing.T) {
 // closed; one that keeps sending stays.
 func TestFrontSSESessionIdleExpiry(t *testing.T) {
 	t.Parallel()
-	f, _ := frontTestFront(t, nil)
+	f, _ := testFront(t, nil)
 	h := f.SSEHandler(&HTTPOptions{SessionIdleTTL: 500 * time.Millisecond})
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close) // after the SSE streams' clients end
 	idle := startFrontSSE(t, srv.URL, "")
 	busy := startFrontSSE(t, srv.URL, "")
-	frontInitialize(t, busy)
+	initialize(t, busy)
 	if got := h.Sessions(); got != 2 {
 		t.Errorf("Sessions() = %d, want 2", got)
 	}
-	deadline := time.After(frontWait)
+	deadline := time.After(wait)
 	for i := 10; ; i++ {
-		frontSameJSON(t, frontCall(t, busy, i, "ping", `{}`), fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"result":{}}`, i))
+		sameJSON(t, callTool(t, busy, i, "ping", `{}`), fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"result":{}}`, i))
 		select {
 		case <-idle.ended:
 		case <-deadline:
@@ -316,31 +316,31 @@ func TestFrontSSESessionIdleExpiry(t *testing.T) {
 		t.Fatal("the SSE session in use was closed")
 	default:
 	}
-	frontWaitSessions(t, h, 1, frontWait)
+	waitSessions(t, h, 1, wait)
 }
 
 // --stateless: no session id is minted, a tools/call works without one,
 // and nothing is held.
 func TestFrontStatelessHoldsNoSession(t *testing.T) {
 	t.Parallel()
-	f, _ := frontTestFront(t, nil)
+	f, _ := testFront(t, nil)
 	h := f.StreamableHTTPHandler(&HTTPOptions{Stateless: true, MaxSessions: 1})
 	srv := httptest.NewServer(h)
 	defer srv.Close()
 	url := srv.URL + StreamablePath
 	for i := range 3 { // beyond MaxSessions: nothing is counted
-		status, header, body := frontRaw(t, context.Background(), http.MethodPost, url, string(frontRequest(1, "initialize", frontInitParams)), nil)
+		status, header, body := rawRequest(t, context.Background(), http.MethodPost, url, string(request(1, "initialize", initParams)), nil)
 		if status != http.StatusOK || header.Get("Mcp-Session-Id") != "" {
 			t.Fatalf("initialize %d: %d session %q: %s", i, status, header.Get("Mcp-Session-Id"), body)
 		}
 	}
-	status, header, body := frontRaw(t, context.Background(), http.MethodPost, url,
-		string(frontRequest(2, "tools/call", frontCallParams("add", `{"a":1,"b":2}`))),
+	status, header, body := rawRequest(t, context.Background(), http.MethodPost, url,
+		string(request(2, "tools/call", callParams("add", `{"a":1,"b":2}`))),
 		http.Header{"Mcp-Protocol-Version": {"2025-11-25"}})
 	if status != http.StatusOK || header.Get("Mcp-Session-Id") != "" {
 		t.Fatalf("tools/call: %d session %q", status, header.Get("Mcp-Session-Id"))
 	}
-	frontSameJSON(t, []byte(body), `{"jsonrpc":"2.0","id":2,"result":{"content":[{"type":"text","text":"3"}],"structuredContent":{"sum":3}}}`)
+	sameJSON(t, []byte(body), `{"jsonrpc":"2.0","id":2,"result":{"content":[{"type":"text","text":"3"}],"structuredContent":{"sum":3}}}`)
 	if got := h.Sessions(); got != 0 {
 		t.Errorf("Sessions() = %d, want 0", got)
 	}
@@ -348,8 +348,8 @@ func TestFrontStatelessHoldsNoSession(t *testing.T) {
 
 // Canary: mcp-go v1.2.1's InsecureStatefulSessionIdManager (what
 // WithStateful installs) remembers every ended session id for good, which
-// is why the front has its own manager (frontSessionIDs). When this fails,
-// mcp-go changed: reconsider frontSessionIDs.
+// is why the front has its own manager (sessionIDs). When this fails,
+// mcp-go changed: reconsider sessionIDs.
 func TestFrontCanaryMCPGoKeepsEndedSessionIDs(t *testing.T) {
 	t.Parallel()
 	m := &mcpserver.InsecureStatefulSessionIdManager{}
@@ -358,7 +358,7 @@ func TestFrontCanaryMCPGoKeepsEndedSessionIDs(t *testing.T) {
 		t.Fatal(err)
 	}
 	if terminated, err := m.Validate(id); !terminated || err != nil {
-		t.Errorf("mcp-go no longer remembers ended session ids (Validate: %v, %v): reconsider frontSessionIDs", terminated, err)
+		t.Errorf("mcp-go no longer remembers ended session ids (Validate: %v, %v): reconsider sessionIDs", terminated, err)
 	}
 
 	ours := newFrontSessionIDs(0)
@@ -377,41 +377,41 @@ func TestFrontCanaryMCPGoKeepsEndedSessionIDs(t *testing.T) {
 
 // Canary: mcp-go v1.2.1's idle sweeper ends a session through the id
 // manager's Terminate (which the front's count relies on) and does not
-// close the session's GET stream itself (which frontSessionIDs does).
+// close the session's GET stream itself (which sessionIDs does).
 func TestFrontCanaryMCPGoSweeperLeavesStreamOpen(t *testing.T) {
 	t.Parallel()
-	f, _ := frontTestFront(t, nil)
-	m := &frontCanaryIDs{InsecureStatefulSessionIdManager: &mcpserver.InsecureStatefulSessionIdManager{}, ended: make(chan string, 1)}
+	f, _ := testFront(t, nil)
+	m := &canaryIDs{InsecureStatefulSessionIdManager: &mcpserver.InsecureStatefulSessionIdManager{}, ended: make(chan string, 1)}
 	s := mcpserver.NewStreamableHTTPServer(f.Server(), mcpserver.WithSessionIdManager(m),
 		mcpserver.WithSessionIdleTTL(time.Second), mcpserver.WithDisableLocalhostProtection(true))
 	srv := httptest.NewServer(s)
 	// Cleanups run last first: the stream's client ends before the server.
 	t.Cleanup(srv.Close)
 	t.Cleanup(func() { _ = s.Shutdown(context.Background()) })
-	c := &frontHTTP{url: srv.URL + "/mcp"}
-	frontInitialize(t, c)
-	stream := frontOpenStream(t, c.url, c.session)
+	c := &httpTestClient{url: srv.URL + "/mcp"}
+	initialize(t, c)
+	stream := openStream(t, c.url, c.session)
 	select {
 	case id := <-m.ended:
 		if id != c.session {
 			t.Fatalf("Terminate(%q), want %q", id, c.session)
 		}
-	case <-time.After(3*time.Second + frontWait):
+	case <-time.After(3*time.Second + wait):
 		t.Fatal("mcp-go's sweeper no longer calls Terminate on an idle session: the front's session count relies on it")
 	}
 	select {
 	case <-stream:
-		t.Error("mcp-go's sweeper now closes the GET stream itself: frontSessionIDs' watch may go")
+		t.Error("mcp-go's sweeper now closes the GET stream itself: sessionIDs' watch may go")
 	case <-time.After(300 * time.Millisecond):
 	}
 }
 
-type frontCanaryIDs struct {
+type canaryIDs struct {
 	*mcpserver.InsecureStatefulSessionIdManager
 	ended chan string
 }
 
-func (m *frontCanaryIDs) Terminate(id string) (bool, error) {
+func (m *canaryIDs) Terminate(id string) (bool, error) {
 	select {
 	case m.ended <- id:
 	default:
@@ -424,10 +424,10 @@ func (m *frontCanaryIDs) Terminate(id string) (bool, error) {
 // registration), is removed from mcp-go by endStreamableSession.
 func TestFrontEndStreamableSessionCleansMCPGo(t *testing.T) {
 	t.Parallel()
-	f, _ := frontTestFront(t, nil)
+	f, _ := testFront(t, nil)
 	srv, h := startFrontHTTP(t, f, nil)
-	c := &frontHTTP{url: srv.URL + StreamablePath}
-	frontInitialize(t, c)
+	c := &httpTestClient{url: srv.URL + StreamablePath}
+	initialize(t, c)
 	notify := func() error {
 		return f.Server().SendNotificationToSpecificClient(c.session, "notifications/message", map[string]any{"level": "info", "data": "x"})
 	}

@@ -13,18 +13,18 @@ import (
 	"time"
 )
 
-// frontSSE is a raw legacy SSE client: a GET stream and POSTs to the
+// sseTestClient is a raw legacy SSE client: a GET stream and POSTs to the
 // endpoint it announces.
-type frontSSE struct {
+type sseTestClient struct {
 	base     *url.URL
 	endpoint string
 	token    string
-	d        *frontDispatcher
+	d        *dispatcher
 	ended    chan struct{} // the stream ended
 	close    func()        // hangs up
 }
 
-func startFrontSSE(t *testing.T, base, token string) *frontSSE {
+func startFrontSSE(t *testing.T, base, token string) *sseTestClient {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -41,7 +41,7 @@ func startFrontSSE(t *testing.T, base, token string) *frontSSE {
 		t.Fatalf("GET %s: %d", SSEPath, resp.StatusCode)
 	}
 	u, _ := url.Parse(base)
-	c := &frontSSE{base: u, token: token, d: newFrontDispatcher(), ended: make(chan struct{}), close: cancel}
+	c := &sseTestClient{base: u, token: token, d: newFrontDispatcher(), ended: make(chan struct{}), close: cancel}
 	endpoint := make(chan string, 1)
 	go func() {
 		defer close(c.ended)
@@ -76,13 +76,13 @@ func startFrontSSE(t *testing.T, base, token string) *frontSSE {
 	}()
 	select {
 	case c.endpoint = <-endpoint:
-	case <-time.After(frontWait):
+	case <-time.After(wait):
 		t.Fatal("no endpoint event")
 	}
 	return c
 }
 
-func (c *frontSSE) postMessage(t *testing.T, frame []byte) {
+func (c *sseTestClient) postMessage(t *testing.T, frame []byte) {
 	ref, err := url.Parse(c.endpoint)
 	if err != nil {
 		t.Error(err)
@@ -104,51 +104,51 @@ func (c *frontSSE) postMessage(t *testing.T, frame []byte) {
 	}
 }
 
-func (c *frontSSE) send(t *testing.T, id any, method, params string) <-chan json.RawMessage {
+func (c *sseTestClient) send(t *testing.T, id any, method, params string) <-chan json.RawMessage {
 	ch := c.d.expect(id)
-	c.postMessage(t, frontRequest(id, method, params))
+	c.postMessage(t, request(id, method, params))
 	return ch
 }
 
-func (c *frontSSE) notify(t *testing.T, method, params string) {
-	c.postMessage(t, frontNotification(method, params))
+func (c *sseTestClient) notify(t *testing.T, method, params string) {
+	c.postMessage(t, notification(method, params))
 }
 
 func TestFrontSSE(t *testing.T) {
 	t.Parallel()
-	f, p := frontTestFront(t, nil)
+	f, p := testFront(t, nil)
 	srv, _ := startFrontHTTP(t, f, nil)
 	c := startFrontSSE(t, srv.URL, "")
-	frontInitialize(t, c)
-	frontRunScenarios(t, c, p)
-	t.Run("replacing tools notifies the client", func(t *testing.T) { frontListChanged(t, f, c.d) })
+	initialize(t, c)
+	runScenarios(t, c, p)
+	t.Run("replacing tools notifies the client", func(t *testing.T) { listChanged(t, f, c.d) })
 
 	t.Run("hanging up cancels the session's calls", func(t *testing.T) {
 		other := startFrontSSE(t, srv.URL, "")
-		frontInitialize(t, other)
-		other.send(t, 9, "tools/call", frontCallParams("block", `{"tag":"h9"}`))
-		frontExpect(t, p.started, "h9")
+		initialize(t, other)
+		other.send(t, 9, "tools/call", callParams("block", `{"tag":"h9"}`))
+		expectTag(t, p.started, "h9")
 		other.close()
-		frontExpect(t, p.cancelled, "h9")
+		expectTag(t, p.cancelled, "h9")
 	})
 
 	t.Run("two sessions with the same ids", func(t *testing.T) {
 		other := startFrontSSE(t, srv.URL, "")
-		frontInitialize(t, other)
-		a := c.send(t, 77, "tools/call", frontCallParams("coded", `{"code":-32010,"delay_ms":20,"tag":"a"}`))
-		b := other.send(t, 77, "tools/call", frontCallParams("coded", `{"code":-32011,"tag":"b"}`))
-		frontSameJSON(t, frontAwait(t, a), `{"jsonrpc":"2.0","id":77,"error":{"code":-32010,"message":"code -32010 for a","data":{"tag":"a"}}}`)
-		frontSameJSON(t, frontAwait(t, b), `{"jsonrpc":"2.0","id":77,"error":{"code":-32011,"message":"code -32011 for b","data":{"tag":"b"}}}`)
+		initialize(t, other)
+		a := c.send(t, 77, "tools/call", callParams("coded", `{"code":-32010,"delay_ms":20,"tag":"a"}`))
+		b := other.send(t, 77, "tools/call", callParams("coded", `{"code":-32011,"tag":"b"}`))
+		sameJSON(t, await(t, a), `{"jsonrpc":"2.0","id":77,"error":{"code":-32010,"message":"code -32010 for a","data":{"tag":"a"}}}`)
+		sameJSON(t, await(t, b), `{"jsonrpc":"2.0","id":77,"error":{"code":-32011,"message":"code -32011 for b","data":{"tag":"b"}}}`)
 	})
 }
 
 func TestFrontSSEBearerToken(t *testing.T) {
 	t.Parallel()
-	f, _ := frontTestFront(t, nil)
+	f, _ := testFront(t, nil)
 	srv, _ := startFrontHTTP(t, f, &HTTPOptions{BearerToken: "s3cret"})
 	c := startFrontSSE(t, srv.URL, "s3cret")
-	frontInitialize(t, c)
-	frontSameJSON(t, frontCall(t, c, 2, "tools/call", frontCallParams("whoami", `{}`)),
+	initialize(t, c)
+	sameJSON(t, callTool(t, c, 2, "tools/call", callParams("whoami", `{}`)),
 		`{"jsonrpc":"2.0","id":2,"result":{"content":[{"type":"text","text":"token s3cret"}]}}`)
 }
 
@@ -156,16 +156,16 @@ func TestFrontSSEBearerToken(t *testing.T) {
 // on the stream, then closes the stream.
 func TestFrontSSEShutdownDeliversInFlightAnswers(t *testing.T) {
 	t.Parallel()
-	f, p := frontTestFront(t, nil)
+	f, p := testFront(t, nil)
 	h := f.HTTPHandler(nil)
 	srv := httptest.NewServer(h)
 	defer srv.Close()
 	c := startFrontSSE(t, srv.URL, "")
-	frontInitialize(t, c)
-	ch := c.send(t, 5, "tools/call", frontCallParams("wait", `{"tag":"s5"}`))
-	frontExpect(t, p.started, "s5")
+	initialize(t, c)
+	ch := c.send(t, 5, "tools/call", callParams("wait", `{"tag":"s5"}`))
+	expectTag(t, p.started, "s5")
 
-	ctx, cancel := context.WithTimeout(context.Background(), frontWait)
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- h.Shutdown(ctx, srv.Config) }()
@@ -181,13 +181,13 @@ func TestFrontSSEShutdownDeliversInFlightAnswers(t *testing.T) {
 	}
 
 	close(p.release)
-	frontSameJSON(t, frontAwait(t, ch), `{"jsonrpc":"2.0","id":5,"result":{"content":[{"type":"text","text":"released s5"}]}}`)
+	sameJSON(t, await(t, ch), `{"jsonrpc":"2.0","id":5,"result":{"content":[{"type":"text","text":"released s5"}]}}`)
 	if err := <-done; err != nil {
 		t.Fatalf("Shutdown: %v", err)
 	}
 	select {
 	case <-c.ended:
-	case <-time.After(frontWait):
+	case <-time.After(wait):
 		t.Fatal("the SSE stream is still open")
 	}
 }
@@ -195,24 +195,24 @@ func TestFrontSSEShutdownDeliversInFlightAnswers(t *testing.T) {
 // When ctx ends first, the calls still running are cancelled.
 func TestFrontSSEShutdownTimeoutCancelsCalls(t *testing.T) {
 	t.Parallel()
-	f, p := frontTestFront(t, nil)
+	f, p := testFront(t, nil)
 	h := f.HTTPHandler(nil)
 	srv := httptest.NewServer(h)
 	defer srv.Close()
 	c := startFrontSSE(t, srv.URL, "")
-	frontInitialize(t, c)
-	c.send(t, 6, "tools/call", frontCallParams("block", `{"tag":"s6"}`))
-	frontExpect(t, p.started, "s6")
+	initialize(t, c)
+	c.send(t, 6, "tools/call", callParams("block", `{"tag":"s6"}`))
+	expectTag(t, p.started, "s6")
 
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	if err := h.Shutdown(ctx, srv.Config); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Shutdown: %v", err)
 	}
-	frontExpect(t, p.cancelled, "s6")
+	expectTag(t, p.cancelled, "s6")
 	select {
 	case <-c.ended:
-	case <-time.After(frontWait):
+	case <-time.After(wait):
 		t.Fatal("the SSE stream is still open")
 	}
 }

@@ -12,27 +12,27 @@ import (
 	mcpserver "github.com/mark3labs/mcp-go/server"
 )
 
-// frontStdioMu guards mcp-go's stdio session, of which a process has one.
-var frontStdioMu sync.Mutex
+// stdioMu guards mcp-go's stdio session, of which a process has one.
+var stdioMu sync.Mutex
 
 // ServeStdio serves MCP as newline-delimited JSON-RPC read from in and
 // written to out (a sidecar's stdin and stdout); out carries nothing but
-// protocol frames, diagnostics go to FrontOptions.Logger.
+// protocol frames, diagnostics go to Options.Logger.
 //
 // It returns once in reaches EOF or ctx ends and the tool calls in flight
-// have finished; calls still running after FrontOptions.StdioGrace have
+// have finished; calls still running after Options.StdioGrace have
 // their contexts cancelled. The result is nil then, else the read error
 // that stopped it. mcp-go has one stdio session per process, so ServeStdio
 // fails while another ServeStdio runs.
 func (f *Front) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) error {
-	if !frontStdioMu.TryLock() {
+	if !stdioMu.TryLock() {
 		return errors.New("mcp: ServeStdio is already running (mcp-go has one stdio session per process)")
 	}
-	defer frontStdioMu.Unlock()
+	defer stdioMu.Unlock()
 
 	stop, expire := context.WithCancel(context.Background())
 	defer expire()
-	life := &frontLife{stop: stop, draining: make(chan struct{})}
+	life := &lifecycle{stop: stop, draining: make(chan struct{})}
 	drain := sync.OnceFunc(func() {
 		close(life.draining)
 		if f.grace < 0 {
@@ -49,25 +49,25 @@ func (f *Front) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) err
 	defer context.AfterFunc(ctx, func() { drain(); cancel() })()
 
 	st := newFrontStream(f.maxPending, false)
-	lw := &frontLineWriter{w: out, st: st}
+	lw := &lineWriter{w: out, st: st}
 	srv := mcpserver.NewStdioServer(f.server)
 	srv.SetErrorLogger(slog.NewLogLogger(f.log.Handler(), slog.LevelWarn))
 	srv.SetContextFunc(func(c context.Context) context.Context {
-		c = context.WithValue(c, frontStreamKey{}, st)
-		return context.WithValue(c, frontLifeKey{}, life)
+		c = context.WithValue(c, streamKey{}, st)
+		return context.WithValue(c, lifeKey{}, life)
 	})
-	err := srv.Listen(lctx, &frontEndReader{r: bufio.NewReader(in), end: drain, out: lw}, lw)
+	err := srv.Listen(lctx, &endReader{r: bufio.NewReader(in), end: drain, out: lw}, lw)
 	if lctx.Err() != nil {
 		return nil
 	}
 	return err
 }
 
-// frontEndReader hands the lines of r to mcp-go, but for the invalid
-// messages the front answers itself (see frontCheckMessage), whose error
+// endReader hands the lines of r to mcp-go, but for the invalid
+// messages the front answers itself (see checkMessage), whose error
 // frames it writes to out. It calls end when reading fails (EOF included),
 // before the caller sees the error.
-type frontEndReader struct {
+type endReader struct {
 	r       *bufio.Reader
 	end     func()
 	out     io.Writer
@@ -75,7 +75,7 @@ type frontEndReader struct {
 	err     error  // the read error to return once pending is handed over
 }
 
-func (r *frontEndReader) Read(p []byte) (int, error) {
+func (r *endReader) Read(p []byte) (int, error) {
 	for len(r.pending) == 0 {
 		if r.err != nil {
 			r.end()
@@ -84,7 +84,7 @@ func (r *frontEndReader) Read(p []byte) (int, error) {
 		line, err := r.r.ReadBytes('\n')
 		r.err = err
 		if err == nil {
-			if why := frontCheckMessage(line); why != "" {
+			if why := checkMessage(line); why != "" {
 				if _, werr := r.out.Write(append(why.frame(), '\n')); werr != nil {
 					r.err = werr
 				}

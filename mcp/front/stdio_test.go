@@ -10,22 +10,22 @@ import (
 	"time"
 )
 
-// frontStdio runs ServeStdio on pipes and is its client. The tests that use
+// stdio runs ServeStdio on pipes and is its client. The tests that use
 // it do not run in parallel: mcp-go has one stdio session per process.
-type frontStdio struct {
+type stdio struct {
 	in    *io.PipeWriter
 	mu    sync.Mutex // one frame per write
-	d     *frontDispatcher
+	d     *dispatcher
 	done  chan error    // ServeStdio's result
 	read  chan struct{} // closed when stdout has ended
 	stray chan string   // anything on stdout that is not a frame
 }
 
-func startFrontStdio(t *testing.T, ctx context.Context, f *Front) *frontStdio {
+func startFrontStdio(t *testing.T, ctx context.Context, f *Front) *stdio {
 	t.Helper()
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
-	c := &frontStdio{in: inW, d: newFrontDispatcher(), done: make(chan error, 1),
+	c := &stdio{in: inW, d: newFrontDispatcher(), done: make(chan error, 1),
 		read: make(chan struct{}), stray: make(chan string, 16)}
 	go func() {
 		c.done <- f.ServeStdio(ctx, inR, outW)
@@ -45,7 +45,7 @@ func startFrontStdio(t *testing.T, ctx context.Context, f *Front) *frontStdio {
 		inW.Close()
 		select {
 		case <-c.done:
-		case <-time.After(frontWait):
+		case <-time.After(wait):
 			t.Error("ServeStdio did not return after EOF")
 		}
 		<-c.read
@@ -58,7 +58,7 @@ func startFrontStdio(t *testing.T, ctx context.Context, f *Front) *frontStdio {
 	return c
 }
 
-func (c *frontStdio) write(t *testing.T, frame []byte) {
+func (c *stdio) write(t *testing.T, frame []byte) {
 	t.Helper()
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -67,32 +67,32 @@ func (c *frontStdio) write(t *testing.T, frame []byte) {
 	}
 }
 
-func (c *frontStdio) send(t *testing.T, id any, method, params string) <-chan json.RawMessage {
+func (c *stdio) send(t *testing.T, id any, method, params string) <-chan json.RawMessage {
 	ch := c.d.expect(id)
-	c.write(t, frontRequest(id, method, params))
+	c.write(t, request(id, method, params))
 	return ch
 }
 
-func (c *frontStdio) notify(t *testing.T, method, params string) {
-	c.write(t, frontNotification(method, params))
+func (c *stdio) notify(t *testing.T, method, params string) {
+	c.write(t, notification(method, params))
 }
 
 func TestFrontStdio(t *testing.T) {
-	f, p := frontTestFront(t, nil)
+	f, p := testFront(t, nil)
 	c := startFrontStdio(t, context.Background(), f)
-	frontInitialize(t, c)
-	frontRunScenarios(t, c, p)
-	t.Run("replacing tools notifies the client", func(t *testing.T) { frontListChanged(t, f, c.d) })
+	initialize(t, c)
+	runScenarios(t, c, p)
+	t.Run("replacing tools notifies the client", func(t *testing.T) { listChanged(t, f, c.d) })
 }
 
 // Input ends while a call runs: the call finishes, its answer is written,
 // then ServeStdio returns nil.
 func TestFrontStdioEOFLetsCallsFinish(t *testing.T) {
-	f, p := frontTestFront(t, nil)
+	f, p := testFront(t, nil)
 	c := startFrontStdio(t, context.Background(), f)
-	frontInitialize(t, c)
-	ch := c.send(t, 7, "tools/call", frontCallParams("wait", `{"tag":"w7"}`))
-	frontExpect(t, p.started, "w7")
+	initialize(t, c)
+	ch := c.send(t, 7, "tools/call", callParams("wait", `{"tag":"w7"}`))
+	expectTag(t, p.started, "w7")
 	c.in.Close()
 	select {
 	case err := <-c.done:
@@ -100,14 +100,14 @@ func TestFrontStdioEOFLetsCallsFinish(t *testing.T) {
 	case <-time.After(50 * time.Millisecond):
 	}
 	close(p.release)
-	frontSameJSON(t, frontAwait(t, ch), `{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"released w7"}]}}`)
+	sameJSON(t, await(t, ch), `{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"released w7"}]}}`)
 	select {
 	case err := <-c.done:
 		if err != nil {
 			t.Fatalf("ServeStdio: %v", err)
 		}
 		c.done <- nil // for the cleanup
-	case <-time.After(frontWait):
+	case <-time.After(wait):
 		t.Fatal("ServeStdio did not return")
 	}
 }
@@ -115,12 +115,12 @@ func TestFrontStdioEOFLetsCallsFinish(t *testing.T) {
 // ctx ends while a call runs past the grace period: its context is
 // cancelled, its answer still written, and ServeStdio returns nil.
 func TestFrontStdioGraceEnds(t *testing.T) {
-	f, p := frontTestFront(t, &FrontOptions{StdioGrace: 100 * time.Millisecond})
+	f, p := testFront(t, &Options{StdioGrace: 100 * time.Millisecond})
 	ctx, cancel := context.WithCancel(context.Background())
 	c := startFrontStdio(t, ctx, f)
-	frontInitialize(t, c)
-	ch := c.send(t, 8, "tools/call", frontCallParams("wait", `{"tag":"w8"}`))
-	frontExpect(t, p.started, "w8")
+	initialize(t, c)
+	ch := c.send(t, 8, "tools/call", callParams("wait", `{"tag":"w8"}`))
+	expectTag(t, p.started, "w8")
 	start := time.Now()
 	cancel()
 	select {
@@ -128,10 +128,10 @@ func TestFrontStdioGraceEnds(t *testing.T) {
 		if d := time.Since(start); tag != "w8" || d < 90*time.Millisecond {
 			t.Fatalf("cancelled %q after %v, before the grace period", tag, d)
 		}
-	case <-time.After(frontWait):
+	case <-time.After(wait):
 		t.Fatal("the call was never cancelled")
 	}
-	frontSameJSON(t, frontAwait(t, ch),
+	sameJSON(t, await(t, ch),
 		`{"jsonrpc":"2.0","id":8,"error":{"code":-32603,"message":"context canceled"}}`)
 	select {
 	case err := <-c.done:
@@ -139,16 +139,16 @@ func TestFrontStdioGraceEnds(t *testing.T) {
 			t.Fatalf("ServeStdio: %v", err)
 		}
 		c.done <- nil
-	case <-time.After(frontWait):
+	case <-time.After(wait):
 		t.Fatal("ServeStdio did not return")
 	}
 }
 
 func TestFrontStdioOnePerProcess(t *testing.T) {
-	f, _ := frontTestFront(t, nil)
+	f, _ := testFront(t, nil)
 	c := startFrontStdio(t, context.Background(), f)
-	frontInitialize(t, c) // it runs
-	g, _ := frontTestFront(t, nil)
+	initialize(t, c) // it runs
+	g, _ := testFront(t, nil)
 	err := g.ServeStdio(context.Background(), eofReader{}, io.Discard)
 	if err == nil {
 		t.Fatal("a second ServeStdio ran")

@@ -18,7 +18,7 @@ import (
 // mcp-go answers every handler error with -32603 and offers no way to pick
 // the code. The front does not replace any part of mcp-go; it watches it:
 //
-//  1. Each transport instance puts a frontStream in the context of the
+//  1. Each transport instance puts a streamBook in the context of the
 //     requests it serves (one per stdio run, per legacy SSE session, per
 //     streamable HTTP POST).
 //  2. The OnError hook, which mcp-go runs before it returns the error
@@ -34,15 +34,15 @@ import (
 // to write (or queue) it, so the entry is always there in time; an entry is
 // used once; entries whose frame never comes (client gone) are bounded.
 
-// frontCoded is a coded error waiting for its response frame.
-type frontCoded struct {
+// coded is a coded error waiting for its response frame.
+type coded struct {
 	obj    []byte // the JSON-RPC error object to send
 	code   int
 	modern bool // the request used protocol 2026-07-28: the HTTP status follows the code
 }
 
-// frontStream is the bookkeeping of one transport instance.
-type frontStream struct {
+// streamBook is the bookkeeping of one transport instance.
+type streamBook struct {
 	max int
 	// trackOpen (legacy SSE) remembers tools/call requests until their
 	// response is written, so that a shutdown can wait for them.
@@ -52,31 +52,31 @@ type frontStream struct {
 
 	mu      sync.Mutex
 	seq     uint64
-	pending map[string]frontEntry
+	pending map[string]pendingEntry
 	opened  map[string]uint64 // id → seq
 }
 
-type frontEntry struct {
-	frontCoded
+type pendingEntry struct {
+	coded
 	seq uint64
 }
 
-func newFrontStream(max int, trackOpen bool) *frontStream {
-	return &frontStream{max: max, trackOpen: trackOpen,
-		pending: make(map[string]frontEntry), opened: make(map[string]uint64)}
+func newFrontStream(max int, trackOpen bool) *streamBook {
+	return &streamBook{max: max, trackOpen: trackOpen,
+		pending: make(map[string]pendingEntry), opened: make(map[string]uint64)}
 }
 
-type frontStreamKey struct{}
+type streamKey struct{}
 
-func frontStreamFrom(ctx context.Context) *frontStream {
-	st, _ := ctx.Value(frontStreamKey{}).(*frontStream)
+func streamFrom(ctx context.Context) *streamBook {
+	st, _ := ctx.Value(streamKey{}).(*streamBook)
 	return st
 }
 
-// frontIDKey is the canonical form of a JSON-RPC id: the JSON of its Go
+// idKey is the canonical form of a JSON-RPC id: the JSON of its Go
 // value as mcp-go decodes it (float64 or string), so that the hook's id and
 // the id read back from the frame agree.
-func frontIDKey(id any) string {
+func idKey(id any) string {
 	b, err := json.Marshal(id)
 	if err != nil {
 		return ""
@@ -86,11 +86,11 @@ func frontIDKey(id any) string {
 
 // put records c for the response to request key and reports whether the
 // oldest entry had to be dropped to stay within max.
-func (st *frontStream) put(key string, c frontCoded) (evicted bool) {
+func (st *streamBook) put(key string, c coded) (evicted bool) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	st.seq++
-	st.pending[key] = frontEntry{c, st.seq}
+	st.pending[key] = pendingEntry{c, st.seq}
 	if len(st.pending) > st.max {
 		oldest, min := "", ^uint64(0)
 		for k, e := range st.pending {
@@ -106,7 +106,7 @@ func (st *frontStream) put(key string, c frontCoded) (evicted bool) {
 }
 
 // open notes a request whose response has not been written yet.
-func (st *frontStream) open(key string) {
+func (st *streamBook) open(key string) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	st.seq++
@@ -124,7 +124,7 @@ func (st *frontStream) open(key string) {
 }
 
 // openCount is the number of requests whose response was not written yet.
-func (st *frontStream) openCount() int {
+func (st *streamBook) openCount() int {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	return len(st.opened)
@@ -132,11 +132,11 @@ func (st *frontStream) openCount() int {
 
 // process returns the frame to write in place of frame and the coded error
 // it applied, if any (then the result is a new slice).
-func (st *frontStream) process(frame []byte) ([]byte, *frontCoded) {
+func (st *streamBook) process(frame []byte) ([]byte, *coded) {
 	if st.busy.Load() == 0 {
 		return frame, nil
 	}
-	f, ok := frontParseFrame(frame)
+	f, ok := parseFrame(frame)
 	if !ok || !f.response {
 		return frame, nil
 	}
@@ -144,7 +144,7 @@ func (st *frontStream) process(frame []byte) ([]byte, *frontCoded) {
 	if json.Unmarshal(f.id, &id) != nil {
 		return frame, nil
 	}
-	key := frontIDKey(id)
+	key := idKey(id)
 
 	st.mu.Lock()
 	delete(st.opened, key)
@@ -160,21 +160,21 @@ func (st *frontStream) process(frame []byte) ([]byte, *frontCoded) {
 	out = append(out, frame[:f.errStart]...)
 	out = append(out, e.obj...)
 	out = append(out, frame[f.errEnd:]...)
-	return out, &e.frontCoded
+	return out, &e.coded
 }
 
-// frontFrame locates what the front needs in a JSON-RPC message.
-type frontFrame struct {
+// frameInfo locates what the front needs in a JSON-RPC message.
+type frameInfo struct {
 	id               json.RawMessage
 	response         bool // has an id and no method
 	errStart, errEnd int  // the "error" value, or -1
 }
 
-// frontParseFrame walks the top level of a JSON object without decoding
+// parseFrame walks the top level of a JSON object without decoding
 // its values. It reports false for anything else (batches included).
-func frontParseFrame(b []byte) (frontFrame, bool) {
-	f := frontFrame{errStart: -1, errEnd: -1}
-	members, ok := frontMembers(b)
+func parseFrame(b []byte) (frameInfo, bool) {
+	f := frameInfo{errStart: -1, errEnd: -1}
+	members, ok := topMembers(b)
 	if !ok {
 		return f, false
 	}
@@ -193,22 +193,22 @@ func frontParseFrame(b []byte) (frontFrame, bool) {
 	return f, true
 }
 
-// frontMember is a member of a JSON object: its key, and where its value
+// member is a member of a JSON object: its key, and where its value
 // lies in the object's text.
-type frontMember struct {
+type member struct {
 	key        string
 	start, end int
 }
 
-// frontMembers returns the members of the JSON object b, in order, without
+// topMembers returns the members of the JSON object b, in order, without
 // decoding their values. It reports false for anything else (batches
 // included) and for trailing data.
-func frontMembers(b []byte) ([]frontMember, bool) {
+func topMembers(b []byte) ([]member, bool) {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
 		return nil, false
 	}
-	var members []frontMember
+	var members []member
 	for dec.More() {
 		t, err := dec.Token()
 		if err != nil {
@@ -224,7 +224,7 @@ func frontMembers(b []byte) ([]frontMember, bool) {
 		for start < end && (b[start] == ':' || isJSONSpace(b[start])) {
 			start++
 		}
-		members = append(members, frontMember{key, start, end})
+		members = append(members, member{key, start, end})
 	}
 	if t, err := dec.Token(); err != nil || t != json.Delim('}') {
 		return nil, false
@@ -240,13 +240,13 @@ func isJSONSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c =
 // processEvent applies process to the data of one server-sent event (its
 // lines and the blank line ending it). A rewritten event keeps its other
 // fields and carries the frame on one data line.
-func (st *frontStream) processEvent(ev []byte) []byte {
+func (st *streamBook) processEvent(ev []byte) []byte {
 	if st.busy.Load() == 0 {
 		return ev
 	}
 	var data [][]byte
 	for rest := ev; len(rest) > 0; {
-		line, next := frontCutLine(rest)
+		line, next := cutLine(rest)
 		rest = next
 		if v, ok := bytes.CutPrefix(line, []byte("data:")); ok {
 			data = append(data, bytes.TrimPrefix(v, []byte(" ")))
@@ -262,7 +262,7 @@ func (st *frontStream) processEvent(ev []byte) []byte {
 	out := make([]byte, 0, len(ev)+len(frame))
 	written := false
 	for rest := ev; len(rest) > 0; {
-		line, next := frontCutLine(rest)
+		line, next := cutLine(rest)
 		term := rest[len(line) : len(rest)-len(next)]
 		rest = next
 		if bytes.HasPrefix(line, []byte("data:")) {
@@ -280,8 +280,8 @@ func (st *frontStream) processEvent(ev []byte) []byte {
 	return out
 }
 
-// frontCutLine splits off the first line of b, without its \n or \r\n.
-func frontCutLine(b []byte) (line, rest []byte) {
+// cutLine splits off the first line of b, without its \n or \r\n.
+func cutLine(b []byte) (line, rest []byte) {
 	i := bytes.IndexByte(b, '\n')
 	if i < 0 {
 		return b, nil
@@ -289,9 +289,9 @@ func frontCutLine(b []byte) (line, rest []byte) {
 	return bytes.TrimSuffix(b[:i], []byte("\r")), b[i+1:]
 }
 
-// frontEventEnd returns the length of the first complete event in b (up to
+// eventEnd returns the length of the first complete event in b (up to
 // and including the blank line that ends it), or -1.
-func frontEventEnd(b []byte) int {
+func eventEnd(b []byte) int {
 	for i := 0; ; {
 		j := bytes.IndexByte(b[i:], '\n')
 		if j < 0 {
@@ -305,15 +305,15 @@ func frontEventEnd(b []byte) int {
 	}
 }
 
-// frontLineWriter is stdout for ServeStdio: newline-delimited frames.
-type frontLineWriter struct {
+// lineWriter is stdout for ServeStdio: newline-delimited frames.
+type lineWriter struct {
 	w   io.Writer
-	st  *frontStream
+	st  *streamBook
 	mu  sync.Mutex
 	buf []byte // an incomplete line
 }
 
-func (lw *frontLineWriter) Write(p []byte) (int, error) {
+func (lw *lineWriter) Write(p []byte) (int, error) {
 	lw.mu.Lock()
 	defer lw.mu.Unlock()
 	if len(lw.buf) == 0 && lw.st.busy.Load() == 0 && bytes.HasSuffix(p, []byte("\n")) {
@@ -340,36 +340,36 @@ func (lw *frontLineWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-type frontMode int
+type streamMode int
 
 const (
-	frontUndecided frontMode = iota
-	frontPassthrough
-	frontBuffered // one JSON body, written by finish
-	frontEvents   // text/event-stream, rewritten event by event
+	undecided streamMode = iota
+	passthrough
+	buffered // one JSON body, written by finish
+	events   // text/event-stream, rewritten event by event
 )
 
-// frontResponseWriter wraps the http.ResponseWriter of a streamable HTTP
+// responseWriter wraps the http.ResponseWriter of a streamable HTTP
 // POST or of a legacy SSE stream. It implements http.Flusher, which mcp-go
 // requires to stream; call finish once the handler has returned.
-type frontResponseWriter struct {
+type responseWriter struct {
 	w  http.ResponseWriter
-	st *frontStream
+	st *streamBook
 
 	mu     sync.Mutex
-	mode   frontMode
+	mode   streamMode
 	status int
-	body   bytes.Buffer // frontBuffered: the body; frontEvents: an incomplete event
+	body   bytes.Buffer // buffered: the body; events: an incomplete event
 }
 
-func newFrontResponseWriter(w http.ResponseWriter, st *frontStream) *frontResponseWriter {
-	return &frontResponseWriter{w: w, st: st}
+func newFrontResponseWriter(w http.ResponseWriter, st *streamBook) *responseWriter {
+	return &responseWriter{w: w, st: st}
 }
 
-func (rw *frontResponseWriter) Header() http.Header         { return rw.w.Header() }
-func (rw *frontResponseWriter) Unwrap() http.ResponseWriter { return rw.w }
+func (rw *responseWriter) Header() http.Header         { return rw.w.Header() }
+func (rw *responseWriter) Unwrap() http.ResponseWriter { return rw.w }
 
-func (rw *frontResponseWriter) WriteHeader(code int) {
+func (rw *responseWriter) WriteHeader(code int) {
 	rw.mu.Lock()
 	defer rw.mu.Unlock()
 	rw.writeHeader(code)
@@ -378,8 +378,8 @@ func (rw *frontResponseWriter) WriteHeader(code int) {
 // writeHeader picks the mode from the Content-Type. A JSON body is held
 // back only when a coded error is pending: mcp-go records it before it
 // writes the header of a JSON response.
-func (rw *frontResponseWriter) writeHeader(code int) {
-	if rw.mode != frontUndecided {
+func (rw *responseWriter) writeHeader(code int) {
+	if rw.mode != undecided {
 		return
 	}
 	if code < 200 {
@@ -389,28 +389,28 @@ func (rw *frontResponseWriter) writeHeader(code int) {
 	mt, _, _ := mime.ParseMediaType(rw.w.Header().Get("Content-Type"))
 	switch {
 	case mt == "text/event-stream":
-		rw.mode = frontEvents
+		rw.mode = events
 	case mt == "application/json" && rw.st.busy.Load() > 0:
-		rw.mode, rw.status = frontBuffered, code
+		rw.mode, rw.status = buffered, code
 		return
 	default:
-		rw.mode = frontPassthrough
+		rw.mode = passthrough
 	}
 	rw.w.WriteHeader(code)
 }
 
-func (rw *frontResponseWriter) Write(p []byte) (int, error) {
+func (rw *responseWriter) Write(p []byte) (int, error) {
 	rw.mu.Lock()
 	defer rw.mu.Unlock()
 	rw.writeHeader(http.StatusOK)
 	switch rw.mode {
-	case frontBuffered:
+	case buffered:
 		return rw.body.Write(p)
-	case frontEvents:
+	case events:
 		rw.body.Write(p)
 		var out []byte
 		for {
-			n := frontEventEnd(rw.body.Bytes())
+			n := eventEnd(rw.body.Bytes())
 			if n < 0 {
 				break
 			}
@@ -427,11 +427,11 @@ func (rw *frontResponseWriter) Write(p []byte) (int, error) {
 	}
 }
 
-func (rw *frontResponseWriter) Flush() {
+func (rw *responseWriter) Flush() {
 	rw.mu.Lock()
 	defer rw.mu.Unlock()
 	rw.writeHeader(http.StatusOK)
-	if rw.mode != frontBuffered {
+	if rw.mode != buffered {
 		_ = http.NewResponseController(rw.w).Flush()
 	}
 }
@@ -439,22 +439,22 @@ func (rw *frontResponseWriter) Flush() {
 // finish writes what is held back: the JSON body (rewritten when its
 // response has a coded error; for a 2026-07-28 request the HTTP status then
 // follows the new code, as mcp-go does) or an unterminated last event.
-func (rw *frontResponseWriter) finish() {
+func (rw *responseWriter) finish() {
 	rw.mu.Lock()
 	defer rw.mu.Unlock()
 	switch rw.mode {
-	case frontBuffered:
+	case buffered:
 		body := rw.body.Bytes()
 		frame := bytes.TrimRight(body, "\r\n")
 		if out, c := rw.st.process(frame); c != nil {
 			body = append(out, body[len(frame):]...)
 			if c.modern {
-				rw.status = frontHTTPStatus(c.code)
+				rw.status = httpStatus(c.code)
 			}
 		}
 		rw.w.WriteHeader(rw.status)
 		_, _ = rw.w.Write(body)
-	case frontEvents:
+	case events:
 		if rw.body.Len() > 0 {
 			_, _ = rw.w.Write(rw.body.Bytes())
 		}
@@ -462,9 +462,9 @@ func (rw *frontResponseWriter) finish() {
 	rw.body.Reset()
 }
 
-// frontHTTPStatus is mcp-go's mapping of a JSON-RPC error code to the HTTP
+// httpStatus is mcp-go's mapping of a JSON-RPC error code to the HTTP
 // status of a 2026-07-28 JSON response (streamable_http_modern.go).
-func frontHTTPStatus(code int) int {
+func httpStatus(code int) int {
 	switch code {
 	case mcpgo.METHOD_NOT_FOUND:
 		return http.StatusNotFound

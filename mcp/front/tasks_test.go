@@ -15,7 +15,7 @@ import (
 // 2025-11-25, Tasks): an optional tool answers its plain result, a
 // required one -32601, and no task is created.
 func TestFrontIgnoresTaskAugmentation(t *testing.T) {
-	f := NewFront("tasks-test", "1.0.0", nil)
+	f := New("tasks-test", "1.0.0", nil)
 	ran := 0
 	handler := func(context.Context, mcpgo.CallToolRequest) (*mcpgo.CallToolResult, error) {
 		ran++
@@ -27,7 +27,7 @@ func TestFrontIgnoresTaskAugmentation(t *testing.T) {
 		f.Server().AddTool(tool, handler)
 	}
 	ctx := context.Background()
-	init := f.Server().HandleMessage(ctx, frontRequest(1, "initialize", `{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}`))
+	init := f.Server().HandleMessage(ctx, request(1, "initialize", `{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}`))
 	raw, _ := json.Marshal(init)
 	var ir struct {
 		Result struct {
@@ -39,11 +39,11 @@ func TestFrontIgnoresTaskAugmentation(t *testing.T) {
 	}
 
 	call := func(name string) []byte {
-		resp := f.Server().HandleMessage(ctx, frontRequest(2, "tools/call", `{"name":"`+name+`","arguments":{},"task":{"ttl":60000}}`))
+		resp := f.Server().HandleMessage(ctx, request(2, "tools/call", `{"name":"`+name+`","arguments":{},"task":{"ttl":60000}}`))
 		b, _ := json.Marshal(resp)
 		return b
 	}
-	frontSameJSON(t, call("optional"), `{"jsonrpc":"2.0","id":2,"result":{"content":[{"type":"text","text":"ran"}]}}`)
+	sameJSON(t, call("optional"), `{"jsonrpc":"2.0","id":2,"result":{"content":[{"type":"text","text":"ran"}]}}`)
 	if ran != 1 {
 		t.Errorf("the optional tool ran %d times, want 1 (as a plain call)", ran)
 	}

@@ -16,8 +16,8 @@ import (
 
 // Causes of a call's context ending other than the caller.
 var (
-	upErrTimeout   = errors.New("call timeout")
-	upErrAbandoned = errors.New("upstream closing")
+	errTimeout   = errors.New("call timeout")
+	errAbandoned = errors.New("upstream closing")
 )
 
 // CallTool calls tool name of the upstream and returns the raw
@@ -27,24 +27,24 @@ var (
 // (compacted, with <, > and & escaped as JSON allows), never through
 // float64. meta, when not empty, is sent as the request's _meta (for
 // example {"progressToken": …}; progress then reaches
-// UpstreamOptions.OnNotification). header holds extra HTTP headers for this
+// Options.OnNotification). header holds extra HTTP headers for this
 // call, such as a forwarded "Authorization: Bearer …"; it overrides
-// UpstreamConfig.Headers and is ignored by stdio and in-process upstreams.
+// Config.Headers and is ignored by stdio and in-process upstreams.
 //
 // The call ends with the caller's ctx, CallTimeout, or Close; once the
 // request was sent, notifications/cancelled is sent upstream. Errors:
-// *UpstreamError for a JSON-RPC error answer; otherwise see ErrUnavailable,
-// ErrLost and ErrUpstreamUnauthorized; a call ended by ctx wraps ctx.Err().
+// *Error for a JSON-RPC error answer; otherwise see ErrUnavailable,
+// ErrLost and ErrUnauthorized; a call ended by ctx wraps ctx.Err().
 //
 // A streamable HTTP upstream that dropped the session (404) is
 // re-initialized and the call retried once, since it did not reach the tool.
 func (u *Upstream) CallTool(ctx context.Context, name string, arguments json.RawMessage, meta map[string]any, header http.Header) (json.RawMessage, error) {
-	params, err := upCallParams(name, arguments, meta)
+	params, err := callParams(name, arguments, meta)
 	if err != nil {
 		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, &upCallError{extra: err, msg: fmt.Sprintf("call to %q not sent: %v", name, err)}
+		return nil, &callError{extra: err, msg: fmt.Sprintf("call to %q not sent: %v", name, err)}
 	}
 	conn, err := u.acquire()
 	if err != nil {
@@ -54,17 +54,17 @@ func (u *Upstream) CallTool(ctx context.Context, name string, arguments json.Raw
 
 	callCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	stopAbandon := context.AfterFunc(u.callsCtx, func() { cancel(upErrAbandoned) })
+	stopAbandon := context.AfterFunc(u.callsCtx, func() { cancel(errAbandoned) })
 	defer stopAbandon()
 	if u.cfg.CallTimeout > 0 {
-		t := time.AfterFunc(u.cfg.CallTimeout, func() { cancel(upErrTimeout) })
+		t := time.AfterFunc(u.cfg.CallTimeout, func() { cancel(errTimeout) })
 		defer t.Stop()
 	}
 
 	debug := u.log.Enabled(ctx, slog.LevelDebug)
 	for attempt := 0; ; attempt++ {
 		epoch := conn.epoch.Load()
-		var r upSent
+		var r sendResult
 		start := time.Now()
 		if conn.tasks.needsTask(name) {
 			r = conn.sendTask(callCtx, name, params, header) // tasks.go
@@ -81,7 +81,7 @@ func (u *Upstream) CallTool(ctx context.Context, name string, arguments json.Raw
 		if callCtx.Err() != nil {
 			return nil, u.callEnded(ctx, callCtx, conn, name, header, r)
 		}
-		if attempt == 0 && conn.kind == upStreamable && errors.Is(r.err, mcptransport.ErrSessionTerminated) {
+		if attempt == 0 && conn.kind == kindStreamable && errors.Is(r.err, mcptransport.ErrSessionTerminated) {
 			// The server does not know the session: the call did not reach
 			// the tool. Start a new session and send it again, once.
 			u.log.Debug("the server dropped the session: re-initializing and sending the call again", "tool", name)
@@ -98,8 +98,8 @@ func (u *Upstream) CallTool(ctx context.Context, name string, arguments json.Raw
 	}
 }
 
-// upCallParams builds the params of tools/call.
-func upCallParams(name string, arguments json.RawMessage, meta map[string]any) (json.RawMessage, error) {
+// callParams builds the params of tools/call.
+func callParams(name string, arguments json.RawMessage, meta map[string]any) (json.RawMessage, error) {
 	if name == "" {
 		return nil, errors.New("mcp: CallTool: empty tool name")
 	}
@@ -127,7 +127,7 @@ func upCallParams(name string, arguments json.RawMessage, meta map[string]any) (
 	if json.Compact(buf, args) != nil {
 		return nil, fmt.Errorf("mcp: CallTool: the arguments of %q are not a JSON object", name)
 	}
-	if upNeedsHTMLEscape(buf.Bytes()[start:]) {
+	if needsHTMLEscape(buf.Bytes()[start:]) {
 		// json.Marshal escapes <, > and & (and U+2028, U+2029) in strings.
 		var esc bytes.Buffer
 		json.HTMLEscape(&esc, buf.Bytes()[start:])
@@ -145,15 +145,15 @@ func upCallParams(name string, arguments json.RawMessage, meta map[string]any) (
 	return buf.Bytes(), nil
 }
 
-// upNeedsHTMLEscape reports whether JSON holds a byte json.Marshal escapes
+// needsHTMLEscape reports whether JSON holds a byte json.Marshal escapes
 // in strings: <, >, & or the start of U+2028 / U+2029.
-func upNeedsHTMLEscape(b []byte) bool {
+func needsHTMLEscape(b []byte) bool {
 	return bytes.IndexByte(b, '<') >= 0 || bytes.IndexByte(b, '>') >= 0 || bytes.IndexByte(b, '&') >= 0 ||
 		bytes.Contains(b, []byte("\xe2\x80\xa8")) || bytes.Contains(b, []byte("\xe2\x80\xa9"))
 }
 
-// callResult turns a response into the result or an *UpstreamError.
-func (u *Upstream) callResult(name string, r upSent) (json.RawMessage, error) {
+// callResult turns a response into the result or an *Error.
+func (u *Upstream) callResult(name string, r sendResult) (json.RawMessage, error) {
 	if r.resp.Error != nil {
 		return nil, upstreamError(r.resp.Error)
 	}
@@ -162,20 +162,20 @@ func (u *Upstream) callResult(name string, r upSent) (json.RawMessage, error) {
 		if r.status >= 400 {
 			return nil, u.statusError(name, r.status)
 		}
-		return nil, &upCallError{class: ErrLost, msg: fmt.Sprintf("upstream %q answered %q with a malformed result", u.Name(), name)}
+		return nil, &callError{class: ErrLost, msg: fmt.Sprintf("upstream %q answered %q with a malformed result", u.Name(), name)}
 	}
 	return r.resp.Result, nil
 }
 
 // callEnded is the error of a call whose context ended.
-func (u *Upstream) callEnded(ctx, callCtx context.Context, conn *upConn, name string, header http.Header, r upSent) error {
+func (u *Upstream) callEnded(ctx, callCtx context.Context, conn *connection, name string, header http.Header, r sendResult) error {
 	cause := context.Cause(callCtx)
 	reason := "cancelled by the client"
 	switch {
 	case ctx.Err() != nil:
-	case errors.Is(cause, upErrTimeout):
+	case errors.Is(cause, errTimeout):
 		reason = "timed out"
-	case errors.Is(cause, upErrAbandoned):
+	case errors.Is(cause, errAbandoned):
 		reason = "the bridge is shutting down"
 	}
 	if r.sent {
@@ -183,19 +183,19 @@ func (u *Upstream) callEnded(ctx, callCtx context.Context, conn *upConn, name st
 	}
 	switch {
 	case ctx.Err() != nil:
-		return &upCallError{extra: ctx.Err(), msg: fmt.Sprintf("call to %q on upstream %q: %v", name, u.Name(), ctx.Err())}
-	case errors.Is(cause, upErrTimeout):
-		return &upCallError{class: ErrLost, extra: context.DeadlineExceeded,
+		return &callError{extra: ctx.Err(), msg: fmt.Sprintf("call to %q on upstream %q: %v", name, u.Name(), ctx.Err())}
+	case errors.Is(cause, errTimeout):
+		return &callError{class: ErrLost, extra: context.DeadlineExceeded,
 			msg: fmt.Sprintf("call to %q on upstream %q timed out after %s", name, u.Name(), u.cfg.CallTimeout)}
 	case r.sent:
-		return &upCallError{class: ErrLost, msg: fmt.Sprintf("call to %q abandoned: upstream %q is closing", name, u.Name())}
+		return &callError{class: ErrLost, msg: fmt.Sprintf("call to %q abandoned: upstream %q is closing", name, u.Name())}
 	default:
 		return u.unavailable("closing")
 	}
 }
 
 // callFailed classifies a call that failed without an answer.
-func (u *Upstream) callFailed(conn *upConn, name string, r upSent) error {
+func (u *Upstream) callFailed(conn *connection, name string, r sendResult) error {
 	var authErr *mcptransport.AuthorizationRequiredError
 	var tooLarge *TooLargeError
 	switch {
@@ -207,31 +207,31 @@ func (u *Upstream) callFailed(conn *upConn, name string, r upSent) error {
 		return u.statusError(name, http.StatusUnauthorized)
 	case !r.sent:
 		conn.suspect()
-		return &upCallError{class: ErrUnavailable, msg: fmt.Sprintf("call to %q not sent to upstream %q: %s", name, u.Name(), upSafeError(r.err))}
-	case r.status == http.StatusNotFound && conn.kind == upSSE:
+		return &callError{class: ErrUnavailable, msg: fmt.Sprintf("call to %q not sent to upstream %q: %s", name, u.Name(), safeError(r.err))}
+	case r.status == http.StatusNotFound && conn.kind == kindSSE:
 		conn.die("session lost (HTTP 404)")
 		return u.statusError(name, r.status)
 	case r.status >= 400 && r.status < 500, r.status == http.StatusServiceUnavailable:
 		return u.statusError(name, r.status)
 	default:
 		conn.suspect()
-		return &upCallError{class: ErrLost, msg: fmt.Sprintf("call to %q on upstream %q lost: %s", name, u.Name(), upSafeError(r.err))}
+		return &callError{class: ErrLost, msg: fmt.Sprintf("call to %q on upstream %q lost: %s", name, u.Name(), safeError(r.err))}
 	}
 }
 
 // statusError classifies an HTTP error status of a call's POST.
 //
-//	401, 403                ErrUpstreamUnauthorized
+//	401, 403                ErrUnauthorized
 //	other 4xx, 503          ErrUnavailable: refused before reaching the tool
 //	other 5xx               ErrLost: the server may have failed inside the tool
 func (u *Upstream) statusError(name string, status int) error {
 	msg := fmt.Sprintf("upstream %q answered the call to %q with HTTP %d", u.Name(), name, status)
 	switch {
 	case status == http.StatusUnauthorized, status == http.StatusForbidden:
-		return &upCallError{class: ErrUpstreamUnauthorized, msg: msg}
+		return &callError{class: ErrUnauthorized, msg: msg}
 	case status >= 400 && status < 500, status == http.StatusServiceUnavailable:
-		return &upCallError{class: ErrUnavailable, msg: msg}
+		return &callError{class: ErrUnavailable, msg: msg}
 	default:
-		return &upCallError{class: ErrLost, msg: msg}
+		return &callError{class: ErrLost, msg: msg}
 	}
 }

@@ -16,31 +16,31 @@ import (
 
 // Timings that are not worth a configuration field.
 const (
-	upKillWait        = 2 * time.Second  // after SIGKILL, for the child to be reaped
-	upTransportClose  = 2 * time.Second  // for mcp-go's transport Close (an HTTP DELETE)
-	upPingTimeout     = 10 * time.Second // for one health ping
-	upCancelTimeout   = 5 * time.Second  // for sending notifications/cancelled
-	upExitReasonWait  = 500 * time.Millisecond
-	upSSEResponseWait = 24 * time.Hour // mcp-go's SSE response timeout: calls are bounded by their context
+	killWait        = 2 * time.Second  // after SIGKILL, for the child to be reaped
+	transportClose  = 2 * time.Second  // for mcp-go's transport Close (an HTTP DELETE)
+	pingTimeout     = 10 * time.Second // for one health ping
+	cancelTimeout   = 5 * time.Second  // for sending notifications/cancelled
+	exitReasonWait  = 500 * time.Millisecond
+	sseResponseWait = 24 * time.Hour // mcp-go's SSE response timeout: calls are bounded by their context
 )
 
-// upErrSessionGone is returned by listTools when an HTTP upstream no longer
+// errSessionGone is returned by listTools when an HTTP upstream no longer
 // knows the session (404): re-initialize, then list again.
-var upErrSessionGone = errors.New("mcp: upstream session terminated")
+var errSessionGone = errors.New("mcp: upstream session terminated")
 
-// upConn is one connection to the upstream: one child process, one HTTP
+// connection is one connection to the upstream: one child process, one HTTP
 // session or one in-process session. Raw JSON-RPC requests are sent with
 // mcp-go's transport (mcp-go's Client would decode results into typed
 // structs that drop schema keywords and round numbers).
-type upConn struct {
+type connection struct {
 	u      *Upstream
-	kind   upKind
+	kind   connKind
 	t      mcptransport.Interface
 	ctx    context.Context // this connection's life
 	cancel context.CancelFunc
 
-	proc  *upProc  // stdio
-	stdin *upStdin // stdio
+	proc  *process    // stdio
+	stdin *childStdin // stdio
 
 	nextID   atomic.Int64
 	epoch    atomic.Int64 // bumped by each re-initialization
@@ -53,17 +53,17 @@ type upConn struct {
 	check    chan struct{} // one slot: ping now (HTTP)
 
 	infoMu   sync.Mutex
-	server   UpstreamServerInfo
+	server   ServerInfo
 	protocol string
 
-	tasks upTaskState // task-augmented calls (tasks.go)
+	tasks taskState // task-augmented calls (tasks.go)
 }
 
 // connect makes a new connection and initializes it. On failure it returns
 // a reason for Status.
-func (u *Upstream) connect() (*upConn, string, error) {
+func (u *Upstream) connect() (*connection, string, error) {
 	ctx, cancel := context.WithCancel(u.ctx)
-	c := &upConn{
+	c := &connection{
 		u:      u,
 		kind:   u.kind,
 		ctx:    ctx,
@@ -73,17 +73,17 @@ func (u *Upstream) connect() (*upConn, string, error) {
 	}
 	var err error
 	switch u.kind {
-	case upStdio:
+	case kindStdio:
 		err = c.startStdio()
 		if err != nil {
 			c.teardown(u.hurry)
-			return nil, "cannot start: " + upSafeError(err), err
+			return nil, "cannot start: " + safeError(err), err
 		}
-	case upStreamable:
+	case kindStreamable:
 		err = c.startStreamable()
-	case upSSE:
+	case kindSSE:
 		err = c.startSSE()
-	case upInProcess:
+	case kindInProcess:
 		err = c.startInProcess()
 	}
 	if err != nil {
@@ -92,14 +92,14 @@ func (u *Upstream) connect() (*upConn, string, error) {
 		if errors.As(err, &authErr) {
 			return nil, "the server refused the bridge's credentials (HTTP 401)", err
 		}
-		return nil, "unreachable: " + upSafeError(err), err
+		return nil, "unreachable: " + safeError(err), err
 	}
 	ictx, icancel := context.WithTimeout(ctx, u.cfg.InitTimeout)
 	reason, err := c.initialize(ictx)
 	icancel()
 	if err != nil {
 		if c.proc != nil {
-			t := time.NewTimer(upExitReasonWait)
+			t := time.NewTimer(exitReasonWait)
 			select {
 			case <-c.proc.exited:
 				reason = "exited during initialize: " + c.proc.exitDesc()
@@ -113,14 +113,14 @@ func (u *Upstream) connect() (*upConn, string, error) {
 	return c, "", nil
 }
 
-func (c *upConn) startStdio() error {
+func (c *connection) startStdio() error {
 	p, err := c.u.spawn()
 	if err != nil {
 		return err
 	}
 	c.proc = p
-	c.stdin = &upStdin{f: p.stdin, pending: map[int64]*atomic.Bool{}}
-	out := &upStdout{f: p.stdout, lines: c.u.newLines(c.stdin.respond, c.die), onEnd: func() { c.die("closed its stdout") }}
+	c.stdin = &childStdin{f: p.stdin, pending: map[int64]*atomic.Bool{}}
+	out := &childStdout{f: p.stdout, lines: c.u.newLines(c.stdin.respond, c.die), onEnd: func() { c.die("closed its stdout") }}
 	t := mcptransport.NewIO(out, c.stdin, nil)
 	t.SetRequestHandler(c.handleServerRequest)
 	t.SetNotificationHandler(c.handleNotification)
@@ -138,7 +138,7 @@ func (c *upConn) startStdio() error {
 	return nil
 }
 
-func (c *upConn) startStreamable() error {
+func (c *connection) startStreamable() error {
 	t, err := mcptransport.NewStreamableHTTP(c.u.cfg.URL,
 		mcptransport.WithHTTPBasicClient(c.u.httpClient),
 		mcptransport.WithHTTPHeaderFunc(c.u.headerFunc),
@@ -156,29 +156,29 @@ func (c *upConn) startStreamable() error {
 	return t.Start(c.ctx)
 }
 
-func (c *upConn) startSSE() error {
+func (c *connection) startSSE() error {
 	t, err := mcptransport.NewSSE(c.u.cfg.URL,
 		mcptransport.WithHTTPClient(c.u.httpClient),
 		mcptransport.WithHeaderFunc(c.u.headerFunc),
 		mcptransport.WithSSELogger(c.u.transportLogger()),
 		mcptransport.WithEndpointTimeout(c.u.cfg.InitTimeout),
-		mcptransport.WithResponseTimeout(upSSEResponseWait),
+		mcptransport.WithResponseTimeout(sseResponseWait),
 	)
 	if err != nil {
 		return err
 	}
-	// Server→client requests never reach this transport: upSSEBody
-	// answers them (see upRoundTripper).
+	// Server→client requests never reach this transport: sseBody
+	// answers them (see roundTripper).
 	t.SetNotificationHandler(c.handleNotification)
 	t.SetConnectionLostHandler(func(err error) {
-		c.die("connection lost: " + upSafeError(err))
+		c.die("connection lost: " + safeError(err))
 	})
 	c.t = t
 	return t.Start(c.ctx)
 }
 
-func (c *upConn) startInProcess() error {
-	h := upInProcessHandlers{c.u}
+func (c *connection) startInProcess() error {
+	h := inProcessHandlers{c.u}
 	t := mcptransport.NewInProcessTransportWithOptions(c.u.cfg.InProcess,
 		mcptransport.WithElicitationHandler(h),
 		mcptransport.WithSamplingHandler(h),
@@ -190,7 +190,7 @@ func (c *upConn) startInProcess() error {
 }
 
 // die marks the connection broken; the supervisor then replaces it.
-func (c *upConn) die(why string) {
+func (c *connection) die(why string) {
 	c.deadOnce.Do(func() {
 		c.deadMu.Lock()
 		c.deadWhy = why
@@ -201,7 +201,7 @@ func (c *upConn) die(why string) {
 
 // suspect asks the supervisor to ping an HTTP upstream now, after a request
 // failed in a way that may mean the server is gone.
-func (c *upConn) suspect() {
+func (c *connection) suspect() {
 	if c.kind.isHTTP() {
 		select {
 		case c.check <- struct{}{}:
@@ -213,7 +213,7 @@ func (c *upConn) suspect() {
 // watch blocks until the connection breaks or ctx ends, pinging an HTTP
 // upstream every ping (when positive) and when suspected. It returns what
 // broke the connection.
-func (c *upConn) watch(ctx context.Context, ping time.Duration) string {
+func (c *connection) watch(ctx context.Context, ping time.Duration) string {
 	var tick <-chan time.Time
 	if c.kind.isHTTP() && ping > 0 {
 		t := time.NewTicker(ping)
@@ -234,11 +234,11 @@ func (c *upConn) watch(ctx context.Context, ping time.Duration) string {
 	}
 }
 
-func (c *upConn) deathReason() string {
+func (c *connection) deathReason() string {
 	if c.proc != nil {
 		// Standard output usually ends a moment before the exit is seen:
 		// the exit status says more.
-		t := time.NewTimer(upExitReasonWait)
+		t := time.NewTimer(exitReasonWait)
 		defer t.Stop()
 		select {
 		case <-c.proc.exited:
@@ -254,29 +254,29 @@ func (c *upConn) deathReason() string {
 // probe pings the upstream. Any JSON-RPC answer, an error included, means
 // it is there; a lost session is re-initialized; anything else breaks the
 // connection.
-func (c *upConn) probe(ctx context.Context) {
+func (c *connection) probe(ctx context.Context) {
 	epoch := c.epoch.Load()
-	pctx, cancel := context.WithTimeout(ctx, min(upPingTimeout, c.u.cfg.InitTimeout))
+	pctx, cancel := context.WithTimeout(ctx, min(pingTimeout, c.u.cfg.InitTimeout))
 	defer cancel()
 	r := c.send(pctx, string(mcpgo.MethodPing), nil, nil)
 	var authErr *mcptransport.AuthorizationRequiredError
 	switch {
 	case r.err == nil, ctx.Err() != nil:
 	case errors.As(r.err, &authErr), r.status == http.StatusUnauthorized, r.status == http.StatusForbidden:
-		// Reachable; calls fail with ErrUpstreamUnauthorized.
-	case c.kind == upStreamable && errors.Is(r.err, mcptransport.ErrSessionTerminated):
+		// Reachable; calls fail with ErrUnauthorized.
+	case c.kind == kindStreamable && errors.Is(r.err, mcptransport.ErrSessionTerminated):
 		_ = c.reinitialize(ctx, epoch)
 	case pctx.Err() != nil:
 		c.die("no answer to ping")
 	default:
-		c.die("unreachable: " + upSafeError(r.err))
+		c.die("unreachable: " + safeError(r.err))
 	}
 }
 
 // teardown closes the connection and, for a stdio child, stops its process
 // group. It never blocks much longer than the grace periods, and skips them
 // once hurry is closed.
-func (c *upConn) teardown(hurry <-chan struct{}) {
+func (c *connection) teardown(hurry <-chan struct{}) {
 	c.die("closed")
 	c.cancel()
 	if c.t != nil {
@@ -285,7 +285,7 @@ func (c *upConn) teardown(hurry <-chan struct{}) {
 			defer close(closed)
 			_ = c.t.Close() // stdio: closes the child's stdin
 		}()
-		t := time.NewTimer(upTransportClose)
+		t := time.NewTimer(transportClose)
 		select {
 		case <-closed:
 		case <-t.C:
@@ -300,9 +300,9 @@ func (c *upConn) teardown(hurry <-chan struct{}) {
 
 // initialize performs the initialize handshake. On failure it returns a
 // reason for Status.
-func (c *upConn) initialize(ctx context.Context) (string, error) {
+func (c *connection) initialize(ctx context.Context) (string, error) {
 	params, err := json.Marshal(map[string]any{
-		"protocolVersion": upProtocolVersion,
+		"protocolVersion": protocolVersion,
 		// URL mode only: the bridge cannot show a form, but it can tell its
 		// caller which URL to open (-32042 needs this declared).
 		"capabilities": map[string]any{"elicitation": map[string]any{"url": map[string]any{}}},
@@ -320,15 +320,15 @@ func (c *upConn) initialize(ctx context.Context) (string, error) {
 	case errors.As(r.err, &authErr), r.status == http.StatusUnauthorized, r.status == http.StatusForbidden:
 		return fmt.Sprintf("the server refused the bridge's credentials (HTTP %d)", max(r.status, http.StatusUnauthorized)), r.err
 	case errors.Is(r.err, mcptransport.ErrLegacySSEServer):
-		reason := fmt.Sprintf("POST %s answered initialize with HTTP %d", upRedactURLString(c.u.cfg.URL), r.status)
+		reason := fmt.Sprintf("POST %s answered initialize with HTTP %d", redactURLString(c.u.cfg.URL), r.status)
 		if d := c.u.diagnosis(r.status); d != "" {
 			reason += ": " + d
 		}
 		return reason, r.err
 	case c.kind.isHTTP() && !r.sent:
-		return "unreachable: " + upSafeError(r.err), r.err
+		return "unreachable: " + safeError(r.err), r.err
 	default:
-		return "initialize failed: " + upSafeError(r.err), r.err
+		return "initialize failed: " + safeError(r.err), r.err
 	}
 	if r.resp.Error != nil {
 		ue := upstreamError(r.resp.Error)
@@ -358,16 +358,16 @@ func (c *upConn) initialize(ctx context.Context) (string, error) {
 		Notification: mcpgo.Notification{Method: string(mcpgo.MethodNotificationInitialized)},
 	}
 	if err := c.t.SendNotification(ctx, n); err != nil {
-		return "initialized notification failed: " + upSafeError(err), err
+		return "initialized notification failed: " + safeError(err), err
 	}
 	c.infoMu.Lock()
-	c.server = UpstreamServerInfo{Name: res.ServerInfo.Name, Version: res.ServerInfo.Version, Title: res.ServerInfo.Title}
+	c.server = ServerInfo{Name: res.ServerInfo.Name, Version: res.ServerInfo.Version, Title: res.ServerInfo.Title}
 	c.protocol = res.ProtocolVersion
 	c.infoMu.Unlock()
 	return "", nil
 }
 
-func (c *upConn) info() (UpstreamServerInfo, string) {
+func (c *connection) info() (ServerInfo, string) {
 	c.infoMu.Lock()
 	defer c.infoMu.Unlock()
 	return c.server, c.protocol
@@ -376,7 +376,7 @@ func (c *upConn) info() (UpstreamServerInfo, string) {
 // reinitialize starts a new session on a streamable HTTP connection whose
 // session the server dropped (404), unless another caller already did since
 // epoch seen. When it fails, the connection is broken.
-func (c *upConn) reinitialize(ctx context.Context, seen int64) error {
+func (c *connection) reinitialize(ctx context.Context, seen int64) error {
 	c.reinitMu.Lock()
 	defer c.reinitMu.Unlock()
 	if c.epoch.Load() != seen {
@@ -403,8 +403,8 @@ func (c *upConn) reinitialize(ctx context.Context, seen int64) error {
 	return nil
 }
 
-// upSent is the outcome of one request.
-type upSent struct {
+// sendResult is the outcome of one request.
+type sendResult struct {
 	resp   *mcptransport.JSONRPCResponse
 	err    error
 	id     int64
@@ -414,7 +414,7 @@ type upSent struct {
 
 // send sends one raw JSON-RPC request. params are sent as they are (nil:
 // none); header holds per-request HTTP headers (nil: none).
-func (c *upConn) send(ctx context.Context, method string, params json.RawMessage, header http.Header) upSent {
+func (c *connection) send(ctx context.Context, method string, params json.RawMessage, header http.Header) sendResult {
 	id := c.nextID.Add(1)
 	req := mcptransport.JSONRPCRequest{
 		JSONRPC: mcpgo.JSONRPC_VERSION,
@@ -424,18 +424,18 @@ func (c *upConn) send(ctx context.Context, method string, params json.RawMessage
 	if params != nil {
 		req.Params = params
 	}
-	r := upSent{id: id}
+	r := sendResult{id: id}
 	switch c.kind {
-	case upStdio:
+	case kindStdio:
 		wrote := c.stdin.track(id)
 		r.resp, r.err = c.t.SendRequest(ctx, req)
 		c.stdin.untrack(id)
 		r.sent = r.err == nil || wrote.Load()
-	case upStreamable, upSSE:
-		probe := &upProbe{}
-		ctx = context.WithValue(ctx, upProbeKey{}, probe)
+	case kindStreamable, kindSSE:
+		probe := &sendProbe{}
+		ctx = context.WithValue(ctx, probeKey{}, probe)
 		if len(header) > 0 {
-			ctx = context.WithValue(ctx, upHeaderKey{}, header)
+			ctx = context.WithValue(ctx, headerKey{}, header)
 		}
 		r.resp, r.err = c.t.SendRequest(ctx, req)
 		r.sent = r.err == nil || probe.wrote.Load()
@@ -443,7 +443,7 @@ func (c *upConn) send(ctx context.Context, method string, params json.RawMessage
 		if r.err != nil && probe.tooLarge.Load() {
 			r.err = &TooLargeError{Upstream: c.u.Name(), Limit: c.u.cfg.MaxMessageBytes}
 		}
-	case upInProcess:
+	case kindInProcess:
 		// The server runs the handler on this goroutine's behalf and may
 		// ignore ctx: do not wait for it once ctx ends.
 		type answer struct {
@@ -476,7 +476,7 @@ func (c *upConn) send(ctx context.Context, method string, params json.RawMessage
 
 // cancelUpstream sends notifications/cancelled for request id, in the
 // background and best effort.
-func (c *upConn) cancelUpstream(header http.Header, id int64, reason string) {
+func (c *connection) cancelUpstream(header http.Header, id int64, reason string) {
 	n := mcpgo.JSONRPCNotification{
 		JSONRPC: mcpgo.JSONRPC_VERSION,
 		Notification: mcpgo.Notification{
@@ -486,21 +486,21 @@ func (c *upConn) cancelUpstream(header http.Header, id int64, reason string) {
 	}
 	ctx := context.Background()
 	if len(header) > 0 {
-		ctx = context.WithValue(ctx, upHeaderKey{}, header)
+		ctx = context.WithValue(ctx, headerKey{}, header)
 	}
 	go func() {
-		ctx, cancel := context.WithTimeout(ctx, upCancelTimeout)
+		ctx, cancel := context.WithTimeout(ctx, cancelTimeout)
 		defer cancel()
 		stop := context.AfterFunc(c.ctx, cancel)
 		defer stop()
 		if err := c.t.SendNotification(ctx, n); err != nil {
-			c.u.log.Debug("notifications/cancelled not sent", "error", upSafeError(err))
+			c.u.log.Debug("notifications/cancelled not sent", "error", safeError(err))
 		}
 	}()
 }
 
 // listTools reads every page of tools/list, keeping each tool's raw JSON.
-func (c *upConn) listTools(ctx context.Context) ([]json.RawMessage, error) {
+func (c *connection) listTools(ctx context.Context) ([]json.RawMessage, error) {
 	cfg := &c.u.cfg
 	log := c.u.log
 	tools := []json.RawMessage{}
@@ -523,8 +523,8 @@ func (c *upConn) listTools(ctx context.Context) ([]json.RawMessage, error) {
 		}
 		r := c.send(ctx, string(mcpgo.MethodToolsList), params, nil)
 		if r.err != nil {
-			if c.kind == upStreamable && errors.Is(r.err, mcptransport.ErrSessionTerminated) {
-				return nil, upErrSessionGone
+			if c.kind == kindStreamable && errors.Is(r.err, mcptransport.ErrSessionTerminated) {
+				return nil, errSessionGone
 			}
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
@@ -532,7 +532,7 @@ func (c *upConn) listTools(ctx context.Context) ([]json.RawMessage, error) {
 			if errors.Is(r.err, ErrTooLarge) {
 				return nil, r.err
 			}
-			return nil, errors.New(upSafeError(r.err))
+			return nil, errors.New(safeError(r.err))
 		}
 		if r.resp.Error != nil {
 			return nil, upstreamError(r.resp.Error)
@@ -589,7 +589,7 @@ func (c *upConn) listTools(ctx context.Context) ([]json.RawMessage, error) {
 
 // handleServerRequest answers a server→client request (stdio and
 // streamable HTTP transports).
-func (c *upConn) handleServerRequest(_ context.Context, req mcptransport.JSONRPCRequest) (*mcptransport.JSONRPCResponse, error) {
+func (c *connection) handleServerRequest(_ context.Context, req mcptransport.JSONRPCRequest) (*mcptransport.JSONRPCResponse, error) {
 	var params json.RawMessage
 	if req.Params != nil {
 		params, _ = json.Marshal(req.Params)
@@ -620,7 +620,7 @@ func (u *Upstream) answerServerRequest(method string, params json.RawMessage) (j
 			URL           string `json:"url"`
 		}
 		_ = json.Unmarshal(params, &p)
-		e := UpstreamElicitation{Upstream: u.Name(), Mode: p.Mode, ElicitationID: p.ElicitationID, URL: p.URL, Message: p.Message}
+		e := Elicitation{Upstream: u.Name(), Mode: p.Mode, ElicitationID: p.ElicitationID, URL: p.URL, Message: p.Message}
 		if e.Mode == "" {
 			e.Mode = mcpgo.ElicitationModeForm
 		}
@@ -650,12 +650,12 @@ func (u *Upstream) answerServerRequest(method string, params json.RawMessage) (j
 
 // handleNotification routes a notification of the upstream. It runs on the
 // transport's reading goroutine.
-func (c *upConn) handleNotification(n mcpgo.JSONRPCNotification) {
+func (c *connection) handleNotification(n mcpgo.JSONRPCNotification) {
 	if n.Method == mcpgo.MethodNotificationToolsListChanged {
 		c.u.triggerRelist()
 		return
 	}
-	if n.Method == upTaskStatusNote {
+	if n.Method == taskStatusNote {
 		if params, err := json.Marshal(n.Params); err == nil {
 			c.tasks.notified(params)
 		}
@@ -669,11 +669,11 @@ func (c *upConn) handleNotification(n mcpgo.JSONRPCNotification) {
 	}
 }
 
-// upInProcessHandlers answers server→client requests of an in-process
+// inProcessHandlers answers server→client requests of an in-process
 // server, as answerServerRequest does.
-type upInProcessHandlers struct{ u *Upstream }
+type inProcessHandlers struct{ u *Upstream }
 
-func (h upInProcessHandlers) Elicit(_ context.Context, req mcpgo.ElicitationRequest) (*mcpgo.ElicitationResult, error) {
+func (h inProcessHandlers) Elicit(_ context.Context, req mcpgo.ElicitationRequest) (*mcpgo.ElicitationResult, error) {
 	params, err := json.Marshal(req.Params)
 	if err != nil {
 		return nil, err
@@ -689,18 +689,18 @@ func (h upInProcessHandlers) Elicit(_ context.Context, req mcpgo.ElicitationRequ
 	return &out, nil
 }
 
-func (h upInProcessHandlers) CreateMessage(_ context.Context, _ mcpgo.CreateMessageRequest) (*mcpgo.CreateMessageResult, error) {
+func (h inProcessHandlers) CreateMessage(_ context.Context, _ mcpgo.CreateMessageRequest) (*mcpgo.CreateMessageResult, error) {
 	_, _, msg := h.u.answerServerRequest(string(mcpgo.MethodSamplingCreateMessage), nil)
 	return nil, errors.New(msg)
 }
 
-func (h upInProcessHandlers) ListRoots(_ context.Context, _ mcpgo.ListRootsRequest) (*mcpgo.ListRootsResult, error) {
+func (h inProcessHandlers) ListRoots(_ context.Context, _ mcpgo.ListRootsRequest) (*mcpgo.ListRootsResult, error) {
 	return &mcpgo.ListRootsResult{Roots: []mcpgo.Root{}}, nil
 }
 
 // upstreamError converts the error of a JSON-RPC response.
-func upstreamError(d *mcpgo.JSONRPCErrorDetails) *UpstreamError {
-	e := &UpstreamError{Code: d.Code, Message: d.Message}
+func upstreamError(d *mcpgo.JSONRPCErrorDetails) *Error {
+	e := &Error{Code: d.Code, Message: d.Message}
 	if d.Data != nil {
 		if raw, err := json.Marshal(d.Data); err == nil {
 			e.Data = raw

@@ -21,39 +21,39 @@ import (
 )
 
 // The fake stdio MCP server is this test binary, re-executed with
-// upFakeEnv set: it runs TestUpstreamFakeServerProcess only, which speaks
+// fakeEnv set: it runs TestUpstreamFakeServerProcess only, which speaks
 // raw JSON-RPC lines on stdin/stdout and exits. (A helper test rather than
 // TestMain, which another file of the package may want.)
-const upFakeEnv = "MCPOTC_TEST_FAKE_UPSTREAM"
+const fakeEnv = "MCPOTC_TEST_FAKE_UPSTREAM"
 
 // Environment switches of the fake server.
 const (
-	upFakeIgnoreTerm  = "FAKE_IGNORE_TERM"   // "1": ignore SIGTERM and the end of stdin
-	upFakeExitAtStart = "FAKE_EXIT_AT_START" // "1": print to stderr and exit 1 at once
-	upFakeBadList     = "FAKE_BAD_LIST"      // "1": tools/list answers a malformed result (until list_ok)
+	fakeIgnoreTerm  = "FAKE_IGNORE_TERM"   // "1": ignore SIGTERM and the end of stdin
+	fakeExitAtStart = "FAKE_EXIT_AT_START" // "1": print to stderr and exit 1 at once
+	fakeBadList     = "FAKE_BAD_LIST"      // "1": tools/list answers a malformed result (until list_ok)
 )
 
 func TestUpstreamFakeServerProcess(t *testing.T) {
-	if os.Getenv(upFakeEnv) != "1" {
+	if os.Getenv(fakeEnv) != "1" {
 		return
 	}
-	os.Exit(upRunFake(os.Stdin, os.Stdout, os.Stderr))
+	os.Exit(runFake(os.Stdin, os.Stdout, os.Stderr))
 }
 
 // The tools of the fake server's three tools/list pages, byte for byte as
 // it sends them (odd spacing included): the upstream must keep them so.
 const (
-	upFakeTool1 = `{"name":"echo_raw",  "description":"Echoes its raw arguments.", "inputSchema":{"type":"object","description":"top-level description","anyOf":[{"required":["a"]},{"required":["b"]}],"$defs":{"n":{"type":"integer"}},"properties":{"a":{"$ref":"#/$defs/n"},"b":{"type":"string"}}}}`
-	upFakeTool2 = `{"name":"errors","inputSchema":{"type":"object"} , "annotations":{"readOnlyHint":true}}`
-	upFakeTool3 = `{"name":"elicit","inputSchema":{"type":"object","oneOf":[{"type":"object"}]},"outputSchema":{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object"}}`
-	upFakeTool4 = `{"name":"slow","inputSchema":{"type":"object","properties":{"n":{"type":"integer","maximum":123456789012345678901234567890}}}}`
-	upFakeTool5 = `{"name":"added_later","inputSchema":{"type":"object"}}`
+	fakeTool1 = `{"name":"echo_raw",  "description":"Echoes its raw arguments.", "inputSchema":{"type":"object","description":"top-level description","anyOf":[{"required":["a"]},{"required":["b"]}],"$defs":{"n":{"type":"integer"}},"properties":{"a":{"$ref":"#/$defs/n"},"b":{"type":"string"}}}}`
+	fakeTool2 = `{"name":"errors","inputSchema":{"type":"object"} , "annotations":{"readOnlyHint":true}}`
+	fakeTool3 = `{"name":"elicit","inputSchema":{"type":"object","oneOf":[{"type":"object"}]},"outputSchema":{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object"}}`
+	fakeTool4 = `{"name":"slow","inputSchema":{"type":"object","properties":{"n":{"type":"integer","maximum":123456789012345678901234567890}}}}`
+	fakeTool5 = `{"name":"added_later","inputSchema":{"type":"object"}}`
 	// Dropped by the upstream: no name, and a duplicate.
-	upFakeNoName    = `{"description":"no name"}`
-	upFakeDuplicate = `{"name":"echo_raw","inputSchema":{"type":"object"}}`
+	fakeNoName    = `{"description":"no name"}`
+	fakeDuplicate = `{"name":"echo_raw","inputSchema":{"type":"object"}}`
 )
 
-type upFake struct {
+type fake struct {
 	out  io.Writer
 	errw io.Writer
 	wmu  sync.Mutex
@@ -66,17 +66,17 @@ type upFake struct {
 	initParams json.RawMessage
 }
 
-func upRunFake(in io.Reader, out, errw io.Writer) int {
-	if os.Getenv(upFakeExitAtStart) == "1" {
+func runFake(in io.Reader, out, errw io.Writer) int {
+	if os.Getenv(fakeExitAtStart) == "1" {
 		fmt.Fprintln(errw, "fake: exiting at start")
 		return 1
 	}
-	stubborn := os.Getenv(upFakeIgnoreTerm) == "1"
+	stubborn := os.Getenv(fakeIgnoreTerm) == "1"
 	if stubborn {
 		signal.Ignore(syscall.SIGTERM)
 	}
-	f := &upFake{out: out, errw: errw, waiting: map[string]chan []byte{}, cancels: map[string]chan struct{}{}}
-	f.badList = os.Getenv(upFakeBadList) == "1"
+	f := &fake{out: out, errw: errw, waiting: map[string]chan []byte{}, cancels: map[string]chan struct{}{}}
+	f.badList = os.Getenv(fakeBadList) == "1"
 	fmt.Fprintln(errw, "fake: started")
 	br := bufio.NewReader(in)
 	for {
@@ -93,22 +93,22 @@ func upRunFake(in io.Reader, out, errw io.Writer) int {
 	}
 }
 
-func (f *upFake) send(line string) {
+func (f *fake) send(line string) {
 	f.wmu.Lock()
 	defer f.wmu.Unlock()
 	io.WriteString(f.out, line+"\n")
 }
 
-func (f *upFake) reply(id json.RawMessage, result string) {
+func (f *fake) reply(id json.RawMessage, result string) {
 	f.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":%s}`, id, result))
 }
 
-func (f *upFake) replyText(id json.RawMessage, text string) {
+func (f *fake) replyText(id json.RawMessage, text string) {
 	b, _ := json.Marshal(text)
 	f.reply(id, `{"content":[{"type":"text","text":`+string(b)+`}]}`)
 }
 
-func (f *upFake) fail(id json.RawMessage, code int, msg, data string) {
+func (f *fake) fail(id json.RawMessage, code int, msg, data string) {
 	m, _ := json.Marshal(msg)
 	e := fmt.Sprintf(`{"code":%d,"message":%s`, code, m)
 	if data != "" {
@@ -117,7 +117,7 @@ func (f *upFake) fail(id json.RawMessage, code int, msg, data string) {
 	f.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"error":%s}}`, id, e))
 }
 
-func (f *upFake) handle(line []byte) {
+func (f *fake) handle(line []byte) {
 	var m struct {
 		ID     json.RawMessage `json:"id"`
 		Method string          `json:"method"`
@@ -154,7 +154,7 @@ func (f *upFake) handle(line []byte) {
 	}
 }
 
-func (f *upFake) request(id json.RawMessage, method string, params json.RawMessage) {
+func (f *fake) request(id json.RawMessage, method string, params json.RawMessage) {
 	switch method {
 	case "initialize":
 		f.mu.Lock()
@@ -178,14 +178,14 @@ func (f *upFake) request(id json.RawMessage, method string, params json.RawMessa
 		}
 		switch p.Cursor {
 		case "":
-			f.reply(id, `{"tools":[`+upFakeTool1+`,`+upFakeTool2+`],"nextCursor":"page-2"}`)
+			f.reply(id, `{"tools":[`+fakeTool1+`,`+fakeTool2+`],"nextCursor":"page-2"}`)
 		case "page-2":
-			f.reply(id, `{"tools":[`+upFakeTool3+`, `+upFakeNoName+`],"nextCursor":"page-3"}`)
+			f.reply(id, `{"tools":[`+fakeTool3+`, `+fakeNoName+`],"nextCursor":"page-3"}`)
 		case "page-3":
-			tools := upFakeTool4 + `,` + upFakeDuplicate
+			tools := fakeTool4 + `,` + fakeDuplicate
 			f.mu.Lock()
 			if f.extraTool {
-				tools += `,` + upFakeTool5
+				tools += `,` + fakeTool5
 			}
 			f.mu.Unlock()
 			f.reply(id, `{"tools":[`+tools+`]}`)
@@ -206,7 +206,7 @@ func (f *upFake) request(id json.RawMessage, method string, params json.RawMessa
 }
 
 // ask sends a server→client request and waits for its answer line.
-func (f *upFake) ask(id, method, params string) string {
+func (f *fake) ask(id, method, params string) string {
 	ch := make(chan []byte, 1)
 	f.mu.Lock()
 	f.waiting[id] = ch
@@ -224,7 +224,7 @@ func (f *upFake) ask(id, method, params string) string {
 	}
 }
 
-func (f *upFake) call(id json.RawMessage, name string, args, meta json.RawMessage) {
+func (f *fake) call(id json.RawMessage, name string, args, meta json.RawMessage) {
 	switch name {
 	case "echo_raw":
 		f.replyText(id, string(args))
@@ -307,36 +307,36 @@ func (f *upFake) call(id json.RawMessage, name string, args, meta json.RawMessag
 	}
 }
 
-// upLogs collects log output for assertions.
-type upLogs struct {
+// testLogs collects log output for assertions.
+type testLogs struct {
 	mu  sync.Mutex
 	buf bytes.Buffer
 }
 
-func (l *upLogs) Write(p []byte) (int, error) {
+func (l *testLogs) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.buf.Write(p)
 }
 
-func (l *upLogs) String() string {
+func (l *testLogs) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.buf.String()
 }
 
-func (l *upLogs) logger() *slog.Logger {
+func (l *testLogs) logger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(l, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
 // waitLog waits until the logs contain s.
-func (l *upLogs) waitLog(t *testing.T, s string, within time.Duration) {
+func (l *testLogs) waitLog(t *testing.T, s string, within time.Duration) {
 	t.Helper()
-	upEventually(t, within, "log line "+strconv.Quote(s), func() bool { return strings.Contains(l.String(), s) })
+	eventually(t, within, "log line "+strconv.Quote(s), func() bool { return strings.Contains(l.String(), s) })
 }
 
-// upEventually polls cond until it holds or within passes.
-func upEventually(t *testing.T, within time.Duration, what string, cond func() bool) {
+// eventually polls cond until it holds or within passes.
+func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for !cond() {
@@ -347,18 +347,18 @@ func upEventually(t *testing.T, within time.Duration, what string, cond func() b
 	}
 }
 
-// upStartFake starts an upstream on the fake stdio server. cfg may set
+// startFake starts an upstream on the fake stdio server. cfg may set
 // anything but Command and Args; opts.Logger is set to logs.
-func upStartFake(t *testing.T, cfg UpstreamConfig, opts UpstreamOptions) (*Upstream, *upLogs) {
+func startFake(t *testing.T, cfg Config, opts Options) (*Upstream, *testLogs) {
 	t.Helper()
-	logs := &upLogs{}
+	logs := &testLogs{}
 	if cfg.Name == "" {
 		cfg.Name = "fake-stdio"
 	}
 	cfg.Command = os.Args[0]
 	cfg.Args = []string{"-test.run=^TestUpstreamFakeServerProcess$"}
 	// A race-enabled binary sleeps 1s at exit unless told not to.
-	cfg.Env = append(cfg.Env, upFakeEnv+"=1", "GORACE=atexit_sleep_ms=0")
+	cfg.Env = append(cfg.Env, fakeEnv+"=1", "GORACE=atexit_sleep_ms=0")
 	if cfg.RestartBackoffMin == 0 {
 		cfg.RestartBackoffMin, cfg.RestartBackoffMax = 20*time.Millisecond, 200*time.Millisecond
 	}
@@ -366,7 +366,7 @@ func upStartFake(t *testing.T, cfg UpstreamConfig, opts UpstreamOptions) (*Upstr
 		cfg.KillGrace = 500 * time.Millisecond
 	}
 	opts.Logger = logs.logger()
-	u, err := StartUpstream(context.Background(), &cfg, &opts)
+	u, err := Start(context.Background(), &cfg, &opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -380,7 +380,7 @@ func upStartFake(t *testing.T, cfg UpstreamConfig, opts UpstreamOptions) (*Upstr
 	return u, logs
 }
 
-func upWaitReady(t *testing.T, u *Upstream) {
+func waitReady(t *testing.T, u *Upstream) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
@@ -389,27 +389,27 @@ func upWaitReady(t *testing.T, u *Upstream) {
 	}
 }
 
-// upWaitTools waits until the upstream lists n tools and returns them.
-func upWaitTools(t *testing.T, u *Upstream, n int) []json.RawMessage {
+// waitTools waits until the upstream lists n tools and returns them.
+func waitTools(t *testing.T, u *Upstream, n int) []json.RawMessage {
 	t.Helper()
 	var tools []json.RawMessage
-	upEventually(t, 10*time.Second, fmt.Sprintf("%d tools", n), func() bool {
+	eventually(t, 10*time.Second, fmt.Sprintf("%d tools", n), func() bool {
 		tools = u.Tools()
 		return len(tools) == n
 	})
 	return tools
 }
 
-// upCall calls a tool with a bounded context.
-func upCall(t *testing.T, u *Upstream, name, args string) (json.RawMessage, error) {
+// callTool calls a tool with a bounded context.
+func callTool(t *testing.T, u *Upstream, name, args string) (json.RawMessage, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	return u.CallTool(ctx, name, json.RawMessage(args), nil, nil)
 }
 
-// upText returns the text of the first content block of a raw result.
-func upText(t *testing.T, result json.RawMessage) string {
+// resultText returns the text of the first content block of a raw result.
+func resultText(t *testing.T, result json.RawMessage) string {
 	t.Helper()
 	var r struct {
 		Content []struct {
@@ -422,11 +422,11 @@ func upText(t *testing.T, result json.RawMessage) string {
 	return r.Content[0].Text
 }
 
-// upSampleEnv makes the test binary serve the sample server over stdio.
-const upSampleEnv = "MCPOTC_TEST_SAMPLE_STDIO"
+// sampleEnv makes the test binary serve the sample server over stdio.
+const sampleEnv = "MCPOTC_TEST_SAMPLE_STDIO"
 
 func TestUpstreamSampleServerProcess(t *testing.T) {
-	if os.Getenv(upSampleEnv) != "1" {
+	if os.Getenv(sampleEnv) != "1" {
 		return
 	}
 	if err := sample.ServeStdio(context.Background(), os.Stdin, os.Stdout); err != nil {
@@ -440,7 +440,7 @@ func TestUpstreamSampleServerProcess(t *testing.T) {
 // streamed in 64 KiB pieces (never held whole), then answers the call when
 // the line was not the answer itself. It answers with the total size of the
 // line it wrote ("wrote N") when the big line was not the answer.
-func (f *upFake) big(id json.RawMessage, args json.RawMessage) {
+func (f *fake) big(id json.RawMessage, args json.RawMessage) {
 	var a struct {
 		MB    int    `json:"mb"`
 		Shape string `json:"shape"`

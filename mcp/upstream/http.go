@@ -19,35 +19,35 @@ import (
 	"sync/atomic"
 )
 
-// upProbeKey marks the context of a request whose first HTTP exchange is
-// observed by upRoundTripper.
-type upProbeKey struct{}
+// probeKey marks the context of a request whose first HTTP exchange is
+// observed by roundTripper.
+type probeKey struct{}
 
-// upHeaderKey carries per-call HTTP headers to headerFunc.
-type upHeaderKey struct{}
+// headerKey carries per-call HTTP headers to headerFunc.
+type headerKey struct{}
 
-// upProbe records whether a request was written to the network and the
+// sendProbe records whether a request was written to the network and the
 // status it got: a request that was never written did not reach the tool.
-type upProbe struct {
+type sendProbe struct {
 	first    atomic.Bool
 	wrote    atomic.Bool
 	status   atomic.Int32
 	tooLarge atomic.Bool // a message of its responses was over the limit
 }
 
-// upRoundTripper observes the first HTTP exchange of a probed request,
-// bounds the messages of every response body (upLimitBody) and, for a
+// roundTripper observes the first HTTP exchange of a probed request,
+// bounds the messages of every response body (limitBody) and, for a
 // legacy SSE upstream (sse set), filters the event stream.
-type upRoundTripper struct {
+type roundTripper struct {
 	base http.RoundTripper
 	u    *Upstream
 	sse  bool
 }
 
-func (rt *upRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
+func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	var resp *http.Response
 	var err error
-	p, _ := req.Context().Value(upProbeKey{}).(*upProbe)
+	p, _ := req.Context().Value(probeKey{}).(*sendProbe)
 	if p == nil || !p.first.CompareAndSwap(false, true) {
 		resp, err = rt.base.RoundTrip(req)
 	} else {
@@ -67,22 +67,22 @@ func (rt *upRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	if rt.sse && req.Method == http.MethodGet && resp.StatusCode == http.StatusOK && mt == "text/event-stream" {
-		resp.Body = &upSSEBody{u: rt.u, stream: req.URL, src: resp.Body, br: bufio.NewReader(resp.Body)}
+		resp.Body = &sseBody{u: rt.u, stream: req.URL, src: resp.Body, br: bufio.NewReader(resp.Body)}
 	} else if resp.Body != nil && resp.Body != http.NoBody {
-		resp.Body = &upLimitBody{u: rt.u, src: resp.Body, max: rt.u.cfg.MaxMessageBytes, events: mt == "text/event-stream", probe: p}
+		resp.Body = &limitBody{u: rt.u, src: resp.Body, max: rt.u.cfg.MaxMessageBytes, events: mt == "text/event-stream", probe: p}
 	}
 	return resp, err
 }
 
-// upLimitBody bounds the messages of an HTTP response body: the whole body
+// limitBody bounds the messages of an HTTP response body: the whole body
 // (a JSON answer, an error page), or each event of an event stream. mcp-go
 // v1.2.1's streamable HTTP transport decodes a JSON answer with
 // json.Decoder (which buffers the whole value), reads an error body with
 // io.ReadAll and an event stream with bufio.Reader.ReadString('\n')
 // (StreamableHTTP.SendRequest, readSSEWithCursor): none is bounded. So the
-// first upPassMax bytes of a message pass at once; the rest is held here
+// first passMax bytes of a message pass at once; the rest is held here
 // (in pieces, without doubling copies) until the message ends within the
-// limit, and then passed on: mcp-go never buffers more than upPassMax of a
+// limit, and then passed on: mcp-go never buffers more than passMax of a
 // message over the limit.
 //
 // When a message passes the limit, the response of a request (probe set:
@@ -92,16 +92,16 @@ func (rt *upRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 // rest). Any other stream (the GET stream of notifications) drops that
 // event and goes on: mcp-go gets its start ended by a blank line, which it
 // cannot decode and skips.
-type upLimitBody struct {
+type limitBody struct {
 	u      *Upstream
 	src    io.ReadCloser
 	max    int64
 	events bool
-	probe  *upProbe
+	probe  *sendProbe
 	n      int64    // bytes of the current message
 	line   int64    // events: bytes of the current line, '\r' and '\n' excluded
 	skip   bool     // events: dropping the rest of an event over the limit
-	held   [][]byte // bytes of the current message past upPassMax
+	held   [][]byte // bytes of the current message past passMax
 	// q is what the reader gets next, in order: pieces of buf (valid until
 	// the next read of src, which waits for q to be empty) and held pieces.
 	q      [][]byte
@@ -112,7 +112,7 @@ type upLimitBody struct {
 
 var errUpTooLarge = errors.New("message over the limit")
 
-func (b *upLimitBody) Read(p []byte) (int, error) {
+func (b *limitBody) Read(p []byte) (int, error) {
 	if b.err != nil {
 		return 0, b.err
 	}
@@ -148,8 +148,8 @@ func (b *upLimitBody) Read(p []byte) (int, error) {
 
 // take passes or holds seg, the next bytes of the current message; false
 // when the message is over the limit.
-func (b *upLimitBody) take(seg []byte) bool {
-	pass := min(upPassMax, b.max)
+func (b *limitBody) take(seg []byte) bool {
+	pass := min(passMax, b.max)
 	if b.n+int64(len(seg)) > b.max {
 		return false
 	}
@@ -164,7 +164,7 @@ func (b *upLimitBody) take(seg []byte) bool {
 	b.n += int64(len(seg))
 	for len(seg) > 0 {
 		if k := len(b.held); k == 0 || len(b.held[k-1]) == cap(b.held[k-1]) {
-			b.held = append(b.held, make([]byte, 0, upHeldPiece))
+			b.held = append(b.held, make([]byte, 0, heldPiece))
 		}
 		last := &b.held[len(b.held)-1]
 		n := min(len(seg), cap(*last)-len(*last))
@@ -175,14 +175,14 @@ func (b *upLimitBody) take(seg []byte) bool {
 }
 
 // flush passes the held bytes on: their message ended within the limit.
-func (b *upLimitBody) flush() {
+func (b *limitBody) flush() {
 	b.q = append(b.q, b.held...)
 	b.held = nil
 }
 
 // filter takes bytes of an event stream, event by event; false when the
 // request must fail.
-func (b *upLimitBody) filter(p []byte) bool {
+func (b *limitBody) filter(p []byte) bool {
 	for len(p) > 0 {
 		j := bytes.IndexByte(p, '\n')
 		seg := p
@@ -212,7 +212,7 @@ func (b *upLimitBody) filter(p []byte) bool {
 	return true
 }
 
-func (b *upLimitBody) fail() (int, error) {
+func (b *limitBody) fail() (int, error) {
 	if b.probe != nil {
 		b.probe.tooLarge.Store(true)
 	}
@@ -221,17 +221,17 @@ func (b *upLimitBody) fail() (int, error) {
 	return 0, b.err
 }
 
-func (b *upLimitBody) Close() error { return b.src.Close() }
+func (b *limitBody) Close() error { return b.src.Close() }
 
-func (rt *upRoundTripper) CloseIdleConnections() {
+func (rt *roundTripper) CloseIdleConnections() {
 	if c, ok := rt.base.(interface{ CloseIdleConnections() }); ok {
 		c.CloseIdleConnections()
 	}
 }
 
-// upNewHTTPClient returns the client of upstream u: base (or a pooled
+// newHTTPClient returns the client of upstream u: base (or a pooled
 // default) with its transport observed; sse tells a legacy SSE upstream.
-func upNewHTTPClient(base *http.Client, u *Upstream, sse bool) *http.Client {
+func newHTTPClient(base *http.Client, u *Upstream, sse bool) *http.Client {
 	var c http.Client
 	var rt http.RoundTripper
 	if base != nil {
@@ -243,12 +243,12 @@ func upNewHTTPClient(base *http.Client, u *Upstream, sse bool) *http.Client {
 		t.MaxIdleConnsPerHost = 64
 		rt = t
 	}
-	c.Transport = &upRoundTripper{base: rt, u: u, sse: sse}
+	c.Transport = &roundTripper{base: rt, u: u, sse: sse}
 	return &c
 }
 
-// upReservedHeader reports headers the transports set themselves.
-func upReservedHeader(canonical string) bool {
+// reservedHeader reports headers the transports set themselves.
+func reservedHeader(canonical string) bool {
 	switch canonical {
 	case "Content-Type", "Accept", "Mcp-Session-Id", "Mcp-Protocol-Version", "Host",
 		"Content-Length", "Last-Event-Id", "Connection", "Transfer-Encoding":
@@ -257,12 +257,12 @@ func upReservedHeader(canonical string) bool {
 	return false
 }
 
-// staticHeaders flattens UpstreamConfig.Headers for mcp-go's header hooks.
+// staticHeaders flattens Config.Headers for mcp-go's header hooks.
 func (u *Upstream) staticHeaders(h http.Header) map[string]string {
 	m := make(map[string]string, len(h))
 	for k, vs := range h {
 		ck := http.CanonicalHeaderKey(k)
-		if upReservedHeader(ck) {
+		if reservedHeader(ck) {
 			u.log.Warn("ignoring a configured header that the transport sets itself", "header", ck)
 			continue
 		}
@@ -277,7 +277,7 @@ func (u *Upstream) staticHeaders(h http.Header) map[string]string {
 // static ones, overridden by the per-call ones carried in ctx. The
 // transports apply them after their own, hence the reserved names.
 func (u *Upstream) headerFunc(ctx context.Context) map[string]string {
-	h, _ := ctx.Value(upHeaderKey{}).(http.Header)
+	h, _ := ctx.Value(headerKey{}).(http.Header)
 	if len(h) == 0 {
 		return u.headers // read only
 	}
@@ -287,7 +287,7 @@ func (u *Upstream) headerFunc(ctx context.Context) map[string]string {
 	}
 	for k, vs := range h {
 		ck := http.CanonicalHeaderKey(k)
-		if upReservedHeader(ck) || len(vs) == 0 {
+		if reservedHeader(ck) || len(vs) == 0 {
 			continue
 		}
 		m[ck] = strings.Join(vs, ", ")
@@ -298,26 +298,26 @@ func (u *Upstream) headerFunc(ctx context.Context) map[string]string {
 // transportLogger is the logger given to mcp-go's transports: their lines
 // go out at debug level (they retry on their own and would be noisy), with
 // the error key of every other line ("err" in mcp-go v1.2.1, "error"
-// here), and each error as upSafeError gives it: mcp-go logs errors that
+// here), and each error as safeError gives it: mcp-go logs errors that
 // hold the server's URL, query and all.
 func (u *Upstream) transportLogger() *slog.Logger {
-	return slog.New(upDebugHandler{u.log.Handler()})
+	return slog.New(debugHandler{u.log.Handler()})
 }
 
-type upDebugHandler struct{ h slog.Handler }
+type debugHandler struct{ h slog.Handler }
 
-func (d upDebugHandler) Enabled(ctx context.Context, _ slog.Level) bool {
+func (d debugHandler) Enabled(ctx context.Context, _ slog.Level) bool {
 	return d.h.Enabled(ctx, slog.LevelDebug)
 }
 
-func (d upDebugHandler) Handle(ctx context.Context, r slog.Record) error {
+func (d debugHandler) Handle(ctx context.Context, r slog.Record) error {
 	out := slog.NewRecord(r.Time, slog.LevelDebug, r.Message, r.PC)
 	r.Attrs(func(a slog.Attr) bool {
 		if a.Key == "err" {
 			a.Key = "error"
 		}
 		if err, ok := a.Value.Any().(error); ok && a.Value.Kind() == slog.KindAny {
-			a.Value = slog.StringValue(upSafeError(err))
+			a.Value = slog.StringValue(safeError(err))
 		}
 		out.AddAttrs(a)
 		return true
@@ -325,25 +325,25 @@ func (d upDebugHandler) Handle(ctx context.Context, r slog.Record) error {
 	return d.h.Handle(ctx, out)
 }
 
-func (d upDebugHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
-	return upDebugHandler{d.h.WithAttrs(attrs)}
+func (d debugHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return debugHandler{d.h.WithAttrs(attrs)}
 }
 
-func (d upDebugHandler) WithGroup(name string) slog.Handler {
-	return upDebugHandler{d.h.WithGroup(name)}
+func (d debugHandler) WithGroup(name string) slog.Handler {
+	return debugHandler{d.h.WithGroup(name)}
 }
 
-// upSafeError is the text of a transport error fit for logs, status and
+// safeError is the text of a transport error fit for logs, status and
 // error messages: a URL in it loses its query and credentials, and the
 // text is bounded (an HTTP error may quote the response body).
-func upSafeError(err error) string {
+func safeError(err error) string {
 	if err == nil {
 		return ""
 	}
 	s := err.Error()
 	var ue *url.Error
 	if errors.As(err, &ue) {
-		s = ue.Op + " " + upRedactURLString(ue.URL) + ": " + ue.Err.Error()
+		s = ue.Op + " " + redactURLString(ue.URL) + ": " + ue.Err.Error()
 	}
 	const limit = 300
 	if len(s) > limit {
@@ -352,16 +352,16 @@ func upSafeError(err error) string {
 	return s
 }
 
-func upRedactURLString(s string) string {
+func redactURLString(s string) string {
 	u, err := url.Parse(s)
 	if err != nil {
 		return "(url)"
 	}
-	return upRedactURL(u)
+	return redactURL(u)
 }
 
-// upRedactURL drops the credentials, query and fragment of u.
-func upRedactURL(u *url.URL) string {
+// redactURL drops the credentials, query and fragment of u.
+func redactURL(u *url.URL) string {
 	c := *u
 	c.User = nil
 	c.RawQuery, c.ForceQuery = "", false
@@ -369,7 +369,7 @@ func upRedactURL(u *url.URL) string {
 	return c.String()
 }
 
-// upSSEBody is the event stream of a legacy SSE upstream as mcp-go's SSE
+// sseBody is the event stream of a legacy SSE upstream as mcp-go's SSE
 // transport reads it. That transport cannot answer server→client requests
 // (it would take one for the response of a pending request with the same
 // id, or drop it, and the server would wait): they are answered here and
@@ -379,11 +379,11 @@ func upRedactURL(u *url.URL) string {
 // reads the stream with bufio.Reader.ReadString('\n') (SSE.readSSE), which
 // holds a line however long it is. An event over the limit is dropped as
 // it arrives, keeping the first and last bytes of its data to find its
-// "id" (see upLines): an answer becomes a synthetic error event for its id
+// "id" (see lineBounder): an answer becomes a synthetic error event for its id
 // (that call fails with ErrTooLarge), a server request is answered with a
 // JSON-RPC error, a notification is dropped, and without an id the stream
 // fails (the upstream reconnects).
-type upSSEBody struct {
+type sseBody struct {
 	u      *Upstream
 	stream *url.URL // the GET's URL, against which the endpoint is resolved
 	src    io.ReadCloser
@@ -393,37 +393,37 @@ type upSSEBody struct {
 	ev       []byte // the raw lines of the event being read
 	event    string
 	data     []byte
-	line     []byte     // the line being read, when it comes in pieces
-	size     int64      // bytes of the event so far
-	over     *upSSEOver // the event is over the limit
-	endpoint *url.URL   // where messages are POSTed, from the endpoint event
+	line     []byte   // the line being read, when it comes in pieces
+	size     int64    // bytes of the event so far
+	over     *sseOver // the event is over the limit
+	endpoint *url.URL // where messages are POSTed, from the endpoint event
 	err      error
 }
 
-// upSSEOver is what is kept of an event over the limit.
-type upSSEOver struct {
+// sseOver is what is kept of an event over the limit.
+type sseOver struct {
 	head     []byte // the first bytes of its data
-	tail     upRing // the last bytes of its data
+	tail     ring   // the last bytes of its data
 	inLine   bool   // in the middle of a line
 	dataLine bool   // that line is a data line
 	dataSeen bool
 }
 
-func (o *upSSEOver) addData(p []byte) {
-	if room := upHeadKeep - len(o.head); room > 0 {
+func (o *sseOver) addData(p []byte) {
+	if room := headKeep - len(o.head); room > 0 {
 		o.head = append(o.head, p[:min(len(p), room)]...)
 	}
 	o.tail.write(p)
 }
 
-func (o *upSSEOver) startDataLine() {
+func (o *sseOver) startDataLine() {
 	if o.dataSeen {
 		o.addData([]byte("\n"))
 	}
 	o.dataSeen = true
 }
 
-func (b *upSSEBody) Read(p []byte) (int, error) {
+func (b *sseBody) Read(p []byte) (int, error) {
 	for len(b.out) == 0 {
 		if b.err != nil {
 			return 0, b.err
@@ -449,10 +449,10 @@ func (b *upSSEBody) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-func (b *upSSEBody) Close() error { return b.src.Close() }
+func (b *sseBody) Close() error { return b.src.Close() }
 
 // piece takes a piece of a line (ReadSlice's: valid until the next read).
-func (b *upSSEBody) piece(piece []byte) {
+func (b *sseBody) piece(piece []byte) {
 	b.size += int64(len(piece))
 	if b.over == nil && b.size > b.u.cfg.MaxMessageBytes {
 		b.goOver()
@@ -478,7 +478,7 @@ func (b *upSSEBody) piece(piece []byte) {
 
 // lineDone takes one line of the stream, '\n' included, and reports
 // whether it was blank (the end of an event).
-func (b *upSSEBody) lineDone(line []byte) bool {
+func (b *sseBody) lineDone(line []byte) bool {
 	b.ev = append(b.ev, line...)
 	s := bytes.TrimRight(line, "\r\n")
 	if len(s) != 0 {
@@ -510,8 +510,8 @@ func (b *upSSEBody) lineDone(line []byte) bool {
 }
 
 // goOver starts dropping the event being read, keeping the ends of its data.
-func (b *upSSEBody) goOver() {
-	o := &upSSEOver{dataSeen: len(b.data) > 0}
+func (b *sseBody) goOver() {
+	o := &sseOver{dataSeen: len(b.data) > 0}
 	o.addData(b.data)
 	if len(b.line) > 0 {
 		o.inLine = true
@@ -526,7 +526,7 @@ func (b *upSSEBody) goOver() {
 }
 
 // overPiece takes a piece of a line of an event over the limit.
-func (b *upSSEBody) overPiece(piece []byte) {
+func (b *sseBody) overPiece(piece []byte) {
 	o := b.over
 	complete := piece[len(piece)-1] == '\n'
 	content := piece
@@ -553,8 +553,8 @@ func (b *upSSEBody) overPiece(piece []byte) {
 }
 
 // endOver handles the end of an event over the limit.
-func (b *upSSEBody) endOver() {
-	var e upMsgEnds
+func (b *sseBody) endOver() {
+	var e msgEnds
 	e.scanHead(b.over.head)
 	e.scanTail(b.over.tail.bytes())
 	size, limit := b.size, b.u.cfg.MaxMessageBytes
@@ -584,7 +584,7 @@ func (b *upSSEBody) endOver() {
 
 // serverRequest answers data in the background when it is a server→client
 // request, and reports whether it was one.
-func (b *upSSEBody) serverRequest(data string) bool {
+func (b *sseBody) serverRequest(data string) bool {
 	var m struct {
 		ID     json.RawMessage `json:"id"`
 		Method string          `json:"method"`
@@ -621,7 +621,7 @@ func (u *Upstream) answerOverSSE(endpoint *url.URL, id json.RawMessage, method s
 // postOverSSE POSTs the bridge's answer to a server→client request of a
 // legacy SSE upstream; method names it in logs.
 func (u *Upstream) postOverSSE(endpoint *url.URL, body []byte, method string) {
-	ctx, cancel := context.WithTimeout(u.ctx, upPingTimeout)
+	ctx, cancel := context.WithTimeout(u.ctx, pingTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint.String(), bytes.NewReader(body))
 	if err != nil {
@@ -633,7 +633,7 @@ func (u *Upstream) postOverSSE(endpoint *url.URL, body []byte, method string) {
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := u.httpClient.Do(req)
 	if err != nil {
-		u.log.Debug("answer to a server request not sent", "method", method, "error", upSafeError(err))
+		u.log.Debug("answer to a server request not sent", "method", method, "error", safeError(err))
 		return
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))

@@ -23,30 +23,30 @@ import (
 	mcpserver "github.com/mark3labs/mcp-go/server"
 )
 
-// upRawSchema has keywords that mcp-go's typed Tool drops when a client
+// rawSchema has keywords that mcp-go's typed Tool drops when a client
 // decodes tools/list (top-level description, anyOf, $defs).
-const upRawSchema = `{"type":"object","description":"top-level description","anyOf":[{"required":["a"]},{"required":["b"]}],"$defs":{"n":{"type":"integer","maximum":123456789012345678901234567890}},"properties":{"a":{"$ref":"#/$defs/n"},"b":{"type":"string"}}}`
+const rawSchema = `{"type":"object","description":"top-level description","anyOf":[{"required":["a"]},{"required":["b"]}],"$defs":{"n":{"type":"integer","maximum":123456789012345678901234567890}},"properties":{"a":{"$ref":"#/$defs/n"},"b":{"type":"string"}}}`
 
-// upWire sits between the upstream and an HTTP MCP server: it records the
+// wireRecorder sits between the upstream and an HTTP MCP server: it records the
 // requests it sees and the body of each tools/list answer, and can swap the
 // server behind it.
-type upWire struct {
+type wireRecorder struct {
 	h atomic.Pointer[http.Handler]
 
 	mu        sync.Mutex
-	reqs      []upWireReq
+	reqs      []wireReq
 	toolsList [][]byte
 }
 
-type upWireReq struct {
+type wireReq struct {
 	httpMethod, rpcMethod string
 	header                http.Header
 	body                  []byte
 }
 
-func (w *upWire) set(h http.Handler) { w.h.Store(&h) }
+func (w *wireRecorder) set(h http.Handler) { w.h.Store(&h) }
 
-func (w *upWire) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
+func (w *wireRecorder) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	var m struct {
@@ -54,9 +54,9 @@ func (w *upWire) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	}
 	_ = json.Unmarshal(body, &m)
 	w.mu.Lock()
-	w.reqs = append(w.reqs, upWireReq{r.Method, m.Method, r.Header.Clone(), body})
+	w.reqs = append(w.reqs, wireReq{r.Method, m.Method, r.Header.Clone(), body})
 	w.mu.Unlock()
-	cw := &upCaptureWriter{ResponseWriter: rw}
+	cw := &captureWriter{ResponseWriter: rw}
 	(*w.h.Load()).ServeHTTP(cw, r)
 	if m.Method == "tools/list" {
 		w.mu.Lock()
@@ -66,10 +66,10 @@ func (w *upWire) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 }
 
 // requests returns the recorded requests of JSON-RPC method rpc.
-func (w *upWire) requests(rpc string) []upWireReq {
+func (w *wireRecorder) requests(rpc string) []wireReq {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	var out []upWireReq
+	var out []wireReq
 	for _, r := range w.reqs {
 		if r.rpcMethod == rpc {
 			out = append(out, r)
@@ -78,38 +78,38 @@ func (w *upWire) requests(rpc string) []upWireReq {
 	return out
 }
 
-type upCaptureWriter struct {
+type captureWriter struct {
 	http.ResponseWriter
 	mu  sync.Mutex
 	buf bytes.Buffer
 }
 
-func (c *upCaptureWriter) Write(p []byte) (int, error) {
+func (c *captureWriter) Write(p []byte) (int, error) {
 	c.mu.Lock()
 	c.buf.Write(p)
 	c.mu.Unlock()
 	return c.ResponseWriter.Write(p)
 }
 
-func (c *upCaptureWriter) Flush() {
+func (c *captureWriter) Flush() {
 	if f, ok := c.ResponseWriter.(http.Flusher); ok {
 		f.Flush()
 	}
 }
 
-func (c *upCaptureWriter) Unwrap() http.ResponseWriter { return c.ResponseWriter }
+func (c *captureWriter) Unwrap() http.ResponseWriter { return c.ResponseWriter }
 
-func (c *upCaptureWriter) bytes() []byte {
+func (c *captureWriter) bytes() []byte {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return bytes.Clone(c.buf.Bytes())
 }
 
-// upHTTPServer is an mcp-go server for the HTTP tests. Its block tool
+// httpServer is an mcp-go server for the HTTP tests. Its block tool
 // reports on blocked when its context ends.
-func upHTTPServer(blocked chan<- string) *mcpserver.MCPServer {
+func httpServer(blocked chan<- string) *mcpserver.MCPServer {
 	s := mcpserver.NewMCPServer("http-upstream", "2.0.0", mcpserver.WithToolCapabilities(true))
-	s.AddTool(mcpgo.NewToolWithRawSchema("raw_schema", "A tool whose schema has keywords.", json.RawMessage(upRawSchema)),
+	s.AddTool(mcpgo.NewToolWithRawSchema("raw_schema", "A tool whose schema has keywords.", json.RawMessage(rawSchema)),
 		func(context.Context, mcpgo.CallToolRequest) (*mcpgo.CallToolResult, error) {
 			return mcpgo.NewToolResultText("ok"), nil
 		})
@@ -146,9 +146,9 @@ func upHTTPServer(blocked chan<- string) *mcpserver.MCPServer {
 	return s
 }
 
-func upStartHTTP(t *testing.T, cfg UpstreamConfig, opts UpstreamOptions) (*Upstream, *upLogs) {
+func startHTTP(t *testing.T, cfg Config, opts Options) (*Upstream, *testLogs) {
 	t.Helper()
-	logs := &upLogs{}
+	logs := &testLogs{}
 	if cfg.Name == "" {
 		cfg.Name = "http"
 	}
@@ -156,7 +156,7 @@ func upStartHTTP(t *testing.T, cfg UpstreamConfig, opts UpstreamOptions) (*Upstr
 		cfg.RestartBackoffMin, cfg.RestartBackoffMax = 20*time.Millisecond, 100*time.Millisecond
 	}
 	opts.Logger = logs.logger()
-	u, err := StartUpstream(context.Background(), &cfg, &opts)
+	u, err := Start(context.Background(), &cfg, &opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,10 +170,10 @@ func upStartHTTP(t *testing.T, cfg UpstreamConfig, opts UpstreamOptions) (*Upstr
 	return u, logs
 }
 
-func upNewStreamable(t *testing.T, blocked chan<- string) (*upWire, *httptest.Server, *mcpserver.MCPServer) {
+func newStreamable(t *testing.T, blocked chan<- string) (*wireRecorder, *httptest.Server, *mcpserver.MCPServer) {
 	t.Helper()
-	srv := upHTTPServer(blocked)
-	wire := &upWire{}
+	srv := httpServer(blocked)
+	wire := &wireRecorder{}
 	wire.set(mcpserver.NewStreamableHTTPServer(srv, mcpserver.WithStateful(true)))
 	ts := httptest.NewServer(wire)
 	t.Cleanup(ts.Close)
@@ -181,10 +181,10 @@ func upNewStreamable(t *testing.T, blocked chan<- string) (*upWire, *httptest.Se
 }
 
 func TestUpstreamHTTPToolsRawAtTheWire(t *testing.T) {
-	wire, ts, _ := upNewStreamable(t, nil)
-	u, _ := upStartHTTP(t, UpstreamConfig{URL: ts.URL + "/mcp"}, UpstreamOptions{})
-	upWaitReady(t, u)
-	tools := upWaitTools(t, u, 5)
+	wire, ts, _ := newStreamable(t, nil)
+	u, _ := startHTTP(t, Config{URL: ts.URL + "/mcp"}, Options{})
+	waitReady(t, u)
+	tools := waitTools(t, u, 5)
 	if got := u.ServerInfo(); got.Name != "http-upstream" || got.Version != "2.0.0" {
 		t.Errorf("ServerInfo = %+v", got)
 	}
@@ -207,18 +207,18 @@ func TestUpstreamHTTPToolsRawAtTheWire(t *testing.T) {
 	if err := json.Unmarshal(raw, &tool); err != nil {
 		t.Fatalf("raw_schema tool %s: %v", raw, err)
 	}
-	if string(tool.InputSchema) != upRawSchema {
-		t.Errorf("inputSchema:\n got %s\nwant %s", tool.InputSchema, upRawSchema)
+	if string(tool.InputSchema) != rawSchema {
+		t.Errorf("inputSchema:\n got %s\nwant %s", tool.InputSchema, rawSchema)
 	}
 }
 
 func TestUpstreamHTTPArgumentsAndHeadersAtTheWire(t *testing.T) {
-	wire, ts, _ := upNewStreamable(t, nil)
-	u, _ := upStartHTTP(t, UpstreamConfig{
+	wire, ts, _ := newStreamable(t, nil)
+	u, _ := startHTTP(t, Config{
 		URL:     ts.URL + "/mcp",
 		Headers: http.Header{"X-Static": {"s1"}, "Authorization": {"Bearer static"}, "Mcp-Session-Id": {"forced"}},
-	}, UpstreamOptions{})
-	upWaitReady(t, u)
+	}, Options{})
+	waitReady(t, u)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	args := `{"message":"hi","big":123456789012345678901234567890}`
@@ -227,7 +227,7 @@ func TestUpstreamHTTPArgumentsAndHeadersAtTheWire(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if upText(t, res) != "hi" {
+	if resultText(t, res) != "hi" {
 		t.Errorf("result %s", res)
 	}
 	if _, err := u.CallTool(ctx, "echo", json.RawMessage(`{"message":"2"}`), nil, nil); err != nil {
@@ -262,11 +262,11 @@ func TestUpstreamHTTPArgumentsAndHeadersAtTheWire(t *testing.T) {
 }
 
 func TestUpstreamHTTPSessionDroppedReinitializes(t *testing.T) {
-	wire, ts, srv := upNewStreamable(t, nil)
+	wire, ts, srv := newStreamable(t, nil)
 	lists := make(chan int, 10)
-	u, logs := upStartHTTP(t, UpstreamConfig{URL: ts.URL + "/mcp"},
-		UpstreamOptions{OnToolsChanged: func(tools []json.RawMessage) { lists <- len(tools) }})
-	upWaitReady(t, u)
+	u, logs := startHTTP(t, Config{URL: ts.URL + "/mcp"},
+		Options{OnToolsChanged: func(tools []json.RawMessage) { lists <- len(tools) }})
+	waitReady(t, u)
 	// The first listing is done before the session goes away (else it may
 	// itself meet the 404 and be the one listing that follows).
 	select {
@@ -274,17 +274,17 @@ func TestUpstreamHTTPSessionDroppedReinitializes(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("tool list not read at start")
 	}
-	if _, err := upCall(t, u, "echo", `{"message":"before"}`); err != nil {
+	if _, err := callTool(t, u, "echo", `{"message":"before"}`); err != nil {
 		t.Fatal(err)
 	}
 	// A new server instance: the session the upstream holds is unknown now
 	// (404), as after a server restart.
 	wire.set(mcpserver.NewStreamableHTTPServer(srv, mcpserver.WithStateful(true)))
-	res, err := upCall(t, u, "echo", `{"message":"after"}`)
+	res, err := callTool(t, u, "echo", `{"message":"after"}`)
 	if err != nil {
 		t.Fatalf("call after the session was dropped: %v", err)
 	}
-	if upText(t, res) != "after" {
+	if resultText(t, res) != "after" {
 		t.Errorf("result %s", res)
 	}
 	if n := len(wire.requests("initialize")); n != 2 {
@@ -312,8 +312,8 @@ func TestUpstreamHTTPUnreachableThenRecovers(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	u, _ := upStartHTTP(t, UpstreamConfig{URL: "http://" + addr + "/mcp?key=SECRET"}, UpstreamOptions{})
-	upEventually(t, 5*time.Second, "unreachable", func() bool {
+	u, _ := startHTTP(t, Config{URL: "http://" + addr + "/mcp?key=SECRET"}, Options{})
+	eventually(t, 5*time.Second, "unreachable", func() bool {
 		return strings.HasPrefix(u.Status().Reason, "unreachable: ")
 	})
 	if u.Ready() {
@@ -324,7 +324,7 @@ func TestUpstreamHTTPUnreachableThenRecovers(t *testing.T) {
 		t.Errorf("reason = %q", st.Reason)
 	}
 	start := time.Now()
-	_, err = upCall(t, u, "echo", `{}`)
+	_, err = callTool(t, u, "echo", `{}`)
 	if !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("err = %v, want ErrUnavailable", err)
 	}
@@ -340,23 +340,23 @@ func TestUpstreamHTTPUnreachableThenRecovers(t *testing.T) {
 	if err != nil {
 		t.Skipf("cannot listen on %s again: %v", addr, err)
 	}
-	srv := &http.Server{Handler: mcpserver.NewStreamableHTTPServer(upHTTPServer(nil), mcpserver.WithStateful(true))}
+	srv := &http.Server{Handler: mcpserver.NewStreamableHTTPServer(httpServer(nil), mcpserver.WithStateful(true))}
 	go srv.Serve(ln)
 	defer srv.Close()
-	upWaitReady(t, u)
-	res, err := upCall(t, u, "echo", `{"message":"back"}`)
-	if err != nil || upText(t, res) != "back" {
+	waitReady(t, u)
+	res, err := callTool(t, u, "echo", `{"message":"back"}`)
+	if err != nil || resultText(t, res) != "back" {
 		t.Fatalf("after recovery: %s, %v", res, err)
 	}
 }
 
 func TestUpstreamHTTPServerGoneDetectedByPing(t *testing.T) {
-	_, ts, _ := upNewStreamable(t, nil)
-	u, _ := upStartHTTP(t, UpstreamConfig{URL: ts.URL + "/mcp", PingInterval: 50 * time.Millisecond}, UpstreamOptions{})
-	upWaitReady(t, u)
+	_, ts, _ := newStreamable(t, nil)
+	u, _ := startHTTP(t, Config{URL: ts.URL + "/mcp", PingInterval: 50 * time.Millisecond}, Options{})
+	waitReady(t, u)
 	ts.CloseClientConnections()
 	ts.Close()
-	upEventually(t, 5*time.Second, "not ready", func() bool { return !u.Ready() })
+	eventually(t, 5*time.Second, "not ready", func() bool { return !u.Ready() })
 	if r := u.Status().Reason; !strings.Contains(r, "unreachable") {
 		t.Errorf("reason = %q", r)
 	}
@@ -364,9 +364,9 @@ func TestUpstreamHTTPServerGoneDetectedByPing(t *testing.T) {
 
 func TestUpstreamHTTPCancelSendsNotification(t *testing.T) {
 	blocked := make(chan string, 1)
-	wire, ts, _ := upNewStreamable(t, blocked)
-	u, _ := upStartHTTP(t, UpstreamConfig{URL: ts.URL + "/mcp"}, UpstreamOptions{})
-	upWaitReady(t, u)
+	wire, ts, _ := newStreamable(t, blocked)
+	u, _ := startHTTP(t, Config{URL: ts.URL + "/mcp"}, Options{})
+	waitReady(t, u)
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(200*time.Millisecond, cancel)
 	start := time.Now()
@@ -382,8 +382,8 @@ func TestUpstreamHTTPCancelSendsNotification(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the tool's context did not end")
 	}
-	var notes []upWireReq
-	upEventually(t, 5*time.Second, "notifications/cancelled", func() bool {
+	var notes []wireReq
+	eventually(t, 5*time.Second, "notifications/cancelled", func() bool {
 		notes = wire.requests("notifications/cancelled")
 		return len(notes) == 1
 	})
@@ -405,15 +405,15 @@ func TestUpstreamHTTPCancelSendsNotification(t *testing.T) {
 }
 
 func TestUpstreamHTTPElicitationAndURLRequired(t *testing.T) {
-	_, ts, _ := upNewStreamable(t, nil)
-	got := make(chan UpstreamElicitation, 1)
-	u, _ := upStartHTTP(t, UpstreamConfig{URL: ts.URL + "/mcp"}, UpstreamOptions{OnElicitation: func(e UpstreamElicitation) { got <- e }})
-	upWaitReady(t, u)
-	res, err := upCall(t, u, "url_elicit", "")
+	_, ts, _ := newStreamable(t, nil)
+	got := make(chan Elicitation, 1)
+	u, _ := startHTTP(t, Config{URL: ts.URL + "/mcp"}, Options{OnElicitation: func(e Elicitation) { got <- e }})
+	waitReady(t, u)
+	res, err := callTool(t, u, "url_elicit", "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if upText(t, res) != "cancel" {
+	if resultText(t, res) != "cancel" {
 		t.Errorf("elicitation answered %s", res)
 	}
 	select {
@@ -425,8 +425,8 @@ func TestUpstreamHTTPElicitationAndURLRequired(t *testing.T) {
 		t.Fatal("elicitation not reported")
 	}
 
-	_, err = upCall(t, u, "needs_auth", "")
-	var ue *UpstreamError
+	_, err = callTool(t, u, "needs_auth", "")
+	var ue *Error
 	if !errors.As(err, &ue) || ue.Code != -32042 || !bytes.Contains(ue.Data, []byte(`"url":"https://auth.example/a1"`)) {
 		t.Errorf("err = %v (%+v)", err, ue)
 	}
@@ -435,7 +435,7 @@ func TestUpstreamHTTPElicitationAndURLRequired(t *testing.T) {
 func TestUpstreamHTTPStatusErrors(t *testing.T) {
 	status := atomic.Int32{}
 	status.Store(http.StatusUnauthorized)
-	_, ts, _ := upNewStreamable(t, nil)
+	_, ts, _ := newStreamable(t, nil)
 	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		if bytes.Contains(body, []byte(`"tools/call"`)) {
@@ -468,20 +468,20 @@ func TestUpstreamHTTPStatusErrors(t *testing.T) {
 	// waits for requests in flight, and the upstream, restarted after the
 	// 500, may hold a GET stream through the proxy until it is closed.
 	t.Cleanup(proxy.Close)
-	u, _ := upStartHTTP(t, UpstreamConfig{URL: proxy.URL + "/mcp", PingInterval: -1}, UpstreamOptions{})
-	upWaitReady(t, u)
+	u, _ := startHTTP(t, Config{URL: proxy.URL + "/mcp", PingInterval: -1}, Options{})
+	waitReady(t, u)
 	for _, tc := range []struct {
 		status int
 		class  error
 	}{
-		{http.StatusUnauthorized, ErrUpstreamUnauthorized},
-		{http.StatusForbidden, ErrUpstreamUnauthorized},
+		{http.StatusUnauthorized, ErrUnauthorized},
+		{http.StatusForbidden, ErrUnauthorized},
 		{http.StatusTooManyRequests, ErrUnavailable},
 		{http.StatusServiceUnavailable, ErrUnavailable},
 		{http.StatusInternalServerError, ErrLost},
 	} {
 		status.Store(int32(tc.status))
-		_, err := upCall(t, u, "echo", `{}`)
+		_, err := callTool(t, u, "echo", `{}`)
 		if !errors.Is(err, tc.class) {
 			t.Errorf("HTTP %d: err = %v, want %v", tc.status, err, tc.class)
 		}
@@ -489,7 +489,7 @@ func TestUpstreamHTTPStatusErrors(t *testing.T) {
 }
 
 func TestUpstreamLegacySSE(t *testing.T) {
-	srv := upHTTPServer(nil)
+	srv := httpServer(nil)
 	var sse *mcpserver.SSEServer
 	var streams atomic.Int32
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -500,35 +500,35 @@ func TestUpstreamLegacySSE(t *testing.T) {
 	}))
 	t.Cleanup(ts.Close) // after the upstream's Close, which ends the stream
 	sse = mcpserver.NewSSEServer(srv, mcpserver.WithBaseURL(ts.URL))
-	u, _ := upStartHTTP(t, UpstreamConfig{URL: ts.URL + "/sse"}, UpstreamOptions{})
-	upWaitReady(t, u)
-	tools := upWaitTools(t, u, 5)
+	u, _ := startHTTP(t, Config{URL: ts.URL + "/sse"}, Options{})
+	waitReady(t, u)
+	tools := waitTools(t, u, 5)
 	found := false
 	for _, tool := range tools {
-		found = found || bytes.Contains(tool, []byte(upRawSchema))
+		found = found || bytes.Contains(tool, []byte(rawSchema))
 	}
 	if !found {
 		t.Errorf("raw schema not kept over SSE: %s", tools)
 	}
-	res, err := upCall(t, u, "echo", `{"message":"over sse"}`)
-	if err != nil || upText(t, res) != "over sse" {
+	res, err := callTool(t, u, "echo", `{"message":"over sse"}`)
+	if err != nil || resultText(t, res) != "over sse" {
 		t.Fatalf("%s, %v", res, err)
 	}
-	_, err = upCall(t, u, "needs_auth", "")
-	var ue *UpstreamError
+	_, err = callTool(t, u, "needs_auth", "")
+	var ue *Error
 	if !errors.As(err, &ue) || ue.Code != -32042 {
 		t.Errorf("err = %v", err)
 	}
-	if u.kind != upSSE {
+	if u.kind != kindSSE {
 		t.Errorf("kind = %v", u.kind)
 	}
 
 	// The stream breaks: the upstream connects again.
 	ts.CloseClientConnections()
-	upEventually(t, 5*time.Second, "a second SSE stream", func() bool { return streams.Load() >= 2 })
-	upWaitReady(t, u)
-	res, err = upCall(t, u, "echo", `{"message":"again"}`)
-	if err != nil || upText(t, res) != "again" {
+	eventually(t, 5*time.Second, "a second SSE stream", func() bool { return streams.Load() >= 2 })
+	waitReady(t, u)
+	res, err = callTool(t, u, "echo", `{"message":"again"}`)
+	if err != nil || resultText(t, res) != "again" {
 		t.Fatalf("after reconnecting: %s, %v", res, err)
 	}
 	if st := u.Status(); st.Restarts != 1 {
@@ -538,21 +538,21 @@ func TestUpstreamLegacySSE(t *testing.T) {
 
 func TestUpstreamHTTPRedactsErrors(t *testing.T) {
 	err := fmt.Errorf("failed: %w", &url.Error{Op: "Post", URL: "http://user:pw@h/mcp?key=SECRET", Err: errors.New("connection refused")})
-	if s := upSafeError(err); strings.Contains(s, "SECRET") || strings.Contains(s, "user") || !strings.Contains(s, "refused") {
-		t.Errorf("upSafeError = %q", s)
+	if s := safeError(err); strings.Contains(s, "SECRET") || strings.Contains(s, "user") || !strings.Contains(s, "refused") {
+		t.Errorf("safeError = %q", s)
 	}
 }
 
 func TestUpstreamHTTPConcurrentCalls(t *testing.T) {
-	_, ts, _ := upNewStreamable(t, nil)
-	u, _ := upStartHTTP(t, UpstreamConfig{URL: ts.URL + "/mcp"}, UpstreamOptions{})
-	upWaitReady(t, u)
+	_, ts, _ := newStreamable(t, nil)
+	u, _ := startHTTP(t, Config{URL: ts.URL + "/mcp"}, Options{})
+	waitReady(t, u)
 	var wg sync.WaitGroup
 	for i := range 40 {
 		wg.Go(func() {
 			want := fmt.Sprintf("m%d", i)
-			res, err := upCall(t, u, "echo", `{"message":"`+want+`"}`)
-			if err != nil || upText(t, res) != want {
+			res, err := callTool(t, u, "echo", `{"message":"`+want+`"}`)
+			if err != nil || resultText(t, res) != want {
 				t.Errorf("echo %d: %s, %v", i, res, err)
 			}
 		})
@@ -560,10 +560,10 @@ func TestUpstreamHTTPConcurrentCalls(t *testing.T) {
 	wg.Wait()
 }
 
-// upRawSSEServer is a minimal legacy HTTP+SSE MCP server. During a call it
+// rawSSEServer is a minimal legacy HTTP+SSE MCP server. During a call it
 // sends two server→client requests, the first with the same id as the call
 // itself (servers number their requests on their own).
-func upRawSSEServer(t *testing.T) *httptest.Server {
+func rawSSEServer(t *testing.T) *httptest.Server {
 	var mu sync.Mutex
 	var stream chan string
 	answers := make(chan string, 4)
@@ -635,20 +635,20 @@ func upRawSSEServer(t *testing.T) *httptest.Server {
 }
 
 func TestUpstreamLegacySSEServerRequestsAnswered(t *testing.T) {
-	ts := upRawSSEServer(t)
-	got := make(chan UpstreamElicitation, 1)
-	u, _ := upStartHTTP(t, UpstreamConfig{URL: ts.URL + "/sse", Headers: http.Header{"X-Static": {"s"}}},
-		UpstreamOptions{OnElicitation: func(e UpstreamElicitation) { got <- e }})
-	upWaitReady(t, u)
+	ts := rawSSEServer(t)
+	got := make(chan Elicitation, 1)
+	u, _ := startHTTP(t, Config{URL: ts.URL + "/sse", Headers: http.Header{"X-Static": {"s"}}},
+		Options{OnElicitation: func(e Elicitation) { got <- e }})
+	waitReady(t, u)
 	if u.ServerInfo().Name != "raw-sse" {
 		t.Errorf("ServerInfo = %+v", u.ServerInfo())
 	}
-	res, err := upCall(t, u, "elicit", "")
+	res, err := callTool(t, u, "elicit", "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Answered concurrently: in either order.
-	answers := strings.Split(upText(t, res), "\n")
+	answers := strings.Split(resultText(t, res), "\n")
 	slices.Sort(answers)
 	if len(answers) != 2 || !strings.HasPrefix(answers[1], `s {"id":`) || !strings.Contains(answers[1], `"result":{"action":"cancel"}`) ||
 		!strings.HasPrefix(answers[0], `s {"error":{"code":-32601,`) || !strings.Contains(answers[0], `"id":"s-2"`) {
@@ -668,7 +668,7 @@ func TestUpstreamLegacySSEServerRequestsAnswered(t *testing.T) {
 // key "error" and without the URL's query.
 func TestUpstreamTransportLogger(t *testing.T) {
 	var buf bytes.Buffer
-	l := slog.New(upDebugHandler{slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})})
+	l := slog.New(debugHandler{slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})})
 	l.Error("failed to send close request", "err", &url.Error{Op: "Delete", URL: "http://h/mcp?key=SECRET", Err: errors.New("connection refused")}, "status", 500)
 	got := buf.String()
 	if !strings.Contains(got, `level=DEBUG msg="failed to send close request" error="Delete http://h/mcp: connection refused" status=500`) ||

@@ -17,8 +17,8 @@ import (
 func TestUpstreamInProcessSample(t *testing.T) {
 	var mu sync.Mutex
 	var progress []string
-	logs := &upLogs{}
-	u, err := StartUpstream(context.Background(), &UpstreamConfig{Name: "sample", InProcess: sample.NewServer()}, &UpstreamOptions{
+	logs := &testLogs{}
+	u, err := Start(context.Background(), &Config{Name: "sample", InProcess: sample.NewServer()}, &Options{
 		Logger: logs.logger(),
 		OnNotification: func(method string, params json.RawMessage) {
 			mu.Lock()
@@ -36,8 +36,8 @@ func TestUpstreamInProcessSample(t *testing.T) {
 			t.Error(err)
 		}
 	}()
-	upWaitReady(t, u)
-	tools := upWaitTools(t, u, 4)
+	waitReady(t, u)
+	tools := waitTools(t, u, 4)
 	names := map[string]bool{}
 	for _, raw := range tools {
 		var tool struct {
@@ -56,12 +56,12 @@ func TestUpstreamInProcessSample(t *testing.T) {
 		t.Errorf("ServerInfo = %+v", got)
 	}
 
-	res, err := upCall(t, u, "echo", `{"message":"hello"}`)
-	if err != nil || upText(t, res) != "hello" {
+	res, err := callTool(t, u, "echo", `{"message":"hello"}`)
+	if err != nil || resultText(t, res) != "hello" {
 		t.Errorf("echo: %s, %v", res, err)
 	}
 
-	res, err = upCall(t, u, "add", `{"a":2,"b":3.5}`)
+	res, err = callTool(t, u, "add", `{"a":2,"b":3.5}`)
 	var r mcpgo.CallToolResult
 	if err != nil {
 		t.Fatal(err)
@@ -71,15 +71,15 @@ func TestUpstreamInProcessSample(t *testing.T) {
 		IsError           bool               `json:"isError"`
 	}
 	_ = json.Unmarshal(res, &add)
-	if add.StructuredContent["sum"] != 5.5 || add.IsError || upText(t, res) != `{"sum":5.5}` {
+	if add.StructuredContent["sum"] != 5.5 || add.IsError || resultText(t, res) != `{"sum":5.5}` {
 		t.Errorf("add: %s", res)
 	}
 
-	res, err = upCall(t, u, "fail", "")
+	res, err = callTool(t, u, "fail", "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := json.Unmarshal(res, &r); err != nil || !r.IsError || upText(t, res) == "" {
+	if err := json.Unmarshal(res, &r); err != nil || !r.IsError || resultText(t, res) == "" {
 		t.Errorf("fail: %s", res)
 	}
 
@@ -89,7 +89,7 @@ func TestUpstreamInProcessSample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	upEventually(t, 2*time.Second, "4 progress notifications", func() bool {
+	eventually(t, 2*time.Second, "4 progress notifications", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(progress) == 4

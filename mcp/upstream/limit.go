@@ -10,12 +10,12 @@ import (
 	"strconv"
 )
 
-// DefaultUpstreamMaxMessageBytes is UpstreamConfig.MaxMessageBytes when
+// DefaultMaxMessageBytes is Config.MaxMessageBytes when
 // zero.
-const DefaultUpstreamMaxMessageBytes = 16 << 20
+const DefaultMaxMessageBytes = 16 << 20
 
 // ErrTooLarge is the class of a call whose answer was longer than
-// UpstreamConfig.MaxMessageBytes: the upstream ran the tool, but its answer
+// Config.MaxMessageBytes: the upstream ran the tool, but its answer
 // was dropped as it arrived, never held whole. The error is a
 // *TooLargeError.
 var ErrTooLarge = errors.New("mcp: upstream message too large")
@@ -23,7 +23,7 @@ var ErrTooLarge = errors.New("mcp: upstream message too large")
 // TooLargeError is a call (or tool listing) whose answer was over the
 // message limit. errors.Is(err, ErrTooLarge) holds.
 type TooLargeError struct {
-	Upstream string // UpstreamConfig.Name
+	Upstream string // Config.Name
 	Tool     string // the tool called; empty for other requests
 	Limit    int64  // MaxMessageBytes
 	Size     int64  // the answer's size in bytes when it was read to its end; 0 when not
@@ -50,21 +50,21 @@ func (e *TooLargeError) Is(target error) bool { return target == ErrTooLarge }
 // "result":…}, mcp-go, Python SDK), at the end when it writes the result
 // first ({"result":…,"jsonrpc":"2.0","id":7}, TypeScript SDK).
 const (
-	upHeadKeep = 16 << 10
-	upTailKeep = 16 << 10
-	// upPassMax is how much of a line reaches mcp-go's reader before the
+	headKeep = 16 << 10
+	tailKeep = 16 << 10
+	// passMax is how much of a line reaches mcp-go's reader before the
 	// line ends; the rest is held here until the newline shows it within
 	// the limit (then it is passed on) or the limit is passed (then it is
 	// dropped, and mcp-go sees only this much of it).
-	upPassMax = 1 << 20
+	passMax = 1 << 20
 )
 
-// upTooLargeKey marks the synthetic JSON-RPC error that stands for an
+// tooLargeKey marks the synthetic JSON-RPC error that stands for an
 // answer over the limit; its value is the upstream's random nonce, so that
 // a server cannot forge one.
-const upTooLargeKey = "mcpotc/too-large"
+const tooLargeKey = "mcpotc/too-large"
 
-func upNewNonce() string {
+func newNonce() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
@@ -73,28 +73,28 @@ func upNewNonce() string {
 // tooLargeAnswer is the synthetic error response for request id (raw JSON).
 func (u *Upstream) tooLargeAnswer(id []byte, size int64) []byte {
 	return fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%s,"error":{"code":-32603,"message":"answer over the message limit","data":{%q:%q,"size":%d}}}`,
-		id, upTooLargeKey, u.nonce, size)
+		id, tooLargeKey, u.nonce, size)
 }
 
 // tooLargeFrom returns the *TooLargeError a synthetic answer stands for, or
 // nil when resp is not one.
 func (u *Upstream) tooLargeFrom(data any) *TooLargeError {
 	m, ok := data.(map[string]any)
-	if !ok || m[upTooLargeKey] != u.nonce {
+	if !ok || m[tooLargeKey] != u.nonce {
 		return nil
 	}
 	size, _ := m["size"].(float64)
 	return &TooLargeError{Upstream: u.Name(), Limit: u.cfg.MaxMessageBytes, Size: int64(size)}
 }
 
-// upMsgEnds is what could be read of a message's top-level members from
+// msgEnds is what could be read of a message's top-level members from
 // its first and last bytes.
-type upMsgEnds struct {
+type msgEnds struct {
 	id     []byte // raw JSON of "id" when it is a number or a string
 	method bool   // a "method" member was seen: a request or a notification
 }
 
-func (e *upMsgEnds) member(key, val []byte) {
+func (e *msgEnds) member(key, val []byte) {
 	switch string(key) {
 	case "id":
 		if e.id == nil && len(val) > 0 && (val[0] == '"' || val[0] == '-' || val[0] >= '0' && val[0] <= '9') {
@@ -105,25 +105,25 @@ func (e *upMsgEnds) member(key, val []byte) {
 	}
 }
 
-func upIsWS(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\n' }
+func isWS(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\n' }
 
-func upSkipWS(b []byte, i int) int {
-	for i < len(b) && upIsWS(b[i]) {
+func skipWS(b []byte, i int) int {
+	for i < len(b) && isWS(b[i]) {
 		i++
 	}
 	return i
 }
 
-func upSkipWSBack(b []byte, i int) int {
-	for i > 0 && upIsWS(b[i-1]) {
+func skipWSBack(b []byte, i int) int {
+	for i > 0 && isWS(b[i-1]) {
 		i--
 	}
 	return i
 }
 
-// upStringEnd returns the index after the string starting at b[i] ('"'),
+// stringEnd returns the index after the string starting at b[i] ('"'),
 // or -1 when b ends first.
-func upStringEnd(b []byte, i int) int {
+func stringEnd(b []byte, i int) int {
 	for j := i + 1; j < len(b); j++ {
 		switch b[j] {
 		case '\\':
@@ -135,21 +135,21 @@ func upStringEnd(b []byte, i int) int {
 	return -1
 }
 
-// upValueEnd returns the index after the JSON value starting at b[i], or -1
+// valueEnd returns the index after the JSON value starting at b[i], or -1
 // when b ends first.
-func upValueEnd(b []byte, i int) int {
+func valueEnd(b []byte, i int) int {
 	if i >= len(b) {
 		return -1
 	}
 	switch b[i] {
 	case '"':
-		return upStringEnd(b, i)
+		return stringEnd(b, i)
 	case '{', '[':
 		depth := 0
 		for j := i; j < len(b); j++ {
 			switch b[j] {
 			case '"':
-				j = upStringEnd(b, j)
+				j = stringEnd(b, j)
 				if j < 0 {
 					return -1
 				}
@@ -166,7 +166,7 @@ func upValueEnd(b []byte, i int) int {
 		return -1
 	}
 	for j := i; j < len(b); j++ {
-		if c := b[j]; c == ',' || c == '}' || c == ']' || upIsWS(c) {
+		if c := b[j]; c == ',' || c == '}' || c == ']' || isWS(c) {
 			return j
 		}
 	}
@@ -175,33 +175,33 @@ func upValueEnd(b []byte, i int) int {
 
 // scanHead reads the top-level members at the start of a message (b may
 // end anywhere).
-func (e *upMsgEnds) scanHead(b []byte) {
-	i := upSkipWS(b, 0)
+func (e *msgEnds) scanHead(b []byte) {
+	i := skipWS(b, 0)
 	if i >= len(b) || b[i] != '{' {
 		return
 	}
 	i++
 	for {
-		i = upSkipWS(b, i)
+		i = skipWS(b, i)
 		if i >= len(b) || b[i] != '"' {
 			return
 		}
-		kEnd := upStringEnd(b, i)
+		kEnd := stringEnd(b, i)
 		if kEnd < 0 {
 			return
 		}
 		key := b[i+1 : kEnd-1]
-		i = upSkipWS(b, kEnd)
+		i = skipWS(b, kEnd)
 		if i >= len(b) || b[i] != ':' {
 			return
 		}
-		i = upSkipWS(b, i+1)
-		vEnd := upValueEnd(b, i)
+		i = skipWS(b, i+1)
+		vEnd := valueEnd(b, i)
 		if vEnd < 0 {
 			return
 		}
 		e.member(key, b[i:vEnd])
-		i = upSkipWS(b, vEnd)
+		i = skipWS(b, vEnd)
 		if i >= len(b) || b[i] != ',' {
 			return
 		}
@@ -209,9 +209,9 @@ func (e *upMsgEnds) scanHead(b []byte) {
 	}
 }
 
-// upQuoteBack returns the index of the unescaped '"' that opens the string
+// quoteBack returns the index of the unescaped '"' that opens the string
 // whose closing quote is b[end], or -1 when b starts first.
-func upQuoteBack(b []byte, end int) int {
+func quoteBack(b []byte, end int) int {
 	for j := end - 1; j >= 0; j-- {
 		if b[j] != '"' {
 			continue
@@ -230,20 +230,20 @@ func upQuoteBack(b []byte, end int) int {
 // scanTail reads the top-level members with scalar values at the end of a
 // message (b may start anywhere), last first, up to the first member whose
 // value is an object or an array.
-func (e *upMsgEnds) scanTail(b []byte) {
-	i := upSkipWSBack(b, len(b))
+func (e *msgEnds) scanTail(b []byte) {
+	i := skipWSBack(b, len(b))
 	if i == 0 || b[i-1] != '}' {
 		return
 	}
 	i--
 	for {
-		i = upSkipWSBack(b, i)
+		i = skipWSBack(b, i)
 		if i == 0 {
 			return
 		}
 		var vStart int
 		if b[i-1] == '"' {
-			vStart = upQuoteBack(b, i-1)
+			vStart = quoteBack(b, i-1)
 		} else {
 			vStart = i
 			for vStart > 0 {
@@ -261,20 +261,20 @@ func (e *upMsgEnds) scanTail(b []byte) {
 			return
 		}
 		val := b[vStart:i]
-		i = upSkipWSBack(b, vStart)
+		i = skipWSBack(b, vStart)
 		if i == 0 || b[i-1] != ':' {
 			return
 		}
-		i = upSkipWSBack(b, i-1)
+		i = skipWSBack(b, i-1)
 		if i == 0 || b[i-1] != '"' {
 			return
 		}
-		kStart := upQuoteBack(b, i-1)
+		kStart := quoteBack(b, i-1)
 		if kStart < 0 {
 			return
 		}
 		e.member(b[kStart+1:i-1], val)
-		i = upSkipWSBack(b, kStart)
+		i = skipWSBack(b, kStart)
 		if i == 0 || b[i-1] != ',' {
 			return // '{': that was the whole object
 		}
@@ -282,51 +282,51 @@ func (e *upMsgEnds) scanTail(b []byte) {
 	}
 }
 
-// upRing keeps the last bytes written to it.
-type upRing struct {
+// ring keeps the last bytes written to it.
+type ring struct {
 	buf  []byte
 	full bool
 	pos  int
 }
 
-func (r *upRing) reset() { r.buf, r.full, r.pos = r.buf[:0], false, 0 }
+func (r *ring) reset() { r.buf, r.full, r.pos = r.buf[:0], false, 0 }
 
-func (r *upRing) write(p []byte) {
-	if len(p) >= upTailKeep {
-		r.buf = append(r.buf[:0], p[len(p)-upTailKeep:]...)
+func (r *ring) write(p []byte) {
+	if len(p) >= tailKeep {
+		r.buf = append(r.buf[:0], p[len(p)-tailKeep:]...)
 		r.full, r.pos = true, 0
 		return
 	}
 	for len(p) > 0 {
 		if !r.full {
-			n := min(len(p), upTailKeep-len(r.buf))
+			n := min(len(p), tailKeep-len(r.buf))
 			r.buf = append(r.buf, p[:n]...)
 			p = p[n:]
-			if len(r.buf) == upTailKeep {
+			if len(r.buf) == tailKeep {
 				r.full, r.pos = true, 0
 			}
 			continue
 		}
 		n := copy(r.buf[r.pos:], p)
 		p = p[n:]
-		r.pos = (r.pos + n) % upTailKeep
+		r.pos = (r.pos + n) % tailKeep
 	}
 }
 
 // bytes returns the kept bytes in order.
-func (r *upRing) bytes() []byte {
+func (r *ring) bytes() []byte {
 	if !r.full {
 		return r.buf
 	}
 	return append(bytes.Clone(r.buf[r.pos:]), r.buf[:r.pos]...)
 }
 
-// upLines bounds the lines of a stdio child's stdout, which mcp-go v1.2.1's
+// lineBounder bounds the lines of a stdio child's stdout, which mcp-go v1.2.1's
 // stdio transport reads with bufio.Reader.ReadString('\n') (Stdio.
 // readResponses), holding a whole line however long it is, then decoding
 // it up to three times: a 200 MiB result took the bridge to 2 GiB. Lines
 // within max pass unchanged. Of a longer line mcp-go sees at most
-// upPassMax bytes, ended by an invalid byte so that it skips it; the rest is
+// passMax bytes, ended by an invalid byte so that it skips it; the rest is
 // dropped here as it arrives, keeping only its first and last bytes to find
 // its "id". Then:
 //
@@ -336,9 +336,9 @@ func (r *upRing) bytes() []byte {
 //	no id found                   the connection is failed (dead), so the child restarts
 //
 // The cut relies on mcp-go skipping a line it cannot decode
-// (TestUpstreamCanaryMCPGoStdioSkipsUndecodableLine checks it does). upLines
+// (TestUpstreamCanaryMCPGoStdioSkipsUndecodableLine checks it does). lineBounder
 // is not safe for concurrent use (mcp-go reads from one goroutine).
-type upLines struct {
+type lineBounder struct {
 	u       *Upstream
 	max     int64
 	pass    int64
@@ -350,25 +350,25 @@ type upLines struct {
 	// held pieces and the bridge's own lines.
 	q       [][]byte
 	n       int64    // bytes of the current line so far ('\n' excluded)
-	held    [][]byte // bytes of the current line past pass, not yet given out, in upHeldPiece pieces
+	held    [][]byte // bytes of the current line past pass, not yet given out, in heldPiece pieces
 	over    bool     // the current line is over max
 	head    []byte   // its first bytes
-	tail    upRing   // its last bytes, once over
+	tail    ring     // its last bytes, once over
 	readErr error
 }
 
-// upHeldPiece is the size of the pieces a held line is kept in: no
+// heldPiece is the size of the pieces a held line is kept in: no
 // doubling copies, and the pieces go to the reader as they are.
-const upHeldPiece = 256 << 10
+const heldPiece = 256 << 10
 
-var upLineEnd, upLineCut = []byte("\n"), []byte("\x00\n")
+var lineEnd, lineCut = []byte("\n"), []byte("\x00\n")
 
-func (u *Upstream) newLines(respond func([]byte), dead func(string)) *upLines {
-	return &upLines{u: u, max: u.cfg.MaxMessageBytes, pass: min(upPassMax, u.cfg.MaxMessageBytes), respond: respond, dead: dead}
+func (u *Upstream) newLines(respond func([]byte), dead func(string)) *lineBounder {
+	return &lineBounder{u: u, max: u.cfg.MaxMessageBytes, pass: min(passMax, u.cfg.MaxMessageBytes), respond: respond, dead: dead}
 }
 
 // read fills p from q, reading src when q is empty.
-func (l *upLines) read(src io.Reader, p []byte) (int, error) {
+func (l *lineBounder) read(src io.Reader, p []byte) (int, error) {
 	for len(l.q) == 0 {
 		if l.readErr != nil {
 			return 0, l.readErr
@@ -391,7 +391,7 @@ func (l *upLines) read(src io.Reader, p []byte) (int, error) {
 }
 
 // take processes bytes read from the child.
-func (l *upLines) take(c []byte) {
+func (l *lineBounder) take(c []byte) {
 	for len(c) > 0 {
 		i := bytes.IndexByte(c, '\n')
 		seg := c
@@ -407,15 +407,15 @@ func (l *upLines) take(c []byte) {
 	}
 }
 
-func (l *upLines) emit(b []byte) {
+func (l *lineBounder) emit(b []byte) {
 	if len(b) > 0 {
 		l.q = append(l.q, b)
 	}
 }
 
 // segment takes bytes of the current line.
-func (l *upLines) segment(seg []byte) {
-	if room := upHeadKeep - len(l.head); room > 0 {
+func (l *lineBounder) segment(seg []byte) {
+	if room := headKeep - len(l.head); room > 0 {
 		l.head = append(l.head, seg[:min(len(seg), room)]...)
 	}
 	if l.over {
@@ -447,14 +447,14 @@ func (l *upLines) segment(seg []byte) {
 	l.tail.write(seg)
 	l.held = nil
 	l.n += int64(len(seg))
-	l.emit(upLineCut)
+	l.emit(lineCut)
 }
 
 // hold keeps seg, copied, at the end of held.
-func (l *upLines) hold(seg []byte) {
+func (l *lineBounder) hold(seg []byte) {
 	for len(seg) > 0 {
 		if k := len(l.held); k == 0 || len(l.held[k-1]) == cap(l.held[k-1]) {
-			l.held = append(l.held, make([]byte, 0, upHeldPiece))
+			l.held = append(l.held, make([]byte, 0, heldPiece))
 		}
 		last := &l.held[len(l.held)-1]
 		n := min(len(seg), cap(*last)-len(*last))
@@ -464,22 +464,22 @@ func (l *upLines) hold(seg []byte) {
 }
 
 // endLine ends the current line at its '\n'.
-func (l *upLines) endLine() {
+func (l *lineBounder) endLine() {
 	if l.over {
 		l.tooLong()
 	} else {
 		for _, h := range l.held {
 			l.emit(h)
 		}
-		l.emit(upLineEnd)
+		l.emit(lineEnd)
 	}
 	l.n, l.held, l.over, l.head = 0, nil, false, l.head[:0]
 	l.tail.reset()
 }
 
 // tooLong handles a line over the limit.
-func (l *upLines) tooLong() {
-	var e upMsgEnds
+func (l *lineBounder) tooLong() {
+	var e msgEnds
 	e.scanHead(l.head)
 	e.scanTail(l.tail.bytes())
 	log := l.u.log.With("size", l.n, "limit", l.max)

@@ -11,7 +11,7 @@ import (
 	mcpgo "github.com/mark3labs/mcp-go/mcp"
 )
 
-// Canary for upLines (mcp-go v1.2.1): the stdio transport skips a line it
+// Canary for lineBounder (mcp-go v1.2.1): the stdio transport skips a line it
 // cannot decode and goes on reading, which is how the cut start of a line
 // over the limit ("…\x00\n") is discarded, and it delivers the synthetic
 // error answer that follows to the request waiting for that id. Should a
@@ -32,7 +32,7 @@ func TestUpstreamCanaryMCPGoStdioSkipsUndecodableLine(t *testing.T) {
 	go func() {
 		buf := make([]byte, 4096)
 		_, _ = inR.Read(buf)
-		u := &Upstream{name: "canary", nonce: "N", cfg: UpstreamConfig{MaxMessageBytes: 8}}
+		u := &Upstream{name: "canary", nonce: "N", cfg: Config{MaxMessageBytes: 8}}
 		_, _ = io.WriteString(outW, `{"jsonrpc":"2.0","id":7,"result":{"text":"aaaa`+"\x00\n")
 		_, _ = outW.Write(append(u.tooLargeAnswer([]byte("7"), 99), '\n'))
 	}()
@@ -40,7 +40,7 @@ func TestUpstreamCanaryMCPGoStdioSkipsUndecodableLine(t *testing.T) {
 	if err != nil {
 		t.Fatalf("mcp-go did not go on after an undecodable line: %v", err)
 	}
-	u := &Upstream{name: "canary", nonce: "N", cfg: UpstreamConfig{MaxMessageBytes: 8}}
+	u := &Upstream{name: "canary", nonce: "N", cfg: Config{MaxMessageBytes: 8}}
 	if resp.Error == nil || u.tooLargeFrom(resp.Error.Data) == nil {
 		t.Fatalf("answer %+v is not the synthetic too-large error", resp)
 	}

@@ -16,18 +16,18 @@ import (
 	"time"
 )
 
-// upBigHTTP is a raw streamable HTTP MCP server whose tool "big" answers
+// bigHTTP is a raw streamable HTTP MCP server whose tool "big" answers
 // {"mb": N, "sse": bool} with a result of N MiB, streamed (never held),
 // as a JSON body or as one event of an event stream. Its GET stream sends
 // a notification of getMB MiB, then notifications/tools/list_changed,
 // after which tools/list has a third tool.
-type upBigHTTP struct {
+type bigHTTP struct {
 	getMB   int
 	changed atomic.Bool
 	wrote   atomic.Int64 // bytes of big answers written before the client went away
 }
 
-func (s *upBigHTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (s *bigHTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodGet {
 		if s.getMB == 0 {
 			w.WriteHeader(http.StatusMethodNotAllowed)
@@ -36,7 +36,7 @@ func (s *upBigHTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		w.WriteHeader(http.StatusOK)
 		io.WriteString(w, "event: message\ndata: "+`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"`)
-		upWriteA(w, s.getMB)
+		writeA(w, s.getMB)
 		io.WriteString(w, `"}}`+"\n\n")
 		s.changed.Store(true)
 		io.WriteString(w, "event: message\ndata: "+`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`+"\n\n")
@@ -91,7 +91,7 @@ func (s *upBigHTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		// TypeScript SDK key order: the id comes last.
 		io.WriteString(w, `{"result":{"content":[{"type":"text","text":"`)
-		s.wrote.Add(upWriteA(w, a.MB))
+		s.wrote.Add(writeA(w, a.MB))
 		fmt.Fprintf(w, `"}]},"jsonrpc":"2.0","id":%s}`, m.ID)
 		if a.SSE {
 			io.WriteString(w, "\n\n")
@@ -102,9 +102,9 @@ func (s *upBigHTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// upWriteA writes mb MiB of "a" in 64 KiB pieces and returns how many
+// writeA writes mb MiB of "a" in 64 KiB pieces and returns how many
 // bytes were written before a write failed.
-func upWriteA(w io.Writer, mb int) int64 {
+func writeA(w io.Writer, mb int) int64 {
 	piece := []byte(strings.Repeat("a", 64<<10))
 	var n int64
 	for range mb * 16 {
@@ -117,20 +117,20 @@ func upWriteA(w io.Writer, mb int) int64 {
 	return n
 }
 
-func upStartBigHTTP(t *testing.T, s *upBigHTTP) (*Upstream, *upLogs) {
+func startBigHTTP(t *testing.T, s *bigHTTP) (*Upstream, *testLogs) {
 	t.Helper()
-	return upStartBigHTTPLimit(t, s, 1<<20)
+	return startBigHTTPLimit(t, s, 1<<20)
 }
 
-func upStartBigHTTPLimit(t *testing.T, s *upBigHTTP, limit int64) (*Upstream, *upLogs) {
+func startBigHTTPLimit(t *testing.T, s *bigHTTP, limit int64) (*Upstream, *testLogs) {
 	t.Helper()
 	srv := httptest.NewServer(s)
-	t.Cleanup(func() { upCloseServer(srv) })
-	logs := &upLogs{}
-	u, err := StartUpstream(context.Background(), &UpstreamConfig{
+	t.Cleanup(func() { closeServer(srv) })
+	logs := &testLogs{}
+	u, err := Start(context.Background(), &Config{
 		Name: "big-http", URL: srv.URL + "/mcp", MaxMessageBytes: limit,
 		RestartBackoffMin: 20 * time.Millisecond, RestartBackoffMax: 100 * time.Millisecond,
-	}, &UpstreamOptions{Logger: logs.logger()})
+	}, &Options{Logger: logs.logger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,21 +139,21 @@ func upStartBigHTTPLimit(t *testing.T, s *upBigHTTP, limit int64) (*Upstream, *u
 		defer cancel()
 		_ = u.Close(ctx)
 	})
-	upWaitReady(t, u)
+	waitReady(t, u)
 	return u, logs
 }
 
 func TestUpstreamHTTPAnswerOverLimit(t *testing.T) {
 	for _, sse := range []bool{false, true} {
 		t.Run(fmt.Sprintf("sse=%v", sse), func(t *testing.T) {
-			s := &upBigHTTP{}
-			u, _ := upStartBigHTTP(t, s)
-			upWaitTools(t, u, 2)
+			s := &bigHTTP{}
+			u, _ := startBigHTTP(t, s)
+			waitTools(t, u, 2)
 
 			runtime.GC()
 			var before, after runtime.MemStats
 			runtime.ReadMemStats(&before)
-			_, err := upCall(t, u, "big", fmt.Sprintf(`{"mb":64,"sse":%v}`, sse))
+			_, err := callTool(t, u, "big", fmt.Sprintf(`{"mb":64,"sse":%v}`, sse))
 			runtime.ReadMemStats(&after)
 			var tl *TooLargeError
 			if !errors.As(err, &tl) || !errors.Is(err, ErrTooLarge) {
@@ -167,8 +167,8 @@ func TestUpstreamHTTPAnswerOverLimit(t *testing.T) {
 			if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 24<<20 {
 				t.Errorf("the call allocated %d MiB", alloc>>20)
 			}
-			res, err := upCall(t, u, "small", `{}`)
-			if err != nil || upText(t, res) != "small" {
+			res, err := callTool(t, u, "small", `{}`)
+			if err != nil || resultText(t, res) != "small" {
 				t.Fatalf("next call: %s, %v", res, err)
 			}
 			if st := u.Status(); !st.Ready || st.Restarts != 0 {
@@ -178,21 +178,21 @@ func TestUpstreamHTTPAnswerOverLimit(t *testing.T) {
 	}
 }
 
-// An answer longer than what passes at once (upPassMax) but within the
+// An answer longer than what passes at once (passMax) but within the
 // limit is held, then given whole.
 func TestUpstreamHTTPLongAnswerWithinLimit(t *testing.T) {
 	for _, sse := range []bool{false, true} {
 		t.Run(fmt.Sprintf("sse=%v", sse), func(t *testing.T) {
-			u, _ := upStartBigHTTPLimit(t, &upBigHTTP{}, 3<<20)
-			upWaitTools(t, u, 2)
-			res, err := upCall(t, u, "big", fmt.Sprintf(`{"mb":2,"sse":%v}`, sse))
+			u, _ := startBigHTTPLimit(t, &bigHTTP{}, 3<<20)
+			waitTools(t, u, 2)
+			res, err := callTool(t, u, "big", fmt.Sprintf(`{"mb":2,"sse":%v}`, sse))
 			if err != nil {
 				t.Fatal(err)
 			}
-			if text := upText(t, res); text != strings.Repeat("a", 2<<20) {
+			if text := resultText(t, res); text != strings.Repeat("a", 2<<20) {
 				t.Errorf("text of %d bytes, want 2 MiB of a", len(text))
 			}
-			if _, err := upCall(t, u, "big", fmt.Sprintf(`{"mb":4,"sse":%v}`, sse)); !errors.Is(err, ErrTooLarge) {
+			if _, err := callTool(t, u, "big", fmt.Sprintf(`{"mb":4,"sse":%v}`, sse)); !errors.Is(err, ErrTooLarge) {
 				t.Errorf("4 MiB: err = %v, want ErrTooLarge", err)
 			}
 		})
@@ -202,16 +202,16 @@ func TestUpstreamHTTPLongAnswerWithinLimit(t *testing.T) {
 // An event over the limit on the GET stream (no call waits for it) is
 // dropped and the stream goes on.
 func TestUpstreamHTTPStreamEventOverLimitSkipped(t *testing.T) {
-	s := &upBigHTTP{getMB: 2}
-	u, logs := upStartBigHTTP(t, s)
-	upWaitTools(t, u, 3) // list_changed, sent after the big event, arrived
+	s := &bigHTTP{getMB: 2}
+	u, logs := startBigHTTP(t, s)
+	waitTools(t, u, 3) // list_changed, sent after the big event, arrived
 	logs.waitLog(t, "upstream event over the message limit dropped", time.Second)
 	if st := u.Status(); !st.Ready || st.Restarts != 0 {
 		t.Errorf("status = %+v", st)
 	}
 }
 
-// upBigSSE is a raw legacy HTTP+SSE MCP server: GET /sse is the event
+// bigSSE is a raw legacy HTTP+SSE MCP server: GET /sse is the event
 // stream (endpoint first), POST /messages takes requests, answered over the
 // stream. Tool "big" answers {"mb": N, "shape": …} with an event of N MiB,
 // streamed: "answer" (id last), "answer_lines" (id first, data split over
@@ -222,29 +222,29 @@ func TestUpstreamHTTPStreamEventOverLimitSkipped(t *testing.T) {
 // Events go to the newest stream only: after a reconnection the old
 // stream's handler may not have seen its client go yet, and must not take
 // the answers meant for the new one.
-type upBigSSE struct {
+type bigSSE struct {
 	mu      sync.Mutex
 	events  chan func(w io.Writer) // the newest stream's, written in order
 	answers chan string            // answers to the server's own request
 }
 
-func newUpBigSSE() *upBigSSE {
-	return &upBigSSE{events: make(chan func(io.Writer), 16), answers: make(chan string, 1)}
+func newUpBigSSE() *bigSSE {
+	return &bigSSE{events: make(chan func(io.Writer), 16), answers: make(chan string, 1)}
 }
 
 // emit queues an event for the newest stream.
-func (s *upBigSSE) emit(ev func(io.Writer)) {
+func (s *bigSSE) emit(ev func(io.Writer)) {
 	s.mu.Lock()
 	ch := s.events
 	s.mu.Unlock()
 	ch <- ev
 }
 
-func (s *upBigSSE) send(msg string) {
+func (s *bigSSE) send(msg string) {
 	s.emit(func(w io.Writer) { io.WriteString(w, "event: message\ndata: "+msg+"\n\n") })
 }
 
-func (s *upBigSSE) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (s *bigSSE) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodGet {
 		events := make(chan func(io.Writer), 16)
 		s.mu.Lock()
@@ -342,11 +342,11 @@ func (s *upBigSSE) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func TestUpstreamLegacySSEOverLimit(t *testing.T) {
 	s := newUpBigSSE()
 	srv := httptest.NewServer(s)
-	logs := &upLogs{}
-	u, err := StartUpstream(context.Background(), &UpstreamConfig{
+	logs := &testLogs{}
+	u, err := Start(context.Background(), &Config{
 		Name: "big-sse", URL: srv.URL + "/sse", MaxMessageBytes: 1 << 20,
 		RestartBackoffMin: 20 * time.Millisecond, RestartBackoffMax: 100 * time.Millisecond,
-	}, &UpstreamOptions{Logger: logs.logger()})
+	}, &Options{Logger: logs.logger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -354,16 +354,16 @@ func TestUpstreamLegacySSEOverLimit(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		_ = u.Close(ctx)
-		upCloseServer(srv)
+		closeServer(srv)
 	})
-	upWaitReady(t, u)
-	upWaitTools(t, u, 2)
+	waitReady(t, u)
+	waitTools(t, u, 2)
 
 	for _, shape := range []string{"answer", "answer_lines"} {
 		runtime.GC()
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
-		_, err := upCall(t, u, "big", `{"mb":32,"shape":"`+shape+`"}`)
+		_, err := callTool(t, u, "big", `{"mb":32,"shape":"`+shape+`"}`)
 		runtime.ReadMemStats(&after)
 		var tl *TooLargeError
 		if !errors.As(err, &tl) {
@@ -375,22 +375,22 @@ func TestUpstreamLegacySSEOverLimit(t *testing.T) {
 		if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 24<<20 {
 			t.Errorf("%s: the call allocated %d MiB", shape, alloc>>20)
 		}
-		if res, err := upCall(t, u, "small", `{}`); err != nil || upText(t, res) != "small" {
+		if res, err := callTool(t, u, "small", `{}`); err != nil || resultText(t, res) != "small" {
 			t.Fatalf("%s: next call: %s, %v", shape, res, err)
 		}
 	}
 
-	res, err := upCall(t, u, "big", `{"mb":2,"shape":"notification"}`)
-	if err != nil || upText(t, res) != "after the notification" {
+	res, err := callTool(t, u, "big", `{"mb":2,"shape":"notification"}`)
+	if err != nil || resultText(t, res) != "after the notification" {
 		t.Fatalf("after a big notification: %s, %v", res, err)
 	}
-	res, err = upCall(t, u, "big", `{"mb":2,"shape":"request"}`)
+	res, err = callTool(t, u, "big", `{"mb":2,"shape":"request"}`)
 	if err != nil {
 		t.Fatal(err)
 	}
 	size := len("event: message\ndata: "+`{"jsonrpc":"2.0","id":"srv-big","method":"sampling/createMessage","params":{"x":"`+`"}}`+"\n\n") + 2<<20
 	want := fmt.Sprintf(`{"jsonrpc":"2.0","id":"srv-big","error":{"code":-32600,"message":"request of %d bytes over the client's 1048576-byte message limit"}}`, size)
-	if got := upText(t, res); got != want {
+	if got := resultText(t, res); got != want {
 		t.Errorf("the server's request was answered\n%s\nwant\n%s", got, want)
 	}
 	if st := u.Status(); !st.Ready || st.Restarts != 0 {
@@ -398,20 +398,20 @@ func TestUpstreamLegacySSEOverLimit(t *testing.T) {
 	}
 
 	// Without an id: the stream fails, the upstream reconnects.
-	if _, err := upCall(t, u, "big", `{"mb":2,"shape":"no_id"}`); !errors.Is(err, ErrLost) {
+	if _, err := callTool(t, u, "big", `{"mb":2,"shape":"no_id"}`); !errors.Is(err, ErrLost) {
 		t.Errorf("no id: err = %v, want ErrLost", err)
 	}
-	upEventually(t, 10*time.Second, "a reconnection", func() bool { return u.Status().Restarts == 1 })
+	eventually(t, 10*time.Second, "a reconnection", func() bool { return u.Status().Restarts == 1 })
 	logs.waitLog(t, "without a readable id", time.Second)
-	upWaitReady(t, u)
-	if res, err := upCall(t, u, "small", `{}`); err != nil || upText(t, res) != "small" {
+	waitReady(t, u)
+	if res, err := callTool(t, u, "small", `{}`); err != nil || resultText(t, res) != "small" {
 		t.Errorf("after reconnecting: %s, %v", res, err)
 	}
 }
 
-// upCloseServer closes srv without waiting on a handler stuck writing to a
+// closeServer closes srv without waiting on a handler stuck writing to a
 // client that went away (httptest.Server.Close waits for every handler).
-func upCloseServer(srv *httptest.Server) {
+func closeServer(srv *httptest.Server) {
 	srv.CloseClientConnections()
 	srv.Close()
 }

@@ -36,7 +36,7 @@ func TestUpstreamMsgEnds(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var e upMsgEnds
+			var e msgEnds
 			e.scanHead([]byte(tt.head))
 			e.scanTail([]byte(tt.tail))
 			if string(e.id) != tt.id || e.method != tt.method {
@@ -47,19 +47,19 @@ func TestUpstreamMsgEnds(t *testing.T) {
 }
 
 func TestUpstreamRing(t *testing.T) {
-	var r upRing
+	var r ring
 	var all []byte
 	for i := range 5000 {
 		p := []byte(strings.Repeat(fmt.Sprint(i%10), i%37))
 		r.write(p)
 		all = append(all, p...)
-		want := all[max(0, len(all)-upTailKeep):]
+		want := all[max(0, len(all)-tailKeep):]
 		if !bytes.Equal(r.bytes(), want) {
 			t.Fatalf("after %d writes: ring holds %d bytes, not the last %d written", i+1, len(r.bytes()), len(want))
 		}
 	}
-	r.write(bytes.Repeat([]byte("z"), upTailKeep+5))
-	if !bytes.Equal(r.bytes(), bytes.Repeat([]byte("z"), upTailKeep)) {
+	r.write(bytes.Repeat([]byte("z"), tailKeep+5))
+	if !bytes.Equal(r.bytes(), bytes.Repeat([]byte("z"), tailKeep)) {
 		t.Fatal("a write longer than the ring")
 	}
 }
@@ -67,8 +67,8 @@ func TestUpstreamRing(t *testing.T) {
 // TestUpstreamLinesAtTheWire feeds stdout bytes in pieces of every size and
 // compares what mcp-go's reader gets, line for line.
 func TestUpstreamLinesAtTheWire(t *testing.T) {
-	u := &Upstream{name: "t", nonce: "N0NCE", cfg: UpstreamConfig{MaxMessageBytes: 64}, log: upDiscardLog()}
-	long := strings.Repeat("y", upHeadKeep+upTailKeep) // so that the head does not hold the end
+	u := &Upstream{name: "t", nonce: "N0NCE", cfg: Config{MaxMessageBytes: 64}, log: discardLog()}
+	long := strings.Repeat("y", headKeep+tailKeep) // so that the head does not hold the end
 	in := `{"jsonrpc":"2.0","id":1,"result":{}}` + "\n" +
 		`{"jsonrpc":"2.0","id":2,"result":{"t":"` + long + `"}}` + "\n" +
 		`{"result":{"t":"` + long + `"},"jsonrpc":"2.0","id":3}` + "\r\n" +
@@ -83,13 +83,13 @@ func TestUpstreamLinesAtTheWire(t *testing.T) {
 	for _, pass := range []int{64, 16, 1} {
 		for _, piece := range []int{1, 2, 3, 7, 64, 65, 4096} {
 			t.Run(fmt.Sprintf("pass=%d,piece=%d", pass, piece), func(t *testing.T) {
-				upCheckLines(t, u, in, lines, pass, piece)
+				checkLines(t, u, in, lines, pass, piece)
 			})
 		}
 	}
 }
 
-func upCheckLines(t *testing.T, u *Upstream, in string, lines []string, pass, piece int) {
+func checkLines(t *testing.T, u *Upstream, in string, lines []string, pass, piece int) {
 	t.Helper()
 	cut := func(s string) string { return s[:pass] + "\x00\n" }
 	want := lines[0] +
@@ -104,7 +104,7 @@ func upCheckLines(t *testing.T, u *Upstream, in string, lines []string, pass, pi
 	var died []string
 	l := u.newLines(func(b []byte) { responded = append(responded, string(b)) }, func(why string) { died = append(died, why) })
 	l.pass = int64(pass)
-	src := &upPieces{data: []byte(in), piece: piece}
+	src := &pieces{data: []byte(in), piece: piece}
 	var got bytes.Buffer
 	buf := make([]byte, 5)
 	for {
@@ -131,12 +131,12 @@ func upCheckLines(t *testing.T, u *Upstream, in string, lines []string, pass, pi
 	}
 }
 
-type upPieces struct {
+type pieces struct {
 	data  []byte
 	piece int
 }
 
-func (p *upPieces) Read(b []byte) (int, error) {
+func (p *pieces) Read(b []byte) (int, error) {
 	if len(p.data) == 0 {
 		return 0, errors.New("EOF")
 	}
@@ -148,11 +148,11 @@ func (p *upPieces) Read(b []byte) (int, error) {
 func TestUpstreamStdioAnswerOverLimit(t *testing.T) {
 	for _, shape := range []string{"id_first", "id_last"} {
 		t.Run(shape, func(t *testing.T) {
-			u, logs := upStartFake(t, UpstreamConfig{MaxMessageBytes: 1 << 20}, UpstreamOptions{})
-			upWaitReady(t, u)
-			pid := upPid(t, u)
+			u, logs := startFake(t, Config{MaxMessageBytes: 1 << 20}, Options{})
+			waitReady(t, u)
+			pid := childPID(t, u)
 
-			_, err := upCall(t, u, "big", `{"mb":8,"shape":"`+shape+`"}`)
+			_, err := callTool(t, u, "big", `{"mb":8,"shape":"`+shape+`"}`)
 			var tl *TooLargeError
 			if !errors.As(err, &tl) || !errors.Is(err, ErrTooLarge) {
 				t.Fatalf("err = %v, want a *TooLargeError", err)
@@ -165,11 +165,11 @@ func TestUpstreamStdioAnswerOverLimit(t *testing.T) {
 				t.Errorf("error = %+v, want %+v", *tl, want)
 			}
 			// The same child answers the next call.
-			res, err := upCall(t, u, "echo_raw", `{"a":1}`)
-			if err != nil || upText(t, res) != `{"a":1}` {
+			res, err := callTool(t, u, "echo_raw", `{"a":1}`)
+			if err != nil || resultText(t, res) != `{"a":1}` {
 				t.Fatalf("next call: %s, %v", res, err)
 			}
-			if upPid(t, u) != pid || u.Status().Restarts != 0 {
+			if childPID(t, u) != pid || u.Status().Restarts != 0 {
 				t.Errorf("the child was restarted: %+v", u.Status())
 			}
 		})
@@ -177,24 +177,24 @@ func TestUpstreamStdioAnswerOverLimit(t *testing.T) {
 }
 
 func TestUpstreamStdioOtherMessagesOverLimit(t *testing.T) {
-	u, logs := upStartFake(t, UpstreamConfig{MaxMessageBytes: 1 << 20}, UpstreamOptions{})
-	upWaitReady(t, u)
+	u, logs := startFake(t, Config{MaxMessageBytes: 1 << 20}, Options{})
+	waitReady(t, u)
 
 	// A notification over the limit is dropped; the call goes on.
-	res, err := upCall(t, u, "big", `{"mb":2,"shape":"notification"}`)
-	if err != nil || !strings.HasPrefix(upText(t, res), "wrote ") {
+	res, err := callTool(t, u, "big", `{"mb":2,"shape":"notification"}`)
+	if err != nil || !strings.HasPrefix(resultText(t, res), "wrote ") {
 		t.Fatalf("call after a big notification: %s, %v", res, err)
 	}
 	logs.waitLog(t, "upstream notification over the message limit dropped", time.Second)
 
 	// A server request over the limit gets an error answer.
-	res, err = upCall(t, u, "big", `{"mb":2,"shape":"request"}`)
+	res, err = callTool(t, u, "big", `{"mb":2,"shape":"request"}`)
 	if err != nil {
 		t.Fatal(err)
 	}
 	size := len(`{"jsonrpc":"2.0","id":"srv-big","method":"sampling/createMessage","params":{"x":"`+`"}}`) + 2<<20
 	want := fmt.Sprintf(`{"jsonrpc":"2.0","id":"srv-big","error":{"code":-32600,"message":"request of %d bytes over the client's 1048576-byte message limit"}}`, size)
-	if got := upText(t, res); got != want {
+	if got := resultText(t, res); got != want {
 		t.Errorf("the server's request was answered\n%s\nwant\n%s", got, want)
 	}
 	if u.Status().Restarts != 0 {
@@ -203,35 +203,35 @@ func TestUpstreamStdioOtherMessagesOverLimit(t *testing.T) {
 
 	// A message without an id cannot be matched to its call: the
 	// connection is restarted, and the call is lost.
-	_, err = upCall(t, u, "big", `{"mb":2,"shape":"no_id"}`)
+	_, err = callTool(t, u, "big", `{"mb":2,"shape":"no_id"}`)
 	if !errors.Is(err, ErrLost) {
 		t.Errorf("err = %v, want ErrLost", err)
 	}
-	upEventually(t, 10*time.Second, "a restart", func() bool { return u.Status().Restarts == 1 })
+	eventually(t, 10*time.Second, "a restart", func() bool { return u.Status().Restarts == 1 })
 	logs.waitLog(t, "without a readable id", time.Second)
-	upWaitReady(t, u)
-	if _, err := upCall(t, u, "echo_raw", `{}`); err != nil {
+	waitReady(t, u)
+	if _, err := callTool(t, u, "echo_raw", `{}`); err != nil {
 		t.Errorf("after the restart: %v", err)
 	}
 }
 
-func upDiscardLog() *slog.Logger { return slog.New(slog.DiscardHandler) }
+func discardLog() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
-// A line longer than what passes at once (upPassMax) but within the limit
+// A line longer than what passes at once (passMax) but within the limit
 // is held, then given whole.
 func TestUpstreamStdioLongAnswerWithinLimit(t *testing.T) {
-	u, _ := upStartFake(t, UpstreamConfig{MaxMessageBytes: 3 << 20}, UpstreamOptions{})
-	upWaitReady(t, u)
+	u, _ := startFake(t, Config{MaxMessageBytes: 3 << 20}, Options{})
+	waitReady(t, u)
 	for _, shape := range []string{"id_first", "id_last"} {
-		res, err := upCall(t, u, "big", `{"mb":2,"shape":"`+shape+`"}`)
+		res, err := callTool(t, u, "big", `{"mb":2,"shape":"`+shape+`"}`)
 		if err != nil {
 			t.Fatalf("%s: %v", shape, err)
 		}
-		if text := upText(t, res); text != strings.Repeat("a", 2<<20) {
+		if text := resultText(t, res); text != strings.Repeat("a", 2<<20) {
 			t.Errorf("%s: text of %d bytes, want 2 MiB of a", shape, len(text))
 		}
 	}
-	if _, err := upCall(t, u, "big", `{"mb":4,"shape":"id_first"}`); !errors.Is(err, ErrTooLarge) {
+	if _, err := callTool(t, u, "big", `{"mb":4,"shape":"id_first"}`); !errors.Is(err, ErrTooLarge) {
 		t.Errorf("4 MiB: err = %v, want ErrTooLarge", err)
 	}
 }

@@ -9,9 +9,9 @@ import (
 	"testing"
 )
 
-// upCallParamsReference is what upCallParams did with json.Valid and
+// callParamsReference is what callParams did with json.Valid and
 // json.Marshal: it must write the same bytes, and fail the same way.
-func upCallParamsReference(name string, arguments json.RawMessage, meta map[string]any) (json.RawMessage, error) {
+func callParamsReference(name string, arguments json.RawMessage, meta map[string]any) (json.RawMessage, error) {
 	if name == "" {
 		return nil, errors.New("mcp: CallTool: empty tool name")
 	}
@@ -45,14 +45,14 @@ func TestUpCallParamsMatchesMarshal(t *testing.T) {
 	for _, name := range []string{"echo", "a<b>&c", "ünïcode", ""} {
 		for _, a := range args {
 			for _, m := range metas {
-				got, gotErr := upCallParams(name, json.RawMessage(a), m)
-				want, wantErr := upCallParamsReference(name, json.RawMessage(a), m)
+				got, gotErr := callParams(name, json.RawMessage(a), m)
+				want, wantErr := callParamsReference(name, json.RawMessage(a), m)
 				if fmt.Sprint(gotErr) != fmt.Sprint(wantErr) {
-					t.Errorf("upCallParams(%q, %.40q, %v): error %v, want %v", name, a, m, gotErr, wantErr)
+					t.Errorf("callParams(%q, %.40q, %v): error %v, want %v", name, a, m, gotErr, wantErr)
 					continue
 				}
 				if !bytes.Equal(got, want) {
-					t.Errorf("upCallParams(%q, %.40q, %v) =\n %.200s\nwant\n %.200s", name, a, m, got, want)
+					t.Errorf("callParams(%q, %.40q, %v) =\n %.200s\nwant\n %.200s", name, a, m, got, want)
 				}
 			}
 		}

@@ -4,8 +4,8 @@ package upstream
 
 import "syscall"
 
-// upSysProcAttr puts a stdio child in its own process group, so that it and
+// sysProcAttr puts a stdio child in its own process group, so that it and
 // whatever it starts can be signalled together.
-func upSysProcAttr() *syscall.SysProcAttr {
+func sysProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true}
 }

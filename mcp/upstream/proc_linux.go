@@ -4,9 +4,9 @@ package upstream
 
 import "syscall"
 
-// upSysProcAttr puts a stdio child in its own process group, so that it and
+// sysProcAttr puts a stdio child in its own process group, so that it and
 // whatever it starts can be signalled together, and has the kernel kill it
 // if the bridge dies without closing it.
-func upSysProcAttr() *syscall.SysProcAttr {
+func sysProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 }

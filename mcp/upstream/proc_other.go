@@ -9,8 +9,8 @@ import (
 
 // Without process groups, only the child itself is signalled.
 
-func upSysProcAttr() *syscall.SysProcAttr { return nil }
+func sysProcAttr() *syscall.SysProcAttr { return nil }
 
-func upTerminateGroup(p *os.Process) error { return p.Signal(os.Interrupt) }
+func terminateGroup(p *os.Process) error { return p.Signal(os.Interrupt) }
 
-func upKillGroup(p *os.Process) error { return p.Kill() }
+func killGroup(p *os.Process) error { return p.Kill() }

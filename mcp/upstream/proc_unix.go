@@ -7,12 +7,12 @@ import (
 	"syscall"
 )
 
-// upTerminateGroup sends SIGTERM to the process group p leads.
-func upTerminateGroup(p *os.Process) error {
+// terminateGroup sends SIGTERM to the process group p leads.
+func terminateGroup(p *os.Process) error {
 	return syscall.Kill(-p.Pid, syscall.SIGTERM)
 }
 
-// upKillGroup sends SIGKILL to the process group p leads.
-func upKillGroup(p *os.Process) error {
+// killGroup sends SIGKILL to the process group p leads.
+func killGroup(p *os.Process) error {
 	return syscall.Kill(-p.Pid, syscall.SIGKILL)
 }

@@ -9,29 +9,29 @@ import (
 	"time"
 )
 
-// upWaits records the backoff waits an upstream chose (UpstreamOptions.waited).
-type upWaits struct {
+// waitRecorder records the backoff waits an upstream chose (Options.waited).
+type waitRecorder struct {
 	mu   sync.Mutex
-	list []upWait
+	list []waitRecord
 }
 
-type upWait struct {
+type waitRecord struct {
 	what    string
 	attempt int
 	d       time.Duration
 }
 
-func (w *upWaits) record(what string, attempt int, d time.Duration) {
+func (w *waitRecorder) record(what string, attempt int, d time.Duration) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.list = append(w.list, upWait{what, attempt, d})
+	w.list = append(w.list, waitRecord{what, attempt, d})
 }
 
 // of returns the recorded waits of one kind.
-func (w *upWaits) of(what string) []upWait {
+func (w *waitRecorder) of(what string) []waitRecord {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	var out []upWait
+	var out []waitRecord
 	for _, x := range w.list {
 		if x.what == what {
 			out = append(out, x)
@@ -43,7 +43,7 @@ func (w *upWaits) of(what string) []upWait {
 // checkGrowing checks that waits are the attempts 0, 1, 2… of the backoff
 // from min doubling up to max, each within its jitter (half to all of the
 // nominal wait).
-func checkGrowing(t *testing.T, waits []upWait, from int, minD, maxD time.Duration) {
+func checkGrowing(t *testing.T, waits []waitRecord, from int, minD, maxD time.Duration) {
 	t.Helper()
 	for i, w := range waits {
 		nominal := minD
@@ -59,23 +59,23 @@ func checkGrowing(t *testing.T, waits []upWait, from int, minD, maxD time.Durati
 // A child that was ready for longer than StableAfter and is killed is
 // restarted at once, every time: no backoff wait is chosen.
 func TestUpstreamStableChildRestartsAtOnce(t *testing.T) {
-	var waits upWaits
-	u, logs := upStartFake(t, UpstreamConfig{
+	var waits waitRecorder
+	u, logs := startFake(t, Config{
 		StableAfter: time.Nanosecond, // every ready connection has run "long enough"
 		// Were a backoff chosen, it would be long and recorded.
 		RestartBackoffMin: 10 * time.Second, RestartBackoffMax: 10 * time.Second,
-	}, UpstreamOptions{waited: waits.record})
-	upWaitReady(t, u)
-	pids := []int{upPid(t, u)}
+	}, Options{waited: waits.record})
+	waitReady(t, u)
+	pids := []int{childPID(t, u)}
 	for i := 1; i <= 3; i++ {
 		if err := syscall.Kill(pids[len(pids)-1], syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
-		upEventually(t, 10*time.Second, fmt.Sprintf("restart %d", i), func() bool {
+		eventually(t, 10*time.Second, fmt.Sprintf("restart %d", i), func() bool {
 			st := u.Status()
 			return st.Ready && st.Restarts == i
 		})
-		pid := upPid(t, u)
+		pid := childPID(t, u)
 		for _, p := range pids {
 			if p == pid {
 				t.Fatalf("restart %d: pid %d again", i, pid)
@@ -97,12 +97,12 @@ func TestUpstreamStableChildRestartsAtOnce(t *testing.T) {
 // A child that dies at start is restarted after waits that grow: 10, 20,
 // 40, 80, 80… ms (each jittered), not in a tight loop.
 func TestUpstreamChildDyingAtStartBacksOff(t *testing.T) {
-	var waits upWaits
-	u, _ := upStartFake(t, UpstreamConfig{
-		Env:               []string{upFakeExitAtStart + "=1"},
+	var waits waitRecorder
+	u, _ := startFake(t, Config{
+		Env:               []string{fakeExitAtStart + "=1"},
 		RestartBackoffMin: 10 * time.Millisecond, RestartBackoffMax: 80 * time.Millisecond,
-	}, UpstreamOptions{waited: waits.record})
-	upEventually(t, 20*time.Second, "6 restart waits", func() bool { return len(waits.of("restart")) >= 6 })
+	}, Options{waited: waits.record})
+	eventually(t, 20*time.Second, "6 restart waits", func() bool { return len(waits.of("restart")) >= 6 })
 	checkGrowing(t, waits.of("restart")[:6], 0, 10*time.Millisecond, 80*time.Millisecond)
 	if u.Ready() {
 		t.Error("ready")
@@ -112,15 +112,15 @@ func TestUpstreamChildDyingAtStartBacksOff(t *testing.T) {
 // A child that crashes soon after it is ready (within StableAfter) backs
 // off as one that dies at start.
 func TestUpstreamChildCrashingSoonAfterReadyBacksOff(t *testing.T) {
-	var waits upWaits
-	u, _ := upStartFake(t, UpstreamConfig{
+	var waits waitRecorder
+	u, _ := startFake(t, Config{
 		StableAfter:       time.Hour,
 		RestartBackoffMin: 10 * time.Millisecond, RestartBackoffMax: 80 * time.Millisecond,
-	}, UpstreamOptions{waited: waits.record})
+	}, Options{waited: waits.record})
 	for i := 1; i <= 4; i++ {
-		upWaitReady(t, u)
-		_, _ = upCall(t, u, "crash", "")
-		upEventually(t, 10*time.Second, fmt.Sprintf("restart wait %d", i), func() bool { return len(waits.of("restart")) == i })
+		waitReady(t, u)
+		_, _ = callTool(t, u, "crash", "")
+		eventually(t, 10*time.Second, fmt.Sprintf("restart wait %d", i), func() bool { return len(waits.of("restart")) == i })
 	}
 	checkGrowing(t, waits.of("restart"), 0, 10*time.Millisecond, 80*time.Millisecond)
 }
@@ -128,13 +128,13 @@ func TestUpstreamChildCrashingSoonAfterReadyBacksOff(t *testing.T) {
 // A tools/list that keeps failing is tried again after growing waits, and
 // the waits start over after a success.
 func TestUpstreamToolsListFailingBacksOff(t *testing.T) {
-	var waits upWaits
-	u, logs := upStartFake(t, UpstreamConfig{
-		Env:               []string{upFakeBadList + "=1"},
+	var waits waitRecorder
+	u, logs := startFake(t, Config{
+		Env:               []string{fakeBadList + "=1"},
 		RestartBackoffMin: 10 * time.Millisecond, RestartBackoffMax: 80 * time.Millisecond,
-	}, UpstreamOptions{waited: waits.record})
-	upWaitReady(t, u)
-	upEventually(t, 20*time.Second, "6 tools/list waits", func() bool { return len(waits.of("tools/list")) >= 6 })
+	}, Options{waited: waits.record})
+	waitReady(t, u)
+	eventually(t, 20*time.Second, "6 tools/list waits", func() bool { return len(waits.of("tools/list")) >= 6 })
 	checkGrowing(t, waits.of("tools/list")[:6], 0, 10*time.Millisecond, 80*time.Millisecond)
 	if u.Tools() != nil {
 		t.Errorf("tools listed: %s", u.Tools())
@@ -142,18 +142,18 @@ func TestUpstreamToolsListFailingBacksOff(t *testing.T) {
 	logs.waitLog(t, "tools/list failed; will retry", time.Second)
 
 	// The list is fixed: it is read, and the next failure starts over.
-	if _, err := upCall(t, u, "list_ok", `{}`); err != nil {
+	if _, err := callTool(t, u, "list_ok", `{}`); err != nil {
 		t.Fatal(err)
 	}
-	upWaitTools(t, u, 4)
+	waitTools(t, u, 4)
 	before := len(waits.of("tools/list"))
-	if _, err := upCall(t, u, "list_bad", `{}`); err != nil {
+	if _, err := callTool(t, u, "list_bad", `{}`); err != nil {
 		t.Fatal(err)
 	}
-	upEventually(t, 10*time.Second, "a new tools/list failure", func() bool { return len(waits.of("tools/list")) > before+1 })
+	eventually(t, 10*time.Second, "a new tools/list failure", func() bool { return len(waits.of("tools/list")) > before+1 })
 	all := waits.of("tools/list")
 	// The waits after the success (a retry may have been pending when it came).
-	var after []upWait
+	var after []waitRecord
 	for i := before; i < len(all); i++ {
 		if all[i].attempt == 0 {
 			after = all[i:]

@@ -15,8 +15,8 @@ import (
 	"time"
 )
 
-// upProc is a running stdio child, leader of its own process group.
-type upProc struct {
+// process is a running stdio child, leader of its own process group.
+type process struct {
 	cmd        *exec.Cmd
 	pid        int
 	stdin      *os.File // the bridge's ends of the pipes
@@ -29,11 +29,11 @@ type upProc struct {
 
 // spawn starts the configured command with its own pipes (not exec's
 // StdinPipe/StdoutPipe: Wait would close those under mcp-go's reader).
-func (u *Upstream) spawn() (_ *upProc, err error) {
+func (u *Upstream) spawn() (_ *process, err error) {
 	cmd := exec.Command(u.cfg.Command, u.cfg.Args...)
-	cmd.Env = append(upInheritedEnv(u.cfg.Unsetenv), u.cfg.Env...)
+	cmd.Env = append(inheritedEnv(u.cfg.Unsetenv), u.cfg.Env...)
 	cmd.Dir = u.cfg.Dir
-	cmd.SysProcAttr = upSysProcAttr()
+	cmd.SysProcAttr = sysProcAttr()
 
 	var files []*os.File
 	defer func() {
@@ -71,7 +71,7 @@ func (u *Upstream) spawn() (_ *upProc, err error) {
 	outW.Close()
 	errW.Close()
 
-	p := &upProc{
+	p := &process{
 		cmd:        cmd,
 		pid:        cmd.Process.Pid,
 		stdin:      inW,
@@ -92,7 +92,7 @@ func (u *Upstream) spawn() (_ *upProc, err error) {
 
 // exitDesc describes how the child ended: "exit status 3", "signal: killed".
 // Only valid once exited is closed.
-func (p *upProc) exitDesc() string {
+func (p *process) exitDesc() string {
 	var ee *exec.ExitError
 	switch {
 	case p.waitErr == nil:
@@ -108,7 +108,7 @@ func (p *upProc) exitDesc() string {
 // exit, sends SIGTERM to the process group, waits grace again, then always
 // kills the whole group (whatever the child started goes with it) and waits
 // a bounded time for the reaping. A closed hurry skips the grace periods.
-func (p *upProc) stop(hurry <-chan struct{}, grace time.Duration, log *slog.Logger) {
+func (p *process) stop(hurry <-chan struct{}, grace time.Duration, log *slog.Logger) {
 	exited := func() bool {
 		select {
 		case <-p.exited:
@@ -134,15 +134,15 @@ func (p *upProc) stop(hurry <-chan struct{}, grace time.Duration, log *slog.Logg
 	}
 	if !wait(grace) {
 		log.Info("upstream child still running after its stdin was closed; sending SIGTERM", "pid", p.pid)
-		if err := upTerminateGroup(p.cmd.Process); err != nil {
+		if err := terminateGroup(p.cmd.Process); err != nil {
 			log.Debug("SIGTERM failed", "pid", p.pid, "error", err)
 		}
 		if !wait(grace) {
 			log.Warn("upstream child still running after SIGTERM; killing its process group", "pid", p.pid)
 		}
 	}
-	_ = upKillGroup(p.cmd.Process)
-	t := time.NewTimer(upKillWait)
+	_ = killGroup(p.cmd.Process)
+	t := time.NewTimer(killWait)
 	select {
 	case <-p.exited:
 	case <-t.C:
@@ -201,22 +201,22 @@ func (u *Upstream) pumpStderr(r io.Reader, done chan<- struct{}) {
 	}
 }
 
-// upStdin is the child's stdin as mcp-go's stdio transport writes it. It
+// childStdin is the child's stdin as mcp-go's stdio transport writes it. It
 // notes which tracked requests were written in full, so that a failed call
 // can tell "never sent" (ErrUnavailable) from "sent, then lost" (ErrLost).
-type upStdin struct {
+type childStdin struct {
 	f       *os.File
 	wmu     sync.Mutex // one line at a time: mcp-go's and respond's
 	mu      sync.Mutex
 	pending map[int64]*atomic.Bool
 }
 
-func (w *upStdin) Write(p []byte) (int, error) {
+func (w *childStdin) Write(p []byte) (int, error) {
 	w.wmu.Lock()
 	n, err := w.f.Write(p)
 	w.wmu.Unlock()
 	if err == nil {
-		if id, ok := upRequestID(p); ok {
+		if id, ok := requestID(p); ok {
 			w.mu.Lock()
 			if f := w.pending[id]; f != nil {
 				f.Store(true)
@@ -227,9 +227,9 @@ func (w *upStdin) Write(p []byte) (int, error) {
 	return n, err
 }
 
-func (w *upStdin) Close() error { return w.f.Close() }
+func (w *childStdin) Close() error { return w.f.Close() }
 
-func (w *upStdin) track(id int64) *atomic.Bool {
+func (w *childStdin) track(id int64) *atomic.Bool {
 	f := new(atomic.Bool)
 	w.mu.Lock()
 	w.pending[id] = f
@@ -237,16 +237,16 @@ func (w *upStdin) track(id int64) *atomic.Bool {
 	return f
 }
 
-func (w *upStdin) untrack(id int64) {
+func (w *childStdin) untrack(id int64) {
 	w.mu.Lock()
 	delete(w.pending, id)
 	w.mu.Unlock()
 }
 
-// upRequestID reads the id of a request line as mcp-go's transport writes
+// requestID reads the id of a request line as mcp-go's transport writes
 // it: {"jsonrpc":"2.0","id":17,"method":… (a response to a server request
 // has no method after its id).
-func upRequestID(line []byte) (int64, bool) {
+func requestID(line []byte) (int64, bool) {
 	const prefix = `{"jsonrpc":"2.0","id":`
 	s := string(line[:min(len(line), 64)])
 	rest, ok := strings.CutPrefix(s, prefix)
@@ -267,20 +267,20 @@ func upRequestID(line []byte) (int64, bool) {
 // respond writes an answer line of the bridge's own to the child, in the
 // background (the child may be blocked writing its stdout, which the caller
 // reads).
-func (w *upStdin) respond(line []byte) {
+func (w *childStdin) respond(line []byte) {
 	go func() { _, _ = w.Write(line) }()
 }
 
-// upStdout is the child's stdout as mcp-go's stdio transport reads it, its
-// lines bounded by lines (see upLines); its end means the connection is
+// childStdout is the child's stdout as mcp-go's stdio transport reads it, its
+// lines bounded by lines (see lineBounder); its end means the connection is
 // gone.
-type upStdout struct {
+type childStdout struct {
 	f     *os.File
-	lines *upLines
+	lines *lineBounder
 	onEnd func()
 }
 
-func (r *upStdout) Read(p []byte) (int, error) {
+func (r *childStdout) Read(p []byte) (int, error) {
 	n, err := r.lines.read(r.f, p)
 	if err != nil {
 		r.onEnd()
@@ -288,8 +288,8 @@ func (r *upStdout) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// upInheritedEnv is the bridge's environment less the named variables.
-func upInheritedEnv(unset []string) []string {
+// inheritedEnv is the bridge's environment less the named variables.
+func inheritedEnv(unset []string) []string {
 	env := os.Environ()
 	if len(unset) == 0 {
 		return env

@@ -20,10 +20,10 @@ import (
 )
 
 func TestUpstreamStdioToolsAllPagesRaw(t *testing.T) {
-	u, logs := upStartFake(t, UpstreamConfig{}, UpstreamOptions{})
-	upWaitReady(t, u)
-	tools := upWaitTools(t, u, 4)
-	want := []string{upFakeTool1, upFakeTool2, upFakeTool3, upFakeTool4}
+	u, logs := startFake(t, Config{}, Options{})
+	waitReady(t, u)
+	tools := waitTools(t, u, 4)
+	want := []string{fakeTool1, fakeTool2, fakeTool3, fakeTool4}
 	for i, w := range want {
 		if string(tools[i]) != w {
 			t.Errorf("tool %d:\n got %s\nwant %s", i, tools[i], w)
@@ -42,9 +42,9 @@ func TestUpstreamStdioToolsAllPagesRaw(t *testing.T) {
 }
 
 func TestUpstreamStdioInitializeDeclaresURLElicitation(t *testing.T) {
-	u, _ := upStartFake(t, UpstreamConfig{}, UpstreamOptions{ClientName: "bridge-test", ClientVersion: "9.9.9"})
-	upWaitReady(t, u)
-	res, err := upCall(t, u, "capabilities", "")
+	u, _ := startFake(t, Config{}, Options{ClientName: "bridge-test", ClientVersion: "9.9.9"})
+	waitReady(t, u)
+	res, err := callTool(t, u, "capabilities", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +53,7 @@ func TestUpstreamStdioInitializeDeclaresURLElicitation(t *testing.T) {
 		Capabilities    map[string]json.RawMessage `json:"capabilities"`
 		ClientInfo      map[string]string          `json:"clientInfo"`
 	}
-	if err := json.Unmarshal([]byte(upText(t, res)), &p); err != nil {
+	if err := json.Unmarshal([]byte(resultText(t, res)), &p); err != nil {
 		t.Fatal(err)
 	}
 	if p.ProtocolVersion != "2025-11-25" {
@@ -71,31 +71,31 @@ func TestUpstreamStdioInitializeDeclaresURLElicitation(t *testing.T) {
 }
 
 func TestUpstreamStdioArgumentsExact(t *testing.T) {
-	u, _ := upStartFake(t, UpstreamConfig{}, UpstreamOptions{})
-	upWaitReady(t, u)
+	u, _ := startFake(t, Config{}, Options{})
+	waitReady(t, u)
 	args := `{ "big": 123456789012345678901234567890, "small": -0.000000000000000000000001,
 		"float": 1.50, "huge": 1e400, "nested": {"a": [1, 2, {"b": -0.0}]}, "s": "h\u00e9llo \"q\"" }`
 	var want bytes.Buffer
 	if err := json.Compact(&want, []byte(args)); err != nil {
 		t.Fatal(err)
 	}
-	res, err := upCall(t, u, "echo_raw", args)
+	res, err := callTool(t, u, "echo_raw", args)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := upText(t, res); got != want.String() {
+	if got := resultText(t, res); got != want.String() {
 		t.Errorf("arguments at the server:\n got %s\nwant %s", got, want.String())
 	}
 	// No arguments: an empty object.
-	res, err = upCall(t, u, "echo_raw", "")
+	res, err = callTool(t, u, "echo_raw", "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := upText(t, res); got != `{}` {
+	if got := resultText(t, res); got != `{}` {
 		t.Errorf("no arguments arrived as %s", got)
 	}
 	// Not an object: refused before anything is sent.
-	if _, err := upCall(t, u, "echo_raw", `[1]`); err == nil || errors.Is(err, ErrUnavailable) || errors.Is(err, ErrLost) {
+	if _, err := callTool(t, u, "echo_raw", `[1]`); err == nil || errors.Is(err, ErrUnavailable) || errors.Is(err, ErrLost) {
 		t.Errorf("array arguments: err = %v", err)
 	}
 }
@@ -103,19 +103,19 @@ func TestUpstreamStdioArgumentsExact(t *testing.T) {
 func TestUpstreamStdioMetaAndProgress(t *testing.T) {
 	var mu sync.Mutex
 	var got []string
-	u, _ := upStartFake(t, UpstreamConfig{}, UpstreamOptions{OnNotification: func(method string, params json.RawMessage) {
+	u, _ := startFake(t, Config{}, Options{OnNotification: func(method string, params json.RawMessage) {
 		mu.Lock()
 		defer mu.Unlock()
 		got = append(got, method+" "+string(params))
 	}})
-	upWaitReady(t, u)
+	waitReady(t, u)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	res, err := u.CallTool(ctx, "meta", nil, map[string]any{"progressToken": "tok-1"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := upText(t, res); got != `{"progressToken":"tok-1"}` {
+	if got := resultText(t, res); got != `{"progressToken":"tok-1"}` {
 		t.Errorf("_meta at the server = %s", got)
 	}
 	if _, err := u.CallTool(ctx, "progress", nil, map[string]any{"progressToken": 7}, nil); err != nil {
@@ -130,23 +130,23 @@ func TestUpstreamStdioMetaAndProgress(t *testing.T) {
 }
 
 func TestUpstreamStdioErrorsTyped(t *testing.T) {
-	u, _ := upStartFake(t, UpstreamConfig{}, UpstreamOptions{})
-	upWaitReady(t, u)
+	u, _ := startFake(t, Config{}, Options{})
+	waitReady(t, u)
 
-	_, err := upCall(t, u, "invalid", `{"b":"x"}`)
-	var ue *UpstreamError
+	_, err := callTool(t, u, "invalid", `{"b":"x"}`)
+	var ue *Error
 	if !errors.As(err, &ue) {
-		t.Fatalf("err = %v, want *UpstreamError", err)
+		t.Fatalf("err = %v, want *Error", err)
 	}
 	if ue.Code != -32602 || ue.Message != "invalid arguments: b: Must be a number" ||
 		string(ue.Data) != `{"parameter_errors":{"b":"Must be a number"}}` {
-		t.Errorf("UpstreamError = %d %q %s", ue.Code, ue.Message, ue.Data)
+		t.Errorf("Error = %d %q %s", ue.Code, ue.Message, ue.Data)
 	}
 	if errors.Is(err, ErrLost) || errors.Is(err, ErrUnavailable) {
 		t.Errorf("an upstream error is classed as %v", err)
 	}
 
-	_, err = upCall(t, u, "needs_auth", "")
+	_, err = callTool(t, u, "needs_auth", "")
 	if !errors.As(err, &ue) || ue.Code != -32042 {
 		t.Fatalf("err = %v, want -32042", err)
 	}
@@ -157,7 +157,7 @@ func TestUpstreamStdioErrorsTyped(t *testing.T) {
 		t.Errorf("-32042 data = %s", ue.Data)
 	}
 
-	_, err = upCall(t, u, "bad_result", "")
+	_, err = callTool(t, u, "bad_result", "")
 	if !errors.Is(err, ErrLost) {
 		t.Errorf("malformed result: err = %v, want ErrLost", err)
 	}
@@ -165,14 +165,14 @@ func TestUpstreamStdioErrorsTyped(t *testing.T) {
 
 func TestUpstreamStdioServerRequestsAnswered(t *testing.T) {
 	var mu sync.Mutex
-	var elicitations []UpstreamElicitation
-	u, logs := upStartFake(t, UpstreamConfig{}, UpstreamOptions{OnElicitation: func(e UpstreamElicitation) {
+	var elicitations []Elicitation
+	u, logs := startFake(t, Config{}, Options{OnElicitation: func(e Elicitation) {
 		mu.Lock()
 		defer mu.Unlock()
 		elicitations = append(elicitations, e)
 	}})
-	upWaitReady(t, u)
-	res, err := upCall(t, u, "elicit", "")
+	waitReady(t, u)
+	res, err := callTool(t, u, "elicit", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,11 +183,11 @@ func TestUpstreamStdioServerRequestsAnswered(t *testing.T) {
 			Code int `json:"code"`
 		} `json:"error"`
 	}
-	if err := json.Unmarshal([]byte(upText(t, res)), &answers); err != nil {
-		t.Fatalf("answers %s: %v", upText(t, res), err)
+	if err := json.Unmarshal([]byte(resultText(t, res)), &answers); err != nil {
+		t.Fatalf("answers %s: %v", resultText(t, res), err)
 	}
 	if len(answers) != 5 {
-		t.Fatalf("answers = %s", upText(t, res))
+		t.Fatalf("answers = %s", resultText(t, res))
 	}
 	for i, want := range []string{`{"action":"cancel"}`, `{"action":"decline"}`, "", `{"roots":[]}`, `{}`} {
 		a := answers[i]
@@ -206,7 +206,7 @@ func TestUpstreamStdioServerRequestsAnswered(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	wantE := []UpstreamElicitation{
+	wantE := []Elicitation{
 		{Upstream: "fake-stdio", Mode: "url", ElicitationID: "el-1", URL: "https://example.com/connect", Message: "Connect your account", Action: "cancel"},
 		{Upstream: "fake-stdio", Mode: "form", Message: "Your name?", Action: "decline"},
 	}
@@ -217,9 +217,9 @@ func TestUpstreamStdioServerRequestsAnswered(t *testing.T) {
 }
 
 func TestUpstreamStdioStderrLogged(t *testing.T) {
-	u, logs := upStartFake(t, UpstreamConfig{StderrLineMax: 100}, UpstreamOptions{})
-	upWaitReady(t, u)
-	if _, err := upCall(t, u, "stderr", ""); err != nil {
+	u, logs := startFake(t, Config{StderrLineMax: 100}, Options{})
+	waitReady(t, u)
+	if _, err := callTool(t, u, "stderr", ""); err != nil {
 		t.Fatal(err)
 	}
 	logs.waitLog(t, `line="fake: hello on stderr"`, 5*time.Second)
@@ -237,38 +237,38 @@ func TestUpstreamStdioStderrLogged(t *testing.T) {
 
 func TestUpstreamStdioCrashLostThenRestart(t *testing.T) {
 	// Crashing soon after it is ready: restarted after the backoff.
-	u, logs := upStartFake(t, UpstreamConfig{StableAfter: time.Hour, RestartBackoffMin: 400 * time.Millisecond, RestartBackoffMax: 400 * time.Millisecond}, UpstreamOptions{})
-	upWaitReady(t, u)
-	pid1 := upPid(t, u)
+	u, logs := startFake(t, Config{StableAfter: time.Hour, RestartBackoffMin: 400 * time.Millisecond, RestartBackoffMax: 400 * time.Millisecond}, Options{})
+	waitReady(t, u)
+	pid1 := childPID(t, u)
 
-	_, err := upCall(t, u, "crash", "")
+	_, err := callTool(t, u, "crash", "")
 	if !errors.Is(err, ErrLost) {
 		t.Fatalf("crash mid-call: err = %v, want ErrLost", err)
 	}
 	// While it restarts (at least 200ms of backoff): not ready, with the
 	// reason, and calls are refused without being sent.
-	upEventually(t, 2*time.Second, "not ready", func() bool { return !u.Ready() })
+	eventually(t, 2*time.Second, "not ready", func() bool { return !u.Ready() })
 	st := u.Status()
 	if !strings.HasPrefix(st.Reason, "restarting after exit status 3 (restart 1)") || st.Restarts != 1 {
 		t.Errorf("status while restarting = %+v", st)
 	}
-	if _, err := upCall(t, u, "pid", ""); !errors.Is(err, ErrUnavailable) {
+	if _, err := callTool(t, u, "pid", ""); !errors.Is(err, ErrUnavailable) {
 		t.Errorf("call while restarting: err = %v, want ErrUnavailable", err)
 	}
 	logs.waitLog(t, `line="fake: crashing now"`, 2*time.Second)
 
-	upWaitReady(t, u)
-	pid2 := upPid(t, u)
+	waitReady(t, u)
+	pid2 := childPID(t, u)
 	if pid2 == pid1 {
 		t.Errorf("same pid %d after restart", pid1)
 	}
-	upAssertGone(t, pid1)
-	upWaitTools(t, u, 4) // listed again after the restart
+	assertGone(t, pid1)
+	waitTools(t, u, 4) // listed again after the restart
 }
 
 func TestUpstreamStdioConcurrentCalls(t *testing.T) {
-	u, _ := upStartFake(t, UpstreamConfig{}, UpstreamOptions{})
-	upWaitReady(t, u)
+	u, _ := startFake(t, Config{}, Options{})
+	waitReady(t, u)
 	var wg sync.WaitGroup
 	errs := make(chan error, 64)
 	for i := range 64 {
@@ -277,12 +277,12 @@ func TestUpstreamStdioConcurrentCalls(t *testing.T) {
 			if i%4 == 0 {
 				name, args = "sleep", `{"ms":50}`
 			}
-			res, err := upCall(t, u, name, args)
+			res, err := callTool(t, u, name, args)
 			switch {
 			case err != nil:
 				errs <- err
-			case name == "echo_raw" && upText(t, res) != args:
-				errs <- fmt.Errorf("call %d got %s", i, upText(t, res))
+			case name == "echo_raw" && resultText(t, res) != args:
+				errs <- fmt.Errorf("call %d got %s", i, resultText(t, res))
 			}
 		})
 	}
@@ -294,8 +294,8 @@ func TestUpstreamStdioConcurrentCalls(t *testing.T) {
 }
 
 func TestUpstreamStdioCancelSendsNotification(t *testing.T) {
-	u, logs := upStartFake(t, UpstreamConfig{}, UpstreamOptions{})
-	upWaitReady(t, u)
+	u, logs := startFake(t, Config{}, Options{})
+	waitReady(t, u)
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(200*time.Millisecond, cancel)
 	start := time.Now()
@@ -309,16 +309,16 @@ func TestUpstreamStdioCancelSendsNotification(t *testing.T) {
 	logs.waitLog(t, "fake: cancelled request", 5*time.Second)
 	logs.waitLog(t, "(cancelled by the client)", time.Second)
 	// The connection is still good.
-	if _, err := upCall(t, u, "echo_raw", `{}`); err != nil {
+	if _, err := callTool(t, u, "echo_raw", `{}`); err != nil {
 		t.Fatal(err)
 	}
 }
 
 func TestUpstreamStdioCallTimeout(t *testing.T) {
-	u, logs := upStartFake(t, UpstreamConfig{CallTimeout: 300 * time.Millisecond}, UpstreamOptions{})
-	upWaitReady(t, u)
+	u, logs := startFake(t, Config{CallTimeout: 300 * time.Millisecond}, Options{})
+	waitReady(t, u)
 	start := time.Now()
-	_, err := upCall(t, u, "slow", "")
+	_, err := callTool(t, u, "slow", "")
 	if !errors.Is(err, ErrLost) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err = %v, want ErrLost and DeadlineExceeded", err)
 	}
@@ -330,8 +330,8 @@ func TestUpstreamStdioCallTimeout(t *testing.T) {
 
 func TestUpstreamStdioListChanged(t *testing.T) {
 	lists := make(chan []json.RawMessage, 10)
-	u, _ := upStartFake(t, UpstreamConfig{}, UpstreamOptions{OnToolsChanged: func(tools []json.RawMessage) { lists <- tools }})
-	upWaitReady(t, u)
+	u, _ := startFake(t, Config{}, Options{OnToolsChanged: func(tools []json.RawMessage) { lists <- tools }})
+	waitReady(t, u)
 	select {
 	case tools := <-lists:
 		if len(tools) != 4 {
@@ -340,12 +340,12 @@ func TestUpstreamStdioListChanged(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("no tool list after connecting")
 	}
-	if _, err := upCall(t, u, "change_tools", ""); err != nil {
+	if _, err := callTool(t, u, "change_tools", ""); err != nil {
 		t.Fatal(err)
 	}
 	select {
 	case tools := <-lists:
-		if len(tools) != 5 || string(tools[4]) != upFakeTool5 {
+		if len(tools) != 5 || string(tools[4]) != fakeTool5 {
 			t.Fatalf("list after list_changed: %s", tools)
 		}
 	case <-time.After(10 * time.Second):
@@ -358,9 +358,9 @@ func TestUpstreamStdioListChanged(t *testing.T) {
 
 func TestUpstreamStdioCloseKillsStubbornChild(t *testing.T) {
 	const grace = 300 * time.Millisecond
-	u, logs := upStartFake(t, UpstreamConfig{KillGrace: grace, Env: []string{upFakeIgnoreTerm + "=1"}}, UpstreamOptions{})
-	upWaitReady(t, u)
-	pid := upPid(t, u)
+	u, logs := startFake(t, Config{KillGrace: grace, Env: []string{fakeIgnoreTerm + "=1"}}, Options{})
+	waitReady(t, u)
+	pid := childPID(t, u)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -373,7 +373,7 @@ func TestUpstreamStdioCloseKillsStubbornChild(t *testing.T) {
 	if d < 2*grace-50*time.Millisecond || d > 2*grace+3*time.Second {
 		t.Errorf("Close took %s", d)
 	}
-	upAssertGone(t, pid)
+	assertGone(t, pid)
 	for _, s := range []string{"sending SIGTERM", "killing its process group"} {
 		if !strings.Contains(logs.String(), s) {
 			t.Errorf("log lacks %q", s)
@@ -382,15 +382,15 @@ func TestUpstreamStdioCloseKillsStubbornChild(t *testing.T) {
 	if st := u.Status(); st.Ready || st.Reason != "closed" {
 		t.Errorf("status after Close = %+v", st)
 	}
-	if _, err := upCall(t, u, "echo_raw", ""); !errors.Is(err, ErrUnavailable) {
+	if _, err := callTool(t, u, "echo_raw", ""); !errors.Is(err, ErrUnavailable) {
 		t.Errorf("call after Close: err = %v", err)
 	}
 }
 
 func TestUpstreamStdioCloseWithExpiredContextKillsAtOnce(t *testing.T) {
-	u, _ := upStartFake(t, UpstreamConfig{KillGrace: 5 * time.Second, Env: []string{upFakeIgnoreTerm + "=1"}}, UpstreamOptions{})
-	upWaitReady(t, u)
-	pid := upPid(t, u)
+	u, _ := startFake(t, Config{KillGrace: 5 * time.Second, Env: []string{fakeIgnoreTerm + "=1"}}, Options{})
+	waitReady(t, u)
+	pid := childPID(t, u)
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	start := time.Now()
@@ -401,18 +401,18 @@ func TestUpstreamStdioCloseWithExpiredContextKillsAtOnce(t *testing.T) {
 	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("Close: %v", err)
 	}
-	upAssertGone(t, pid)
+	assertGone(t, pid)
 }
 
 func TestUpstreamStdioCloseDrainsInFlightCalls(t *testing.T) {
-	u, _ := upStartFake(t, UpstreamConfig{DrainTimeout: 3 * time.Second}, UpstreamOptions{})
-	upWaitReady(t, u)
+	u, _ := startFake(t, Config{DrainTimeout: 3 * time.Second}, Options{})
+	waitReady(t, u)
 	done := make(chan error, 1)
 	go func() {
-		_, err := upCall(t, u, "sleep", `{"ms":300}`)
+		_, err := callTool(t, u, "sleep", `{"ms":300}`)
 		done <- err
 	}()
-	upEventually(t, 5*time.Second, "the call in flight", func() bool {
+	eventually(t, 5*time.Second, "the call in flight", func() bool {
 		u.mu.Lock()
 		defer u.mu.Unlock()
 		return u.inflight == 1
@@ -433,14 +433,14 @@ func TestUpstreamStdioCloseDrainsInFlightCalls(t *testing.T) {
 }
 
 func TestUpstreamStdioCloseAbandonsLongCalls(t *testing.T) {
-	u, _ := upStartFake(t, UpstreamConfig{DrainTimeout: 200 * time.Millisecond}, UpstreamOptions{})
-	upWaitReady(t, u)
+	u, _ := startFake(t, Config{DrainTimeout: 200 * time.Millisecond}, Options{})
+	waitReady(t, u)
 	done := make(chan error, 1)
 	go func() {
-		_, err := upCall(t, u, "slow", "")
+		_, err := callTool(t, u, "slow", "")
 		done <- err
 	}()
-	upEventually(t, 5*time.Second, "the call in flight", func() bool {
+	eventually(t, 5*time.Second, "the call in flight", func() bool {
 		u.mu.Lock()
 		defer u.mu.Unlock()
 		return u.inflight == 1
@@ -465,21 +465,21 @@ func TestUpstreamStdioCloseAbandonsLongCalls(t *testing.T) {
 }
 
 func TestUpstreamStdioCannotStart(t *testing.T) {
-	logs := &upLogs{}
-	u, err := StartUpstream(context.Background(), &UpstreamConfig{
+	logs := &testLogs{}
+	u, err := Start(context.Background(), &Config{
 		Name:              "missing",
 		Command:           "/nonexistent/mcp-server",
 		RestartBackoffMin: 50 * time.Millisecond,
-	}, &UpstreamOptions{Logger: logs.logger()})
+	}, &Options{Logger: logs.logger()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer u.Close(context.Background())
-	upEventually(t, 5*time.Second, "a start failure", func() bool {
+	eventually(t, 5*time.Second, "a start failure", func() bool {
 		return strings.HasPrefix(u.Status().Reason, "cannot start: ")
 	})
 	start := time.Now()
-	_, err = upCall(t, u, "x", "")
+	_, err = callTool(t, u, "x", "")
 	if !errors.Is(err, ErrUnavailable) || time.Since(start) > 100*time.Millisecond {
 		t.Errorf("err = %v after %s, want ErrUnavailable at once", err, time.Since(start))
 	}
@@ -489,8 +489,8 @@ func TestUpstreamStdioCannotStart(t *testing.T) {
 }
 
 func TestUpstreamStdioExitAtStart(t *testing.T) {
-	u, logs := upStartFake(t, UpstreamConfig{Env: []string{upFakeExitAtStart + "=1"}, RestartBackoffMin: time.Second, RestartBackoffMax: time.Second}, UpstreamOptions{})
-	upEventually(t, 10*time.Second, "an exit during initialize", func() bool {
+	u, logs := startFake(t, Config{Env: []string{fakeExitAtStart + "=1"}, RestartBackoffMin: time.Second, RestartBackoffMax: time.Second}, Options{})
+	eventually(t, 10*time.Second, "an exit during initialize", func() bool {
 		return u.Status().Reason == "exited during initialize: exit status 1"
 	})
 	logs.waitLog(t, `line="fake: exiting at start"`, 2*time.Second)
@@ -500,7 +500,7 @@ func TestUpstreamStdioExitAtStart(t *testing.T) {
 }
 
 func TestUpstreamConfigErrors(t *testing.T) {
-	for _, cfg := range []*UpstreamConfig{
+	for _, cfg := range []*Config{
 		nil,
 		{Name: "none"},
 		{Name: "two", Command: "x", URL: "http://h/mcp"},
@@ -508,36 +508,36 @@ func TestUpstreamConfigErrors(t *testing.T) {
 		{Name: "nohost", URL: "http:///mcp"},
 		{Name: "timeout", URL: "http://h/mcp", HTTPClient: &http.Client{Timeout: time.Second}},
 	} {
-		if u, err := StartUpstream(context.Background(), cfg, nil); err == nil {
+		if u, err := Start(context.Background(), cfg, nil); err == nil {
 			u.Close(context.Background())
 			t.Errorf("%+v: no error", cfg)
 		}
 	}
 	// A token in the URL's query stays out of the error.
-	_, err := StartUpstream(context.Background(), &UpstreamConfig{URL: "ftp://h/mcp?token=SECRET"}, nil)
+	_, err := Start(context.Background(), &Config{URL: "ftp://h/mcp?token=SECRET"}, nil)
 	if err == nil || strings.Contains(err.Error(), "SECRET") {
 		t.Errorf("err = %v", err)
 	}
 }
 
-func upPid(t *testing.T, u *Upstream) int {
+func childPID(t *testing.T, u *Upstream) int {
 	t.Helper()
-	res, err := upCall(t, u, "pid", "")
+	res, err := callTool(t, u, "pid", "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	pid, err := strconv.Atoi(upText(t, res))
+	pid, err := strconv.Atoi(resultText(t, res))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return pid
 }
 
-// upAssertGone checks that pid and its process group no longer exist (a
+// assertGone checks that pid and its process group no longer exist (a
 // zombie would still answer kill 0: it must have been reaped too).
-func upAssertGone(t *testing.T, pid int) {
+func assertGone(t *testing.T, pid int) {
 	t.Helper()
-	upEventually(t, 5*time.Second, fmt.Sprintf("process %d to be gone", pid), func() bool {
+	eventually(t, 5*time.Second, fmt.Sprintf("process %d to be gone", pid), func() bool {
 		return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) && errors.Is(syscall.Kill(-pid, 0), syscall.ESRCH)
 	})
 	if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err == nil {
@@ -546,36 +546,36 @@ func upAssertGone(t *testing.T, pid int) {
 }
 
 func TestUpstreamStdioToolListBounds(t *testing.T) {
-	u, logs := upStartFake(t, UpstreamConfig{MaxToolPages: 2}, UpstreamOptions{})
-	upWaitReady(t, u)
-	if tools := upWaitTools(t, u, 3); string(tools[2]) != upFakeTool3 {
+	u, logs := startFake(t, Config{MaxToolPages: 2}, Options{})
+	waitReady(t, u)
+	if tools := waitTools(t, u, 3); string(tools[2]) != fakeTool3 {
 		t.Errorf("tools = %s", tools)
 	}
 	logs.waitLog(t, "more pages than allowed", time.Second)
 
-	u, logs = upStartFake(t, UpstreamConfig{MaxTools: 2}, UpstreamOptions{})
-	upWaitReady(t, u)
-	upWaitTools(t, u, 2)
+	u, logs = startFake(t, Config{MaxTools: 2}, Options{})
+	waitReady(t, u)
+	waitTools(t, u, 2)
 	logs.waitLog(t, "more tools than allowed", time.Second)
 }
 
 func TestUpstreamStdioStartContextCloses(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
-	cfg := UpstreamConfig{
+	cfg := Config{
 		Name:    "ctx",
 		Command: os.Args[0],
 		Args:    []string{"-test.run=^TestUpstreamFakeServerProcess$"},
-		Env:     []string{upFakeEnv + "=1", "GORACE=atexit_sleep_ms=0"},
+		Env:     []string{fakeEnv + "=1", "GORACE=atexit_sleep_ms=0"},
 	}
-	u, err := StartUpstream(ctx, &cfg, nil)
+	u, err := Start(ctx, &cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	upWaitReady(t, u)
-	pid := upPid(t, u)
+	waitReady(t, u)
+	pid := childPID(t, u)
 	cancel()
-	upEventually(t, 5*time.Second, "closed", func() bool { return u.Status().Reason == "closed" })
-	upAssertGone(t, pid)
+	eventually(t, 5*time.Second, "closed", func() bool { return u.Status().Reason == "closed" })
+	assertGone(t, pid)
 	cctx, ccancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer ccancel()
 	if err := u.Close(cctx); err != nil {
@@ -588,13 +588,13 @@ func TestUpstreamStdioStartContextCloses(t *testing.T) {
 func TestUpstreamStdioSampleChild(t *testing.T) {
 	var mu sync.Mutex
 	progress := 0
-	logs := &upLogs{}
-	u, err := StartUpstream(context.Background(), &UpstreamConfig{
+	logs := &testLogs{}
+	u, err := Start(context.Background(), &Config{
 		Name:    "sample-child",
 		Command: os.Args[0],
 		Args:    []string{"-test.run=^TestUpstreamSampleServerProcess$"},
-		Env:     []string{upSampleEnv + "=1", "GORACE=atexit_sleep_ms=0"},
-	}, &UpstreamOptions{Logger: logs.logger(), OnNotification: func(method string, _ json.RawMessage) {
+		Env:     []string{sampleEnv + "=1", "GORACE=atexit_sleep_ms=0"},
+	}, &Options{Logger: logs.logger(), OnNotification: func(method string, _ json.RawMessage) {
 		if method == "notifications/progress" {
 			mu.Lock()
 			progress++
@@ -615,9 +615,9 @@ func TestUpstreamStdioSampleChild(t *testing.T) {
 			t.Errorf("Close took %s: the sample did not exit at the end of its stdin", d)
 		}
 	}()
-	upWaitReady(t, u)
-	upWaitTools(t, u, 4)
-	res, err := upCall(t, u, "add", `{"a":40,"b":2}`)
+	waitReady(t, u)
+	waitTools(t, u, 4)
+	res, err := callTool(t, u, "add", `{"a":40,"b":2}`)
 	if err != nil || !strings.Contains(string(res), `"structuredContent":{"sum":42}`) {
 		t.Fatalf("add: %s, %v", res, err)
 	}
@@ -626,7 +626,7 @@ func TestUpstreamStdioSampleChild(t *testing.T) {
 	if _, err := u.CallTool(ctx, "slow", json.RawMessage(`{"seconds":0.1,"steps":2}`), map[string]any{"progressToken": 1}, nil); err != nil {
 		t.Fatal(err)
 	}
-	upEventually(t, 2*time.Second, "progress", func() bool {
+	eventually(t, 2*time.Second, "progress", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return progress == 2
@@ -641,8 +641,8 @@ func TestUpstreamStdioSampleChild(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range 40 {
 		wg.Go(func() {
-			res, err := upCall(t, u, "echo", fmt.Sprintf(`{"message":"m%d"}`, i))
-			if err != nil || upText(t, res) != fmt.Sprintf("m%d", i) {
+			res, err := callTool(t, u, "echo", fmt.Sprintf(`{"message":"m%d"}`, i))
+			if err != nil || resultText(t, res) != fmt.Sprintf("m%d", i) {
 				t.Errorf("echo %d: %s, %v", i, res, err)
 			}
 		})
@@ -651,7 +651,7 @@ func TestUpstreamStdioSampleChild(t *testing.T) {
 }
 
 func TestUpstreamBackoff(t *testing.T) {
-	u := &Upstream{cfg: UpstreamConfig{RestartBackoffMin: 100 * time.Millisecond, RestartBackoffMax: time.Second}}
+	u := &Upstream{cfg: Config{RestartBackoffMin: 100 * time.Millisecond, RestartBackoffMax: time.Second}}
 	for n, nominal := range []time.Duration{100, 200, 400, 800, 1000, 1000, 1000} {
 		nominal *= time.Millisecond
 		for range 50 {

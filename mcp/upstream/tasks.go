@@ -36,41 +36,41 @@ import (
 
 // Bounds of the polling.
 const (
-	upTaskPollDefault = time.Second           // when the server gives no pollInterval
-	upTaskPollMin     = 50 * time.Millisecond // never faster, whatever the server asks
-	upTaskPollMax     = 5 * time.Second       // never slower: a caller is waiting
-	upTaskRelatedMeta = "io.modelcontextprotocol/related-task"
-	upTaskStatusNote  = "notifications/tasks/status"
-	upTaskMaxIDLength = 1024 // a longer taskId is not a task this bridge follows
+	taskPollDefault = time.Second           // when the server gives no pollInterval
+	taskPollMin     = 50 * time.Millisecond // never faster, whatever the server asks
+	taskPollMax     = 5 * time.Second       // never slower: a caller is waiting
+	taskRelatedMeta = "io.modelcontextprotocol/related-task"
+	taskStatusNote  = "notifications/tasks/status"
+	taskMaxIDLength = 1024 // a longer taskId is not a task this bridge follows
 )
 
-// upTask is the Task object of CreateTaskResult, tasks/get and
+// taskObject is the Task object of CreateTaskResult, tasks/get and
 // notifications/tasks/status (the fields the bridge reads).
-type upTask struct {
+type taskObject struct {
 	TaskID        string   `json:"taskId"`
 	Status        string   `json:"status"`
 	StatusMessage string   `json:"statusMessage"`
 	PollInterval  *float64 `json:"pollInterval"`
 }
 
-func (t *upTask) terminal() bool {
+func (t *taskObject) terminal() bool {
 	return t.Status == "completed" || t.Status == "failed" || t.Status == "cancelled"
 }
 
 // interval is how long to wait before the next tasks/get.
-func (t *upTask) interval() time.Duration {
+func (t *taskObject) interval() time.Duration {
 	if t.PollInterval == nil || *t.PollInterval <= 0 {
-		return upTaskPollDefault
+		return taskPollDefault
 	}
 	d := time.Duration(*t.PollInterval * float64(time.Millisecond))
-	return min(max(d, upTaskPollMin), upTaskPollMax)
+	return min(max(d, taskPollMin), taskPollMax)
 }
 
-// upTaskState is what a connection knows about tasks: whether the server
+// taskState is what a connection knows about tasks: whether the server
 // takes task-augmented tools/call, which tools require it (from the last
 // tools/list), and the waiters of tasks in progress (woken early by
 // notifications/tasks/status).
-type upTaskState struct {
+type taskState struct {
 	mu       sync.Mutex
 	capable  bool
 	required map[string]bool
@@ -78,7 +78,7 @@ type upTaskState struct {
 }
 
 // setCapable records capabilities.tasks.requests.tools.call of initialize.
-func (s *upTaskState) setCapable(initResult json.RawMessage) {
+func (s *taskState) setCapable(initResult json.RawMessage) {
 	var r struct {
 		Capabilities struct {
 			Tasks *struct {
@@ -99,7 +99,7 @@ func (s *upTaskState) setCapable(initResult json.RawMessage) {
 }
 
 // setRequired records the tools listed with execution.taskSupport "required".
-func (s *upTaskState) setRequired(names map[string]bool) {
+func (s *taskState) setRequired(names map[string]bool) {
 	s.mu.Lock()
 	s.required = names
 	s.mu.Unlock()
@@ -107,21 +107,21 @@ func (s *upTaskState) setRequired(names map[string]bool) {
 
 // toolCallTasks reports whether the server declared
 // capabilities.tasks.requests.tools.call.
-func (s *upTaskState) toolCallTasks() bool {
+func (s *taskState) toolCallTasks() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.capable
 }
 
 // needsTask reports whether a call of tool name is sent task-augmented.
-func (s *upTaskState) needsTask(name string) bool {
+func (s *taskState) needsTask(name string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.capable && s.required[name]
 }
 
 // wait registers a waiter for task id; the returned func unregisters it.
-func (s *upTaskState) wait(id string) (<-chan struct{}, func()) {
+func (s *taskState) wait(id string) (<-chan struct{}, func()) {
 	ch := make(chan struct{}, 1)
 	s.mu.Lock()
 	if s.waiters == nil {
@@ -140,8 +140,8 @@ func (s *upTaskState) wait(id string) (<-chan struct{}, func()) {
 
 // notified wakes the waiter of the task a notifications/tasks/status names.
 // It never blocks (the transport's reading goroutine calls it).
-func (s *upTaskState) notified(params json.RawMessage) {
-	var t upTask
+func (s *taskState) notified(params json.RawMessage) {
+	var t taskObject
 	if json.Unmarshal(params, &t) != nil || t.TaskID == "" {
 		return
 	}
@@ -161,9 +161,9 @@ func isJSONObject(raw json.RawMessage) bool {
 	return len(raw) > 0 && raw[0] == '{'
 }
 
-// upTaskParams adds "task": {"ttl": ttl in ms} to tools/call params made
-// by upCallParams (a JSON object). A zero ttl asks for none.
-func upTaskParams(params json.RawMessage, ttl time.Duration) json.RawMessage {
+// taskParams adds "task": {"ttl": ttl in ms} to tools/call params made
+// by callParams (a JSON object). A zero ttl asks for none.
+func taskParams(params json.RawMessage, ttl time.Duration) json.RawMessage {
 	task := `{}`
 	if ms := ttl.Milliseconds(); ms > 0 {
 		task = fmt.Sprintf(`{"ttl":%d}`, ms)
@@ -176,18 +176,18 @@ func upTaskParams(params json.RawMessage, ttl time.Duration) json.RawMessage {
 }
 
 // sendTask sends tools/call task-augmented and follows the task to its
-// end. Its upSent is read by CallTool as that of a plain call: resp is
+// end. Its sendResult is read by CallTool as that of a plain call: resp is
 // the answer of tasks/result (or of tools/call, when the server answered
 // without creating a task); once the task exists, every failure is sent
 // (the tool may be running) and no longer a session error, so that the
 // call is never sent twice; when ctx ends, tasks/cancel is sent.
-func (c *upConn) sendTask(ctx context.Context, name string, params json.RawMessage, header http.Header) upSent {
-	r := c.send(ctx, string(mcpgo.MethodToolsCall), upTaskParams(params, c.u.cfg.CallTimeout), header)
+func (c *connection) sendTask(ctx context.Context, name string, params json.RawMessage, header http.Header) sendResult {
+	r := c.send(ctx, string(mcpgo.MethodToolsCall), taskParams(params, c.u.cfg.CallTimeout), header)
 	if r.err != nil || r.resp.Error != nil {
 		return r
 	}
 	var created struct {
-		Task *upTask `json:"task"`
+		Task *taskObject `json:"task"`
 	}
 	if json.Unmarshal(r.resp.Result, &created) != nil || created.Task == nil {
 		// Not a CreateTaskResult: the server ran the call plainly, or
@@ -195,7 +195,7 @@ func (c *upConn) sendTask(ctx context.Context, name string, params json.RawMessa
 		return r
 	}
 	task := *created.Task
-	if task.TaskID == "" || len(task.TaskID) > upTaskMaxIDLength {
+	if task.TaskID == "" || len(task.TaskID) > taskMaxIDLength {
 		return c.taskLost(r.id, fmt.Sprintf("the server answered the task-augmented call of %q with a task without a usable taskId", name))
 	}
 	idParams, _ := json.Marshal(map[string]string{"taskId": task.TaskID})
@@ -208,7 +208,7 @@ func (c *upConn) sendTask(ctx context.Context, name string, params json.RawMessa
 		case <-ctx.Done():
 			t.Stop()
 			c.cancelTask(header, idParams)
-			return upSent{id: last, sent: true, err: ctx.Err()}
+			return sendResult{id: last, sent: true, err: ctx.Err()}
 		case <-woken:
 		case <-t.C:
 		}
@@ -218,15 +218,15 @@ func (c *upConn) sendTask(ctx context.Context, name string, params json.RawMessa
 		switch {
 		case ctx.Err() != nil:
 			c.cancelTask(header, idParams)
-			return upSent{id: last, sent: true, err: ctx.Err()}
+			return sendResult{id: last, sent: true, err: ctx.Err()}
 		case g.err != nil:
 			c.cancelTask(header, idParams)
-			return c.taskLost(last, fmt.Sprintf("polling task %q of %q failed: %s", task.TaskID, name, upSafeError(g.err)))
+			return c.taskLost(last, fmt.Sprintf("polling task %q of %q failed: %s", task.TaskID, name, safeError(g.err)))
 		case g.resp.Error != nil:
 			// Unknown task (expired, or the server lost it): nothing to cancel.
 			return c.taskLost(last, fmt.Sprintf("tasks/get of task %q of %q answered %d %s", task.TaskID, name, g.resp.Error.Code, g.resp.Error.Message))
 		}
-		var next upTask
+		var next taskObject
 		if json.Unmarshal(g.resp.Result, &next) != nil || next.Status == "" {
 			c.cancelTask(header, idParams)
 			return c.taskLost(last, fmt.Sprintf("tasks/get of task %q of %q answered a malformed task", task.TaskID, name))
@@ -241,18 +241,18 @@ func (c *upConn) sendTask(ctx context.Context, name string, params json.RawMessa
 	switch {
 	case ctx.Err() != nil:
 		c.cancelTask(header, idParams)
-		return upSent{id: res.id, sent: true, err: ctx.Err()}
+		return sendResult{id: res.id, sent: true, err: ctx.Err()}
 	case res.err != nil:
 		if !task.terminal() {
 			c.cancelTask(header, idParams)
 		}
-		return c.taskLost(res.id, fmt.Sprintf("tasks/result of task %q of %q failed: %s", task.TaskID, name, upSafeError(res.err)))
+		return c.taskLost(res.id, fmt.Sprintf("tasks/result of task %q of %q failed: %s", task.TaskID, name, safeError(res.err)))
 	case res.resp.Error != nil:
 		switch task.Status {
 		case "cancelled":
 			// Cancelled by the server or another client, not by this call:
 			// the tool did not finish; a retry may.
-			return c.taskLost(res.id, fmt.Sprintf("task %q of %q was cancelled upstream: %s", task.TaskID, name, upTaskMessage(task, res.resp.Error)))
+			return c.taskLost(res.id, fmt.Sprintf("task %q of %q was cancelled upstream: %s", task.TaskID, name, taskMessage(task, res.resp.Error)))
 		case "failed":
 			if task.StatusMessage != "" {
 				e := *res.resp.Error
@@ -260,13 +260,13 @@ func (c *upConn) sendTask(ctx context.Context, name string, params json.RawMessa
 				res.resp.Error = &e
 			}
 		}
-		return upSent{resp: res.resp, id: res.id, sent: true}
+		return sendResult{resp: res.resp, id: res.id, sent: true}
 	}
-	res.resp.Result = upWithoutRelatedTask(res.resp.Result)
-	return upSent{resp: res.resp, id: res.id, sent: true}
+	res.resp.Result = withoutRelatedTask(res.resp.Result)
+	return sendResult{resp: res.resp, id: res.id, sent: true}
 }
 
-func upTaskMessage(t upTask, e *mcpgo.JSONRPCErrorDetails) string {
+func taskMessage(t taskObject, e *mcpgo.JSONRPCErrorDetails) string {
 	if t.StatusMessage != "" {
 		return t.StatusMessage
 	}
@@ -276,35 +276,35 @@ func upTaskMessage(t upTask, e *mcpgo.JSONRPCErrorDetails) string {
 // taskLost is the outcome of a task the bridge could not follow to its
 // end: sent (the tool may have run) and not a session error, so CallTool
 // reports ErrLost and never sends the call again.
-func (c *upConn) taskLost(id int64, msg string) upSent {
-	return upSent{id: id, sent: true, err: errors.New(msg)}
+func (c *connection) taskLost(id int64, msg string) sendResult {
+	return sendResult{id: id, sent: true, err: errors.New(msg)}
 }
 
 // cancelTask sends tasks/cancel in the background, bounded by
-// upCancelTimeout and the connection's life; the answer (the cancelled
+// cancelTimeout and the connection's life; the answer (the cancelled
 // task, or -32602 for a task already terminal) is only logged.
-func (c *upConn) cancelTask(header http.Header, idParams json.RawMessage) {
+func (c *connection) cancelTask(header http.Header, idParams json.RawMessage) {
 	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), upCancelTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), cancelTimeout)
 		defer cancel()
 		stop := context.AfterFunc(c.ctx, cancel)
 		defer stop()
 		r := c.send(ctx, string(mcpgo.MethodTasksCancel), idParams, header)
 		switch {
 		case r.err != nil:
-			c.u.log.Debug("tasks/cancel not sent", "error", upSafeError(r.err))
+			c.u.log.Debug("tasks/cancel not sent", "error", safeError(r.err))
 		case r.resp.Error != nil:
 			c.u.log.Debug("tasks/cancel refused", "code", r.resp.Error.Code, "message", r.resp.Error.Message)
 		}
 	}()
 }
 
-// upWithoutRelatedTask removes the related-task key from a task result's
+// withoutRelatedTask removes the related-task key from a task result's
 // _meta (and _meta when nothing else is left): it names the bridge's own
 // upstream task, which the caller never sees, and would make the result
 // differ from that of a plain call.
-func upWithoutRelatedTask(result json.RawMessage) json.RawMessage {
-	if !bytes.Contains(result, []byte(upTaskRelatedMeta)) {
+func withoutRelatedTask(result json.RawMessage) json.RawMessage {
+	if !bytes.Contains(result, []byte(taskRelatedMeta)) {
 		return result
 	}
 	var top map[string]json.RawMessage
@@ -312,10 +312,10 @@ func upWithoutRelatedTask(result json.RawMessage) json.RawMessage {
 		return result
 	}
 	var meta map[string]json.RawMessage
-	if json.Unmarshal(top["_meta"], &meta) != nil || meta[upTaskRelatedMeta] == nil {
+	if json.Unmarshal(top["_meta"], &meta) != nil || meta[taskRelatedMeta] == nil {
 		return result
 	}
-	delete(meta, upTaskRelatedMeta)
+	delete(meta, taskRelatedMeta)
 	if len(meta) == 0 {
 		delete(top, "_meta")
 	} else {

@@ -14,11 +14,11 @@ import (
 	"time"
 )
 
-// upTaskFake is a streamable HTTP MCP server, raw JSON-RPC over plain JSON
+// taskFake is a streamable HTTP MCP server, raw JSON-RPC over plain JSON
 // answers, whose tool "research" requires tasks (MCP 2025-11-25): it
 // follows a script for tasks/get and tasks/result and records every
 // request it gets.
-type upTaskFake struct {
+type taskFake struct {
 	noTasks      bool            // do not declare capabilities.tasks
 	pollInterval json.RawMessage // of every Task answered; nil: none
 	// status gives the status (and statusMessage) of the n-th tasks/get (from 1).
@@ -35,7 +35,7 @@ type upTaskFake struct {
 	cancels []json.RawMessage // params of tasks/cancel
 }
 
-func (f *upTaskFake) count(method string) int {
+func (f *taskFake) count(method string) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	n := 0
@@ -47,13 +47,13 @@ func (f *upTaskFake) count(method string) int {
 	return n
 }
 
-func (f *upTaskFake) cancelled() []json.RawMessage {
+func (f *taskFake) cancelled() []json.RawMessage {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return append([]json.RawMessage(nil), f.cancels...)
 }
 
-func (f *upTaskFake) task(status, msg string) string {
+func (f *taskFake) task(status, msg string) string {
 	t := map[string]any{"taskId": "task-1", "status": status, "createdAt": "2025-11-25T10:30:00Z",
 		"lastUpdatedAt": "2025-11-25T10:30:00Z", "ttl": 60000}
 	if msg != "" {
@@ -66,7 +66,7 @@ func (f *upTaskFake) task(status, msg string) string {
 	return string(b)
 }
 
-func (f *upTaskFake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (f *taskFake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
 		w.WriteHeader(http.StatusMethodNotAllowed)
 		return
@@ -97,7 +97,7 @@ func (f *upTaskFake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":%s}`, m.ID, result)
 }
 
-func (f *upTaskFake) answer(method string, params json.RawMessage) (result, errObj string) {
+func (f *taskFake) answer(method string, params json.RawMessage) (result, errObj string) {
 	switch method {
 	case "initialize":
 		caps := `{"tools":{},"tasks":{"cancel":{},"requests":{"tools":{"call":{}}}}}`
@@ -156,29 +156,29 @@ func (f *upTaskFake) answer(method string, params json.RawMessage) (result, errO
 	return "", `{"code":-32601,"message":"method not found"}`
 }
 
-// upStartTaskFake starts an upstream on f and waits for its tools.
-func upStartTaskFake(t *testing.T, f *upTaskFake, callTimeout time.Duration) *Upstream {
+// startTaskFake starts an upstream on f and waits for its tools.
+func startTaskFake(t *testing.T, f *taskFake, callTimeout time.Duration) *Upstream {
 	t.Helper()
 	srv := httptest.NewServer(f)
 	t.Cleanup(srv.Close)
-	u, _ := upStartHTTP(t, UpstreamConfig{URL: srv.URL + "/mcp", CallTimeout: callTimeout}, UpstreamOptions{})
-	upWaitReady(t, u)
-	upWaitTools(t, u, 2)
+	u, _ := startHTTP(t, Config{URL: srv.URL + "/mcp", CallTimeout: callTimeout}, Options{})
+	waitReady(t, u)
+	waitTools(t, u, 2)
 	return u
 }
 
-const upTaskReport = `{"content":[{"type":"text","text":"report <ready>"}],"_meta":{"io.modelcontextprotocol/related-task":{"taskId":"task-1"}}}`
+const taskReport = `{"content":[{"type":"text","text":"report <ready>"}],"_meta":{"io.modelcontextprotocol/related-task":{"taskId":"task-1"}}}`
 
 func TestUpstreamTaskCompletedAfterPolling(t *testing.T) {
-	f := &upTaskFake{pollInterval: json.RawMessage(`10`), result: upTaskReport,
+	f := &taskFake{pollInterval: json.RawMessage(`10`), result: taskReport,
 		status: func(n int) (string, string) {
 			if n < 3 {
 				return "working", "stage " + fmt.Sprint(n)
 			}
 			return "completed", ""
 		}}
-	u := upStartTaskFake(t, f, 30*time.Second)
-	res, err := upCall(t, u, "research", `{"topic":"bridges"}`)
+	u := startTaskFake(t, f, 30*time.Second)
+	res, err := callTool(t, u, "research", `{"topic":"bridges"}`)
 	if err != nil {
 		t.Fatalf("CallTool: %v", err)
 	}
@@ -211,10 +211,10 @@ func TestUpstreamTaskCompletedAfterPolling(t *testing.T) {
 func TestUpstreamTaskInputRequiredGoesToResult(t *testing.T) {
 	// input_required: tasks/result at once (it delivers the server's
 	// requests and blocks until the task is terminal).
-	f := &upTaskFake{pollInterval: json.RawMessage(`10`), result: upTaskReport,
+	f := &taskFake{pollInterval: json.RawMessage(`10`), result: taskReport,
 		status: func(int) (string, string) { return "input_required", "which one?" }}
-	u := upStartTaskFake(t, f, 30*time.Second)
-	if _, err := upCall(t, u, "research", `{}`); err != nil {
+	u := startTaskFake(t, f, 30*time.Second)
+	if _, err := callTool(t, u, "research", `{}`); err != nil {
 		t.Fatalf("CallTool: %v", err)
 	}
 	if g, r := f.count("tasks/get"), f.count("tasks/result"); g != 1 || r != 1 {
@@ -235,9 +235,9 @@ func TestUpstreamTaskFailedAndCancelledMapped(t *testing.T) {
 			}},
 		{"failed with a JSON-RPC error", "failed", "the source is down", `{"code":-32603,"message":"Task task-1 has no result stored"}`,
 			func(t *testing.T, res json.RawMessage, err error) {
-				var ue *UpstreamError
+				var ue *Error
 				if !errors.As(err, &ue) || ue.Code != -32603 || ue.Message != "task failed: the source is down" {
-					t.Errorf("got %s, %v; want *UpstreamError -32603 \"task failed: the source is down\"", res, err)
+					t.Errorf("got %s, %v; want *Error -32603 \"task failed: the source is down\"", res, err)
 				}
 			}},
 		{"cancelled upstream", "cancelled", "cancelled by an operator", `{"code":-32603,"message":"Task task-1 has no result stored"}`,
@@ -246,7 +246,7 @@ func TestUpstreamTaskFailedAndCancelledMapped(t *testing.T) {
 					t.Errorf("got %s, %v; want ErrLost naming the status message", res, err)
 				}
 			}},
-		{"task vanished", "", "", upTaskReport,
+		{"task vanished", "", "", taskReport,
 			func(t *testing.T, res json.RawMessage, err error) {
 				if !errors.Is(err, ErrLost) || !strings.Contains(err.Error(), "Task not found") {
 					t.Errorf("got %s, %v; want ErrLost naming the answer", res, err)
@@ -255,10 +255,10 @@ func TestUpstreamTaskFailedAndCancelledMapped(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			f := &upTaskFake{pollInterval: json.RawMessage(`10`), result: c.result,
+			f := &taskFake{pollInterval: json.RawMessage(`10`), result: c.result,
 				status: func(int) (string, string) { return c.status, c.msg }}
-			u := upStartTaskFake(t, f, 30*time.Second)
-			res, err := upCall(t, u, "research", `{}`)
+			u := startTaskFake(t, f, 30*time.Second)
+			res, err := callTool(t, u, "research", `{}`)
 			c.check(t, res, err)
 			// A task that ended on its own (or is gone) is not cancelled.
 			if n := len(f.cancelled()); n != 0 {
@@ -269,21 +269,21 @@ func TestUpstreamTaskFailedAndCancelledMapped(t *testing.T) {
 }
 
 func TestUpstreamTaskTimeoutCancelsTask(t *testing.T) {
-	// pollInterval 1 ms is clamped to upTaskPollMin: polls stay bounded.
-	f := &upTaskFake{pollInterval: json.RawMessage(`1`), result: upTaskReport,
+	// pollInterval 1 ms is clamped to taskPollMin: polls stay bounded.
+	f := &taskFake{pollInterval: json.RawMessage(`1`), result: taskReport,
 		status: func(int) (string, string) { return "working", "" }}
 	timeout := 400 * time.Millisecond
-	u := upStartTaskFake(t, f, timeout)
-	_, err := upCall(t, u, "research", `{}`)
+	u := startTaskFake(t, f, timeout)
+	_, err := callTool(t, u, "research", `{}`)
 	if !errors.Is(err, ErrLost) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("CallTool: %v, want ErrLost and DeadlineExceeded (a timed-out call)", err)
 	}
-	upEventually(t, 10*time.Second, "tasks/cancel", func() bool { return len(f.cancelled()) == 1 })
+	eventually(t, 10*time.Second, "tasks/cancel", func() bool { return len(f.cancelled()) == 1 })
 	if got := string(f.cancelled()[0]); got != `{"taskId":"task-1"}` {
 		t.Errorf("tasks/cancel params %s, want {\"taskId\":\"task-1\"}", got)
 	}
-	if g, max := f.count("tasks/get"), int(timeout/upTaskPollMin)+1; g < 1 || g > max {
-		t.Errorf("%d tasks/get in %v, want 1..%d (pollInterval clamped to %v)", g, timeout, max, upTaskPollMin)
+	if g, max := f.count("tasks/get"), int(timeout/taskPollMin)+1; g < 1 || g > max {
+		t.Errorf("%d tasks/get in %v, want 1..%d (pollInterval clamped to %v)", g, timeout, max, taskPollMin)
 	}
 	if r := f.count("tasks/result"); r != 0 {
 		t.Errorf("%d tasks/result for a task that never ended", r)
@@ -291,16 +291,16 @@ func TestUpstreamTaskTimeoutCancelsTask(t *testing.T) {
 }
 
 func TestUpstreamTaskCallerCancelCancelsTask(t *testing.T) {
-	f := &upTaskFake{pollInterval: json.RawMessage(`20`), result: upTaskReport,
+	f := &taskFake{pollInterval: json.RawMessage(`20`), result: taskReport,
 		status: func(int) (string, string) { return "working", "" }}
-	u := upStartTaskFake(t, f, 30*time.Second)
+	u := startTaskFake(t, f, 30*time.Second)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
 		_, err := u.CallTool(ctx, "research", json.RawMessage(`{}`), nil, nil)
 		done <- err
 	}()
-	upEventually(t, 10*time.Second, "a tasks/get", func() bool { return f.count("tasks/get") > 0 })
+	eventually(t, 10*time.Second, "a tasks/get", func() bool { return f.count("tasks/get") > 0 })
 	cancel()
 	select {
 	case err := <-done:
@@ -310,15 +310,15 @@ func TestUpstreamTaskCallerCancelCancelsTask(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("CallTool did not return after its context was cancelled")
 	}
-	upEventually(t, 10*time.Second, "tasks/cancel", func() bool { return len(f.cancelled()) == 1 })
+	eventually(t, 10*time.Second, "tasks/cancel", func() bool { return len(f.cancelled()) == 1 })
 }
 
 func TestUpstreamTaskOnlyWhenRequiredAndDeclared(t *testing.T) {
 	// "optional" is called plainly.
-	f := &upTaskFake{result: upTaskReport, status: func(int) (string, string) { return "completed", "" }}
-	u := upStartTaskFake(t, f, 30*time.Second)
-	res, err := upCall(t, u, "plain", `{}`)
-	if err != nil || upText(t, res) != "plain answer" {
+	f := &taskFake{result: taskReport, status: func(int) (string, string) { return "completed", "" }}
+	u := startTaskFake(t, f, 30*time.Second)
+	res, err := callTool(t, u, "plain", `{}`)
+	if err != nil || resultText(t, res) != "plain answer" {
 		t.Fatalf("plain: %s, %v", res, err)
 	}
 	if strings.Contains(string(f.calls[0]), `"task"`) {
@@ -329,20 +329,20 @@ func TestUpstreamTaskOnlyWhenRequiredAndDeclared(t *testing.T) {
 	// sent a task (the spec forbids it), so a tool that requires one is
 	// left out of the list, with one log line; called anyway, it gets the
 	// server's own answer.
-	g := &upTaskFake{noTasks: true, result: upTaskReport, status: func(int) (string, string) { return "completed", "" }}
+	g := &taskFake{noTasks: true, result: taskReport, status: func(int) (string, string) { return "completed", "" }}
 	srv := httptest.NewServer(g)
 	t.Cleanup(srv.Close)
-	u, logs := upStartHTTP(t, UpstreamConfig{URL: srv.URL + "/mcp"}, UpstreamOptions{})
-	upWaitReady(t, u)
-	if tools := upWaitTools(t, u, 1); !strings.Contains(string(tools[0]), `"name":"plain"`) {
+	u, logs := startHTTP(t, Config{URL: srv.URL + "/mcp"}, Options{})
+	waitReady(t, u)
+	if tools := waitTools(t, u, 1); !strings.Contains(string(tools[0]), `"name":"plain"`) {
 		t.Errorf("listed %s, want only the plain tool", tools)
 	}
 	logs.waitLog(t, "skipping a tool that requires tasks", 5*time.Second)
 	if n := strings.Count(logs.String(), "skipping a tool that requires tasks"); n != 1 {
 		t.Errorf("%d log lines for the tool left out, want 1 per listing: %s", n, logs.String())
 	}
-	_, err = upCall(t, u, "research", `{}`)
-	var ue *UpstreamError
+	_, err = callTool(t, u, "research", `{}`)
+	var ue *Error
 	if !errors.As(err, &ue) || ue.Code != -32601 {
 		t.Errorf("research on a server without tasks: %v, want its -32601", err)
 	}
@@ -352,7 +352,7 @@ func TestUpstreamTaskOnlyWhenRequiredAndDeclared(t *testing.T) {
 }
 
 func TestUpstreamTaskStatusNotificationWakes(t *testing.T) {
-	s := &upTaskState{}
+	s := &taskState{}
 	woken, unwait := s.wait("t-9")
 	defer unwait()
 	s.notified(json.RawMessage(`{"taskId":"other","status":"completed"}`))
@@ -375,8 +375,8 @@ func TestUpstreamTaskPollInterval(t *testing.T) {
 	for _, c := range []struct {
 		in   *float64
 		want time.Duration
-	}{{nil, upTaskPollDefault}, {f(0), upTaskPollDefault}, {f(1), upTaskPollMin}, {f(250), 250 * time.Millisecond}, {f(3.6e6), upTaskPollMax}} {
-		if got := (&upTask{PollInterval: c.in}).interval(); got != c.want {
+	}{{nil, taskPollDefault}, {f(0), taskPollDefault}, {f(1), taskPollMin}, {f(250), 250 * time.Millisecond}, {f(3.6e6), taskPollMax}} {
+		if got := (&taskObject{PollInterval: c.in}).interval(); got != c.want {
 			t.Errorf("pollInterval %v: %v, want %v", c.in, got, c.want)
 		}
 	}

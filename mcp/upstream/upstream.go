@@ -17,7 +17,7 @@ import (
 	mcpserver "github.com/mark3labs/mcp-go/server"
 )
 
-// Defaults used when the matching UpstreamConfig field is zero.
+// Defaults used when the matching Config field is zero.
 const (
 	DefaultCallTimeout       = 60 * time.Second
 	DefaultInitTimeout       = 60 * time.Second
@@ -32,48 +32,48 @@ const (
 	DefaultStderrLineMax     = 4096
 )
 
-// upProtocolVersion is the revision asked for in initialize: the newest one
+// protocolVersion is the revision asked for in initialize: the newest one
 // with the initialize handshake and sessions (see Upstream).
-const upProtocolVersion = "2025-11-25"
+const protocolVersion = "2025-11-25"
 
 // Error classes of a failed Upstream.CallTool, for errors.Is. A JSON-RPC
-// error answered by the upstream is an *UpstreamError instead.
+// error answered by the upstream is an *Error instead.
 //
 //	class                     the call                          typical cause
 //	ErrUnavailable            was NOT sent: safe to retry       not connected, restarting, unreachable, closing
 //	ErrLost                   was sent, outcome unknown         the child died, the connection broke, the call timed out
-//	ErrUpstreamUnauthorized   was refused before the tool ran   HTTP 401/403 from the upstream
+//	ErrUnauthorized   was refused before the tool ran   HTTP 401/403 from the upstream
 //	ErrTooLarge               was answered, answer dropped      the answer exceeded MaxMessageBytes (*TooLargeError)
 //
 // A call ended by the caller's own context returns an error wrapping
 // ctx.Err() (context.Canceled or context.DeadlineExceeded) and none of these.
 var (
-	ErrUnavailable          = errors.New("mcp: upstream unavailable")
-	ErrLost                 = errors.New("mcp: upstream call lost")
-	ErrUpstreamUnauthorized = errors.New("mcp: upstream rejected the credentials")
+	ErrUnavailable  = errors.New("mcp: upstream unavailable")
+	ErrLost         = errors.New("mcp: upstream call lost")
+	ErrUnauthorized = errors.New("mcp: upstream rejected the credentials")
 )
 
-// UpstreamError is a JSON-RPC error answered by an upstream MCP server to a
+// Error is a JSON-RPC error answered by an upstream MCP server to a
 // request of the bridge.
 //
 // Data is the error's data re-encoded from what mcp-go's transport decoded:
 // the same JSON value, but object keys come out sorted and numbers beyond
 // float64 precision are rounded. Nil when the error had no data.
-type UpstreamError struct {
+type Error struct {
 	Code    int
 	Message string
 	Data    json.RawMessage
 }
 
 // Error is the code and message; never the data.
-func (e *UpstreamError) Error() string {
+func (e *Error) Error() string {
 	return fmt.Sprintf("mcp: upstream error %d: %s", e.Code, e.Message)
 }
 
-// UpstreamConfig describes one upstream MCP server: exactly one of Command
+// Config describes one upstream MCP server: exactly one of Command
 // (a stdio child), URL (streamable HTTP or legacy SSE) and InProcess. A nil
-// *UpstreamConfig is invalid.
-type UpstreamConfig struct {
+// *Config is invalid.
+type Config struct {
 	// Name identifies the upstream in logs, errors and health. Zero: the
 	// serverInfo.name the server answers to initialize (until it has
 	// answered, its URL without credentials, or "mcp-server" for a command),
@@ -150,17 +150,17 @@ type UpstreamConfig struct {
 	// MaxMessageBytes bounds one message read from the upstream: a line of
 	// a stdio child's stdout, an HTTP JSON body, one event of an event
 	// stream. A longer answer is dropped as it arrives and fails its call
-	// with a *TooLargeError (ErrTooLarge); other calls go on (see upLines).
-	// Zero: DefaultUpstreamMaxMessageBytes.
+	// with a *TooLargeError (ErrTooLarge); other calls go on (see lineBounder).
+	// Zero: DefaultMaxMessageBytes.
 	MaxMessageBytes int64
 	// StderrLineMax bounds one logged line of a stdio child's stderr; the
 	// rest of a longer line is dropped. Zero: DefaultStderrLineMax.
 	StderrLineMax int
 }
 
-// UpstreamOptions wire an Upstream into the program. A nil *UpstreamOptions
+// Options wire an Upstream into the program. A nil *Options
 // is the zero value.
-type UpstreamOptions struct {
+type Options struct {
 	// Logger receives the upstream's own log lines, a stdio child's stderr
 	// lines and mcp-go's transport logs (at debug level). Arguments, results,
 	// tokens and header values are never logged. Nil: nothing is logged.
@@ -177,7 +177,7 @@ type UpstreamOptions struct {
 	// sends. The bridge cannot show anything to a user, so it has already
 	// answered: "cancel" for URL mode, "decline" for form mode. Must not
 	// block. Nil: the request is only logged (URL mode with its url).
-	OnElicitation func(UpstreamElicitation)
+	OnElicitation func(Elicitation)
 	// Diagnose, when set, is asked what answers near an HTTP upstream's URL
 	// when its initialize POST got an HTTP 4xx other than 401/403 (a wrong
 	// path, an OTC server, a legacy SSE server): its answer, if any, is
@@ -197,10 +197,10 @@ type UpstreamOptions struct {
 	OnNotification func(method string, params json.RawMessage)
 }
 
-// UpstreamElicitation is one elicitation/create request of an upstream and
+// Elicitation is one elicitation/create request of an upstream and
 // the answer the bridge gave.
-type UpstreamElicitation struct {
-	Upstream      string // UpstreamConfig.Name
+type Elicitation struct {
+	Upstream      string // Config.Name
 	Mode          string // "url" or "form"
 	ElicitationID string // URL mode
 	URL           string // URL mode: what a user would have to open
@@ -208,15 +208,15 @@ type UpstreamElicitation struct {
 	Action        string // the answer sent: "cancel" or "decline"
 }
 
-// UpstreamServerInfo is the serverInfo an upstream answered to initialize.
-type UpstreamServerInfo struct {
+// ServerInfo is the serverInfo an upstream answered to initialize.
+type ServerInfo struct {
 	Name    string
 	Version string
 	Title   string
 }
 
-// UpstreamStatus is a snapshot of an upstream's health.
-type UpstreamStatus struct {
+// Status is a snapshot of an upstream's health.
+type Status struct {
 	Ready bool
 	// Reason says why the upstream is not ready: "starting", "restarting
 	// after exit status 3 (restart 2)", "unreachable: …", "closed"…; empty
@@ -224,26 +224,26 @@ type UpstreamStatus struct {
 	Reason string
 	// Server and ProtocolVersion come from the latest successful
 	// initialize; zero before the first one.
-	Server          UpstreamServerInfo
+	Server          ServerInfo
 	ProtocolVersion string
 	// Restarts counts how often a connection was lost and the upstream
 	// restarted (stdio) or reconnected (HTTP).
 	Restarts int
 }
 
-type upKind int
+type connKind int
 
 const (
-	upStdio upKind = iota
-	upStreamable
-	upSSE
-	upInProcess
+	kindStdio connKind = iota
+	kindStreamable
+	kindSSE
+	kindInProcess
 )
 
-func (k upKind) isHTTP() bool { return k == upStreamable || k == upSSE }
+func (k connKind) isHTTP() bool { return k == kindStreamable || k == kindSSE }
 
 // Upstream is one MCP server the bridge calls as an MCP client, with the
-// lifecycle of its connection: started by StartUpstream, restarted or
+// lifecycle of its connection: started by Start, restarted or
 // reconnected with backoff when it goes away, stopped by Close. It is safe
 // for concurrent use.
 //
@@ -253,13 +253,13 @@ func (k upKind) isHTTP() bool { return k == upStreamable || k == upSSE }
 type Upstream struct {
 	diagMu     sync.Mutex
 	diagFor    int                    // the HTTP status diag answers
-	diag       string                 // UpstreamOptions.Diagnose's answer for diagFor
-	name       string                 // UpstreamConfig.Name
+	diag       string                 // Options.Diagnose's answer for diagFor
+	name       string                 // Config.Name
 	serverName atomic.Pointer[string] // serverInfo.name of the latest initialize
-	cfg        UpstreamConfig         // defaults applied
-	opts       UpstreamOptions
+	cfg        Config                 // defaults applied
+	opts       Options
 	log        *slog.Logger
-	kind       upKind
+	kind       connKind
 	// nonce marks the bridge's own synthetic answers (tooLargeAnswer).
 	nonce string
 
@@ -274,14 +274,14 @@ type Upstream struct {
 	hurryOnce    sync.Once
 	done         chan struct{} // closed when the background goroutines are gone
 	wg           sync.WaitGroup
-	unwatch      func() bool // stops watching StartUpstream's context; guarded by mu
+	unwatch      func() bool // stops watching Start's context; guarded by mu
 
 	relist chan struct{} // one slot: re-read the tool list
 
 	mu       sync.Mutex
-	conn     *upConn // the ready connection, nil when not ready
+	conn     *connection // the ready connection, nil when not ready
 	reason   string
-	server   UpstreamServerInfo
+	server   ServerInfo
 	protocol string
 	restarts int
 	closing  bool
@@ -292,16 +292,16 @@ type Upstream struct {
 	tools atomic.Pointer[[]json.RawMessage]
 }
 
-// StartUpstream returns at once an Upstream that connects in the background:
+// Start returns at once an Upstream that connects in the background:
 // an upstream that is down at start does not fail the bridge (see Ready and
 // Status). It fails only for an invalid configuration. Cancelling ctx closes
 // the upstream as Close does, without waiting; call Close to wait.
-func StartUpstream(ctx context.Context, cfg *UpstreamConfig, opts *UpstreamOptions) (*Upstream, error) {
+func Start(ctx context.Context, cfg *Config, opts *Options) (*Upstream, error) {
 	if cfg == nil {
 		return nil, errors.New("mcp: upstream config is nil")
 	}
 	c := *cfg
-	var o UpstreamOptions
+	var o Options
 	if opts != nil {
 		o = *opts
 	}
@@ -313,10 +313,10 @@ func StartUpstream(ctx context.Context, cfg *UpstreamConfig, opts *UpstreamOptio
 		done:    make(chan struct{}),
 		hurry:   make(chan struct{}),
 		changed: make(chan struct{}),
-		nonce:   upNewNonce(),
+		nonce:   newNonce(),
 	}
 	if o.Logger != nil {
-		u.log = o.Logger.With("upstream", upName{u})
+		u.log = o.Logger.With("upstream", liveName{u})
 	} else {
 		u.log = slog.New(slog.DiscardHandler)
 	}
@@ -324,7 +324,7 @@ func StartUpstream(ctx context.Context, cfg *UpstreamConfig, opts *UpstreamOptio
 	set := 0
 	if c.Command != "" {
 		set++
-		u.kind = upStdio
+		u.kind = kindStdio
 	}
 	if c.URL != "" {
 		set++
@@ -333,18 +333,18 @@ func StartUpstream(ctx context.Context, cfg *UpstreamConfig, opts *UpstreamOptio
 		case err != nil:
 			return nil, fmt.Errorf("mcp: upstream %q: URL is not valid", c.Name)
 		case parsed.Scheme != "http" && parsed.Scheme != "https":
-			return nil, fmt.Errorf("mcp: upstream %q: URL %s: scheme must be http or https", c.Name, upRedactURL(parsed))
+			return nil, fmt.Errorf("mcp: upstream %q: URL %s: scheme must be http or https", c.Name, redactURL(parsed))
 		case parsed.Host == "":
-			return nil, fmt.Errorf("mcp: upstream %q: URL %s has no host", c.Name, upRedactURL(parsed))
+			return nil, fmt.Errorf("mcp: upstream %q: URL %s has no host", c.Name, redactURL(parsed))
 		}
-		u.kind = upStreamable
+		u.kind = kindStreamable
 		if c.SSE || strings.HasSuffix(strings.TrimSuffix(parsed.Path, "/"), "/sse") {
-			u.kind = upSSE
+			u.kind = kindSSE
 		}
 	}
 	if c.InProcess != nil {
 		set++
-		u.kind = upInProcess
+		u.kind = kindInProcess
 	}
 	if set != 1 {
 		return nil, fmt.Errorf("mcp: upstream %q: set exactly one of Command, URL and InProcess", c.Name)
@@ -353,14 +353,14 @@ func StartUpstream(ctx context.Context, cfg *UpstreamConfig, opts *UpstreamOptio
 		return nil, fmt.Errorf("mcp: upstream %q: HTTPClient.Timeout must be zero (use CallTimeout)", c.Name)
 	}
 
-	upDefault(&c.CallTimeout, DefaultCallTimeout)
-	upDefault(&c.InitTimeout, DefaultInitTimeout)
-	upDefault(&c.RestartBackoffMin, DefaultRestartBackoffMin)
-	upDefault(&c.RestartBackoffMax, DefaultRestartBackoffMax)
-	upDefault(&c.StableAfter, DefaultStableAfter)
-	upDefault(&c.KillGrace, DefaultKillGrace)
-	upDefault(&c.DrainTimeout, DefaultDrainTimeout)
-	upDefault(&c.PingInterval, DefaultPingInterval)
+	setDefault(&c.CallTimeout, DefaultCallTimeout)
+	setDefault(&c.InitTimeout, DefaultInitTimeout)
+	setDefault(&c.RestartBackoffMin, DefaultRestartBackoffMin)
+	setDefault(&c.RestartBackoffMax, DefaultRestartBackoffMax)
+	setDefault(&c.StableAfter, DefaultStableAfter)
+	setDefault(&c.KillGrace, DefaultKillGrace)
+	setDefault(&c.DrainTimeout, DefaultDrainTimeout)
+	setDefault(&c.PingInterval, DefaultPingInterval)
 	if c.RestartBackoffMax < c.RestartBackoffMin {
 		c.RestartBackoffMax = c.RestartBackoffMin
 	}
@@ -371,7 +371,7 @@ func StartUpstream(ctx context.Context, cfg *UpstreamConfig, opts *UpstreamOptio
 		c.MaxTools = DefaultMaxTools
 	}
 	if c.MaxMessageBytes <= 0 {
-		c.MaxMessageBytes = DefaultUpstreamMaxMessageBytes
+		c.MaxMessageBytes = DefaultMaxMessageBytes
 	}
 	if c.StderrLineMax <= 0 {
 		c.StderrLineMax = DefaultStderrLineMax
@@ -384,7 +384,7 @@ func StartUpstream(ctx context.Context, cfg *UpstreamConfig, opts *UpstreamOptio
 	}
 	u.cfg = c
 	if u.kind.isHTTP() {
-		u.httpClient = upNewHTTPClient(c.HTTPClient, u, u.kind == upSSE)
+		u.httpClient = newHTTPClient(c.HTTPClient, u, u.kind == kindSSE)
 		u.headers = u.staticHeaders(c.Headers)
 	}
 
@@ -411,13 +411,13 @@ func StartUpstream(ctx context.Context, cfg *UpstreamConfig, opts *UpstreamOptio
 	return u, nil
 }
 
-func upDefault(d *time.Duration, def time.Duration) {
+func setDefault(d *time.Duration, def time.Duration) {
 	if *d == 0 {
 		*d = def
 	}
 }
 
-// Name is UpstreamConfig.Name or, when that is empty, the serverInfo.name of
+// Name is Config.Name or, when that is empty, the serverInfo.name of
 // the server's latest initialize ("mcp-server" before the first one).
 func (u *Upstream) Name() string {
 	if u.name != "" {
@@ -427,12 +427,12 @@ func (u *Upstream) Name() string {
 		return *n
 	}
 	if u.cfg.URL != "" {
-		return upRedactURLString(u.cfg.URL)
+		return redactURLString(u.cfg.URL)
 	}
 	return "mcp-server"
 }
 
-// diagnosis is UpstreamOptions.Diagnose's answer for an initialize that got
+// diagnosis is Options.Diagnose's answer for an initialize that got
 // HTTP status, asked once per status.
 func (u *Upstream) diagnosis(status int) string {
 	if u.opts.Diagnose == nil {
@@ -448,10 +448,10 @@ func (u *Upstream) diagnosis(status int) string {
 	return u.diag
 }
 
-// upName logs an upstream's name as it is when the line is written.
-type upName struct{ u *Upstream }
+// liveName logs an upstream's name as it is when the line is written.
+type liveName struct{ u *Upstream }
 
-func (n upName) LogValue() slog.Value { return slog.StringValue(n.u.Name()) }
+func (n liveName) LogValue() slog.Value { return slog.StringValue(n.u.Name()) }
 
 // Ready reports whether calls can be sent now.
 func (u *Upstream) Ready() bool {
@@ -461,10 +461,10 @@ func (u *Upstream) Ready() bool {
 }
 
 // Status returns a snapshot of the upstream's health.
-func (u *Upstream) Status() UpstreamStatus {
+func (u *Upstream) Status() Status {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	s := UpstreamStatus{
+	s := Status{
 		Ready:           u.conn != nil && !u.closing,
 		Server:          u.server,
 		ProtocolVersion: u.protocol,
@@ -478,7 +478,7 @@ func (u *Upstream) Status() UpstreamStatus {
 
 // ServerInfo is the serverInfo of the latest successful initialize; zero
 // before the first one. It is kept while the upstream restarts.
-func (u *Upstream) ServerInfo() UpstreamServerInfo {
+func (u *Upstream) ServerInfo() ServerInfo {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	return u.server
@@ -568,7 +568,7 @@ func (u *Upstream) Close(ctx context.Context) error {
 	}
 	// Grace periods are skipped now; the process group is being killed.
 	// Wait a little for that so that Close leaves no child behind.
-	last := time.NewTimer(upKillWait + time.Second)
+	last := time.NewTimer(killWait + time.Second)
 	defer last.Stop()
 	select {
 	case <-u.done:
@@ -583,7 +583,7 @@ func (u *Upstream) hurryUp() {
 }
 
 // current returns the ready connection, or nil.
-func (u *Upstream) current() *upConn {
+func (u *Upstream) current() *connection {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.closing {
@@ -594,7 +594,7 @@ func (u *Upstream) current() *upConn {
 
 // acquire returns the ready connection and counts a call in flight, to be
 // ended with release; or an ErrUnavailable error.
-func (u *Upstream) acquire() (*upConn, error) {
+func (u *Upstream) acquire() (*connection, error) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	switch {
@@ -621,7 +621,7 @@ func (u *Upstream) release() {
 }
 
 func (u *Upstream) unavailable(reason string) error {
-	return &upCallError{class: ErrUnavailable, msg: fmt.Sprintf("upstream %q unavailable: %s", u.Name(), reason)}
+	return &callError{class: ErrUnavailable, msg: fmt.Sprintf("upstream %q unavailable: %s", u.Name(), reason)}
 }
 
 // triggerRelist asks the catalog goroutine to read the tool list again.
@@ -707,7 +707,7 @@ func (u *Upstream) supervise() {
 			u.restarts++
 		}
 		if !stopping && !u.closing {
-			if u.kind == upStdio {
+			if u.kind == kindStdio {
 				u.reason = fmt.Sprintf("restarting after %s (restart %d)", why, u.restarts)
 			} else {
 				u.reason = fmt.Sprintf("reconnecting after %s (attempt %d)", why, u.restarts)
@@ -734,7 +734,7 @@ func (u *Upstream) supervise() {
 	}
 }
 
-// wait sleeps the backoff of attempt, telling UpstreamOptions.waited; it
+// wait sleeps the backoff of attempt, telling Options.waited; it
 // reports whether it slept the whole time (false: the upstream stopped).
 func (u *Upstream) wait(what string, attempt int) bool {
 	d := u.backoff(attempt)
@@ -746,7 +746,7 @@ func (u *Upstream) wait(what string, attempt int) bool {
 }
 
 // publish makes conn the ready connection.
-func (u *Upstream) publish(conn *upConn) {
+func (u *Upstream) publish(conn *connection) {
 	u.mu.Lock()
 	server, protocol := conn.info()
 	u.conn = conn
@@ -763,7 +763,7 @@ func (u *Upstream) publish(conn *upConn) {
 }
 
 // setServer records the serverInfo of a re-initialization.
-func (u *Upstream) setServer(conn *upConn) {
+func (u *Upstream) setServer(conn *connection) {
 	server, protocol := conn.info()
 	u.mu.Lock()
 	defer u.mu.Unlock()
@@ -805,14 +805,14 @@ func (u *Upstream) catalog() {
 			if u.ctx.Err() != nil {
 				return
 			}
-			var ue *UpstreamError
+			var ue *Error
 			switch {
 			case errors.As(err, &ue):
 				// The server answered: it has no tools to give (for
 				// example -32601 without the tools capability).
 				u.log.Warn("tools/list failed; the upstream has no tools", "code", ue.Code, "message", ue.Message)
 				tools = []json.RawMessage{}
-			case errors.Is(err, upErrSessionGone):
+			case errors.Is(err, errSessionGone):
 				ctx, cancel := context.WithTimeout(u.ctx, u.cfg.InitTimeout)
 				_ = conn.reinitialize(ctx, epoch) // lists again when it succeeds
 				cancel()
@@ -838,17 +838,17 @@ func (u *Upstream) catalog() {
 	}
 }
 
-// upCallError is an error of this package with a class (ErrUnavailable,
+// callError is an error of this package with a class (ErrUnavailable,
 // ErrLost…) and/or a context error, whose text carries no secret.
-type upCallError struct {
+type callError struct {
 	class error
 	extra error // context.Canceled, context.DeadlineExceeded, or nil
 	msg   string
 }
 
-func (e *upCallError) Error() string { return "mcp: " + e.msg }
+func (e *callError) Error() string { return "mcp: " + e.msg }
 
-func (e *upCallError) Unwrap() []error {
+func (e *callError) Unwrap() []error {
 	errs := make([]error, 0, 2)
 	for _, err := range []error{e.class, e.extra} {
 		if err != nil {

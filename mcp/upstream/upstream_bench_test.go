@@ -25,7 +25,7 @@ func BenchmarkUpCallParams(b *testing.B) {
 			b.SetBytes(int64(n))
 			b.ReportAllocs()
 			for b.Loop() {
-				p, err := upCallParams("echo", args, meta)
+				p, err := callParams("echo", args, meta)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -36,7 +36,7 @@ func BenchmarkUpCallParams(b *testing.B) {
 }
 
 func BenchmarkUpstreamCallInProcess(b *testing.B) {
-	u, err := StartUpstream(context.Background(), &UpstreamConfig{Name: "sample", InProcess: sample.NewServer()}, nil)
+	u, err := Start(context.Background(), &Config{Name: "sample", InProcess: sample.NewServer()}, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
