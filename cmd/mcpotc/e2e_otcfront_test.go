@@ -1855,7 +1855,7 @@ func TestE2EOTCFrontShutdown(t *testing.T) {
 	b.waitHealthy(t, otcE2EStartTimeout)
 	b.waitTools(t, []string{"stubborn.slow@1.0.0"})
 	otcE2EWaitLog(t, b.p, 10*time.Second, "the child's grandchild", func(m map[string]any) bool {
-		return strings.HasPrefix(fmt.Sprint(m["message"]), "stubborn: otcE2E stubborn child: grandchild ")
+		return m["message"] == "child stderr" && m["upstream"] == "stubborn" && strings.HasPrefix(fmt.Sprint(m["line"]), "otcE2E stubborn child: grandchild ")
 	})
 	d := otcE2EDialects[1]
 	b.expect(t, d, map[string]any{"tool_id": "stubborn.add", "input": map[string]any{"a": 1, "b": 1}}, nil, 200, otcE2EOK(map[string]any{"sum": 2}))
@@ -1935,9 +1935,13 @@ func TestE2EOTCFrontShutdown(t *testing.T) {
 	}
 
 	// The log tells the story.
+	if len(b.logs(func(m map[string]any) bool {
+		return m["message"] == "child stderr" && m["line"] == "otcE2E stubborn child: sample-mcp exited (0); staying"
+	})) == 0 {
+		t.Errorf("log: no stderr line of the child saying it stays")
+	}
 	for _, want := range []string{
 		"shutting down",
-		"stubborn: otcE2E stubborn child: sample-mcp exited (0); staying",
 		"upstream child still running after its stdin was closed; sending SIGTERM",
 		"upstream child still running after SIGTERM; killing its process group",
 	} {
