@@ -26,6 +26,7 @@ import (
 	"golang.org/x/tools/txtar"
 
 	"github.com/mcpotc/mcpotc/bridge"
+	"github.com/mcpotc/mcpotc/internal/wiretest"
 	"github.com/mcpotc/mcpotc/otc"
 )
 
@@ -245,12 +246,10 @@ type step struct {
 	hang     *pending // the call held by a hanging upstream
 }
 
-type headerLine struct{ name, value string }
-
 // httpExpect is an expected request: body compared as data.
 type httpExpect struct {
 	method, path string
-	header       []headerLine
+	header       []wiretest.Header
 	body         string
 }
 
@@ -258,7 +257,7 @@ type httpExpect struct {
 type httpAnswer struct {
 	kind   string // "http", "hang", "refused"
 	status int
-	header []headerLine
+	header []wiretest.Header
 	body   string
 }
 
@@ -268,22 +267,12 @@ type frameExpect struct {
 	text string // JSON, may hold placeholders and {{captures}}
 }
 
+// matcher compares what the server sent with a vector.
+var matcher = wiretest.Matcher{Root: "(frame)", ExactNumbers: true}
+
 var (
 	sectionName = regexp.MustCompile(`^([1-9][0-9]*)\.(mcp|mcp\.response|upstream\.request|upstream\.response)$`)
-	headerName  = regexp.MustCompile(`^[A-Za-z0-9-]+$`)
-	placeholder = regexp.MustCompile(`^<([a-z]+)(?::([A-Za-z_][A-Za-z0-9_]*))?>$`)
-	looksLikePH = regexp.MustCompile(`^<[^<>]+>$`)
-	reference   = regexp.MustCompile(`\{\{([^{}]*)\}\}`)
-	uuidPattern = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
 )
-
-// matchers match the placeholder kinds.
-var matchers = map[string]func(v any) bool{
-	"uuid":   func(v any) bool { s, ok := v.(string); return ok && uuidPattern.MatchString(s) },
-	"number": func(v any) bool { _, ok := v.(json.Number); return ok },
-	"string": func(v any) bool { _, ok := v.(string); return ok },
-	"any":    func(any) bool { return true },
-}
 
 func loadFile(path string, updating bool) (*scenario, error) {
 	data, err := os.ReadFile(path)
@@ -319,7 +308,7 @@ func parseScenario(data []byte, updating bool) (*scenario, error) {
 			if i != 0 {
 				return nil, errors.New("options.json must be the first section")
 			}
-			if err := decodeStrict(f.Data, &sc.opts); err != nil {
+			if err := wiretest.DecodeStrict(f.Data, &sc.opts); err != nil {
 				return nil, fmt.Errorf("options.json: %w", err)
 			}
 			continue
@@ -402,7 +391,7 @@ func parseScenario(data []byte, updating bool) (*scenario, error) {
 	captured := map[string]string{} // capture → section that records it
 	used := map[string]bool{}
 	refs := func(section, text string) error {
-		for _, m := range reference.FindAllStringSubmatch(text, -1) {
+		for _, m := range wiretest.Reference.FindAllStringSubmatch(text, -1) {
 			if _, ok := captured[m[1]]; !ok {
 				return fmt.Errorf("%s: {{%s}} is not captured by an earlier section", section, m[1])
 			}
@@ -412,11 +401,11 @@ func parseScenario(data []byte, updating bool) (*scenario, error) {
 	}
 	captures := func(section string, want any) error {
 		var perr error
-		walkPlaceholders(want, func(text string) {
-			m := placeholder.FindStringSubmatch(text)
+		wiretest.WalkPlaceholders(want, func(text string) {
+			m := wiretest.Placeholder.FindStringSubmatch(text)
 			switch {
 			case perr != nil:
-			case m == nil || matchers[m[1]] == nil:
+			case m == nil || wiretest.Kinds[m[1]] == nil:
 				perr = fmt.Errorf("%s: unknown placeholder %s", section, text)
 			case m[2] == "":
 			case captured[m[2]] != "":
@@ -473,7 +462,7 @@ func parseScenario(data []byte, updating bool) (*scenario, error) {
 				return nil, fmt.Errorf("%s: %w", name("upstream.request"), err)
 			}
 			var want any
-			if err := decodeStrict([]byte(st.upReq.body), &want); err != nil {
+			if err := wiretest.DecodeStrict([]byte(st.upReq.body), &want); err != nil {
 				return nil, fmt.Errorf("%s: body is not JSON: %w", name("upstream.request"), err)
 			}
 			if err := captures(name("upstream.request"), want); err != nil {
@@ -505,7 +494,7 @@ func parseScenario(data []byte, updating bool) (*scenario, error) {
 				st.want = &frameExpect{text: text}
 				if text != "" {
 					var want any
-					if err := decodeStrict([]byte(text), &want); err != nil {
+					if err := wiretest.DecodeStrict([]byte(text), &want); err != nil {
 						return nil, fmt.Errorf("%s: not JSON: %w", name("mcp.response"), err)
 					}
 					if err := captures(name("mcp.response"), want); err != nil {
@@ -587,7 +576,7 @@ func parseFrame(text string) (frame, id string, err error) {
 	if t := strings.TrimSpace(text); strings.HasPrefix(t, "[") {
 		// A batch, which the front refuses: answered with a null id.
 		var batch []any
-		if err := decodeStrict([]byte(t), &batch); err != nil {
+		if err := wiretest.DecodeStrict([]byte(t), &batch); err != nil {
 			return "", "", fmt.Errorf("not a JSON array: %w", err)
 		}
 		var buf bytes.Buffer
@@ -597,7 +586,7 @@ func parseFrame(text string) (frame, id string, err error) {
 		return buf.String(), "null", nil
 	}
 	var msg map[string]json.RawMessage
-	if err := decodeStrict([]byte(text), &msg); err != nil {
+	if err := wiretest.DecodeStrict([]byte(text), &msg); err != nil {
 		return "", "", fmt.Errorf("not a JSON object: %w", err)
 	}
 	if string(msg["jsonrpc"]) != `"2.0"` {
@@ -610,7 +599,7 @@ func parseFrame(text string) (frame, id string, err error) {
 	if raw, ok := msg["id"]; ok {
 		id = string(raw)
 		var v any
-		if err := decodeStrict(raw, &v); err != nil {
+		if err := wiretest.DecodeStrict(raw, &v); err != nil {
 			return "", "", err
 		}
 		switch v.(type) {
@@ -631,24 +620,8 @@ func parseFrame(text string) (frame, id string, err error) {
 	return buf.String(), id, nil
 }
 
-// splitMessage splits an HTTP message section into its first line, its
-// header lines and its body.
-func splitMessage(s string) (first string, header []headerLine, body string, err error) {
-	head, body, _ := strings.Cut(s, "\n\n")
-	lines := strings.Split(strings.TrimSuffix(head, "\n"), "\n")
-	first = strings.TrimSpace(lines[0])
-	for _, l := range lines[1:] {
-		name, value, ok := strings.Cut(l, ":")
-		if !ok || !headerName.MatchString(name) {
-			return "", nil, "", fmt.Errorf("bad header line %q (want Name: value; a blank line before the body)", l)
-		}
-		header = append(header, headerLine{name, strings.TrimSpace(value)})
-	}
-	return first, header, strings.TrimSuffix(body, "\n"), nil
-}
-
 func parseExpect(s string) (*httpExpect, error) {
-	first, header, body, err := splitMessage(s)
+	first, header, body, err := wiretest.SplitMessage(s)
 	if err != nil {
 		return nil, err
 	}
@@ -660,7 +633,7 @@ func parseExpect(s string) (*httpExpect, error) {
 }
 
 func parseAnswer(s string) (*httpAnswer, error) {
-	first, header, body, err := splitMessage(s)
+	first, header, body, err := wiretest.SplitMessage(s)
 	if err != nil {
 		return nil, err
 	}
@@ -676,21 +649,6 @@ func parseAnswer(s string) (*httpAnswer, error) {
 		return nil, fmt.Errorf("first line %q: want a status code, hang or refused", first)
 	}
 	return &httpAnswer{kind: "http", status: status, header: header, body: body}, nil
-}
-
-// decodeStrict decodes exactly one JSON value, numbers as json.Number and
-// (for structs) no unknown fields.
-func decodeStrict(data []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return err
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return errors.New("data after the JSON value")
-	}
-	return nil
 }
 
 // ---------------------------------------------------------------------------
@@ -728,7 +686,7 @@ func (r *run) fail(format string, args ...any) {
 func (r *run) expand(s string) string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return reference.ReplaceAllStringFunc(s, func(m string) string { return r.captures[m[2:len(m)-2]] })
+	return wiretest.Reference.ReplaceAllStringFunc(s, func(m string) string { return r.captures[m[2:len(m)-2]] })
 }
 
 // syncBuffer is a log sink safe for concurrent writes.
@@ -926,14 +884,14 @@ func (r *run) checkResponse(c *client, st *step) bool {
 		return false
 	}
 	var got any
-	if err := decodeStrict(raw, &got); err != nil {
+	if err := wiretest.DecodeStrict(raw, &got); err != nil {
 		r.fail("%d.mcp.response: the frame is not JSON: %v", st.n, err)
 		return false
 	}
 	var want any
 	text := r.expand(st.want.text)
 	if text != "" {
-		if err := decodeStrict([]byte(text), &want); err != nil {
+		if err := wiretest.DecodeStrict([]byte(text), &want); err != nil {
 			r.fail("%d.mcp.response: %v", st.n, err)
 			return false
 		}
@@ -957,7 +915,7 @@ func (r *run) checkResponse(c *client, st *step) bool {
 		return true
 	}
 	r.mu.Lock()
-	problems := match("", want, got, r.captures)
+	problems := matcher.Match("", want, got, r.captures)
 	r.mu.Unlock()
 	if len(problems) > 0 {
 		r.fail("%d.mcp.response:\n\t%s\n\tthe front sent %s", st.n, strings.Join(problems, "\n\t"), raw)
@@ -1092,16 +1050,16 @@ func (r *run) checkCall(st *step, req *http.Request, body []byte) {
 		r.fail("%s: %s", where, p)
 	}
 	var got, want any
-	if err := decodeStrict(body, &got); err != nil {
+	if err := wiretest.DecodeStrict(body, &got); err != nil {
 		r.fail("%s: the body is not JSON (%v): %q", where, err, body)
 		return
 	}
-	if err := decodeStrict([]byte(r.expand(e.body)), &want); err != nil {
+	if err := wiretest.DecodeStrict([]byte(r.expand(e.body)), &want); err != nil {
 		r.fail("%s: %v", where, err)
 		return
 	}
 	r.mu.Lock()
-	problems := match("", want, got, r.captures)
+	problems := matcher.Match("", want, got, r.captures)
 	r.mu.Unlock()
 	if len(problems) > 0 {
 		r.fail("%s:\n\t%s\n\tthe upstream received %s", where, strings.Join(problems, "\n\t"), body)
@@ -1154,7 +1112,7 @@ func (r *run) answer(w http.ResponseWriter, a *httpAnswer) {
 		r.mu.Unlock()
 	}
 	for _, h := range a.header {
-		w.Header().Add(h.name, r.expand(h.value))
+		w.Header().Add(h.Name, r.expand(h.Value))
 	}
 	w.WriteHeader(a.status)
 	_, _ = io.WriteString(w, body)
@@ -1179,15 +1137,15 @@ func walkMembers(v any, key string, f func(string)) {
 
 // compareHeaders checks the listed headers; "Name:" with no value asserts
 // absence.
-func compareHeaders(want []headerLine, got http.Header) []string {
+func compareHeaders(want []wiretest.Header, got http.Header) []string {
 	var problems []string
 	for _, h := range want {
-		v := strings.Join(got.Values(h.name), ", ")
-		if v != h.value {
-			if h.value == "" {
-				problems = append(problems, fmt.Sprintf("header %s: %q, want it absent", h.name, v))
+		v := strings.Join(got.Values(h.Name), ", ")
+		if v != h.Value {
+			if h.Value == "" {
+				problems = append(problems, fmt.Sprintf("header %s: %q, want it absent", h.Name, v))
 			} else {
-				problems = append(problems, fmt.Sprintf("header %s: %q, want %q", h.name, v, h.value))
+				problems = append(problems, fmt.Sprintf("header %s: %q, want %q", h.Name, v, h.Value))
 			}
 		}
 	}
@@ -1320,117 +1278,6 @@ func (c *client) stop(t *testing.T, release func()) {
 // ---------------------------------------------------------------------------
 // Comparing JSON as data.
 
-// match compares decoded JSON values, placeholders in want matching by
-// kind and recording captures.
-func match(path string, want, got any, captures map[string]string) []string {
-	at := path
-	if at == "" {
-		at = "(frame)"
-	}
-	if s, ok := want.(string); ok {
-		if m := placeholder.FindStringSubmatch(s); m != nil && matchers[m[1]] != nil {
-			if !matchers[m[1]](got) {
-				return []string{fmt.Sprintf("%s: %s does not match %s", at, show(got), s)}
-			}
-			if m[2] != "" {
-				captures[m[2]] = captureText(got)
-			}
-			return nil
-		}
-	}
-	switch w := want.(type) {
-	case map[string]any:
-		g, ok := got.(map[string]any)
-		if !ok {
-			return []string{fmt.Sprintf("%s: %s, want an object", at, show(got))}
-		}
-		var problems []string
-		for _, k := range sortedKeys(w) {
-			if gv, ok := g[k]; ok {
-				problems = append(problems, match(path+"."+k, w[k], gv, captures)...)
-			} else {
-				problems = append(problems, fmt.Sprintf("%s.%s: missing, want %s", path, k, show(w[k])))
-			}
-		}
-		for _, k := range sortedKeys(g) {
-			if _, ok := w[k]; !ok {
-				problems = append(problems, fmt.Sprintf("%s.%s: unexpected member %s", path, k, show(g[k])))
-			}
-		}
-		return problems
-	case []any:
-		g, ok := got.([]any)
-		if !ok {
-			return []string{fmt.Sprintf("%s: %s, want an array", at, show(got))}
-		}
-		if len(g) != len(w) {
-			return []string{fmt.Sprintf("%s: %d elements, want %d: %s", at, len(g), len(w), show(got))}
-		}
-		var problems []string
-		for i := range w {
-			problems = append(problems, match(fmt.Sprintf("%s[%d]", path, i), w[i], g[i], captures)...)
-		}
-		return problems
-	case json.Number:
-		// By literal text: exactness is what the vectors assert.
-		if g, ok := got.(json.Number); ok && g == w {
-			return nil
-		}
-	default: // string, bool, nil
-		if want == got {
-			return nil
-		}
-	}
-	return []string{fmt.Sprintf("%s: %s, want %s", at, show(got), show(want))}
-}
-
-func sortedKeys(m map[string]any) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
-}
-
-// show is v as JSON, shortened, for messages.
-func show(v any) string {
-	var buf bytes.Buffer
-	if err := writeValue(&buf, v); err != nil {
-		return fmt.Sprint(v)
-	}
-	if s := buf.String(); len(s) > 300 {
-		return s[:300] + "…"
-	}
-	return buf.String()
-}
-
-func captureText(v any) string {
-	if s, ok := v.(string); ok {
-		return s
-	}
-	return show(v)
-}
-
-// walkPlaceholders calls f with each string in v that looks like a
-// placeholder, <…>.
-func walkPlaceholders(v any, f func(text string)) {
-	switch x := v.(type) {
-	case string:
-		if looksLikePH.MatchString(x) {
-			f(x)
-		}
-	case map[string]any:
-		for _, k := range sortedKeys(x) {
-			walkPlaceholders(x[k], f)
-		}
-	case []any:
-		for _, e := range x {
-			walkPlaceholders(e, f)
-		}
-	}
-}
-
 // formatJSON writes a frame indented in its own member order, for -update,
 // keeping want's placeholders where they still match and writing a string
 // that a capture recorded as its {{reference}}.
@@ -1438,161 +1285,11 @@ func formatJSON(frame []byte, want any, captures map[string]string) ([]byte, err
 	var buf bytes.Buffer
 	dec := json.NewDecoder(bytes.NewReader(frame))
 	dec.UseNumber()
-	if err := writeOrdered(&buf, dec, want, "", captures); err != nil {
+	if err := (wiretest.Writer{Captures: captures, KeepAny: true, OneLine: 96}).WriteOrdered(&buf, dec, want, ""); err != nil {
 		return nil, fmt.Errorf("the frame is not JSON: %w", err)
 	}
 	buf.WriteByte('\n')
 	return buf.Bytes(), nil
-}
-
-func writeOrdered(buf *bytes.Buffer, dec *json.Decoder, want any, indent string, captures map[string]string) error {
-	tok, err := dec.Token()
-	if err != nil {
-		return err
-	}
-	delim, isDelim := tok.(json.Delim)
-	if !isDelim {
-		if s, ok := want.(string); ok {
-			if m := placeholder.FindStringSubmatch(s); m != nil && matchers[m[1]] != nil && matchers[m[1]](tok) {
-				return writeValue(buf, s)
-			}
-		}
-		if s, ok := tok.(string); ok {
-			for _, name := range slices.Sorted(maps.Keys(captures)) {
-				if captures[name] == s {
-					return writeValue(buf, "{{"+name+"}}")
-				}
-			}
-		}
-		return writeValue(buf, tok)
-	}
-	inner := indent + "  "
-	wantObj, _ := want.(map[string]any)
-	wantArr, _ := want.([]any)
-	closing := byte('}')
-	if delim == '[' {
-		closing = ']'
-	}
-	buf.WriteByte(byte(delim))
-	n := 0
-	for dec.More() {
-		if n > 0 {
-			buf.WriteByte(',')
-		}
-		buf.WriteString("\n" + inner)
-		var w any
-		if delim == '{' {
-			kt, err := dec.Token()
-			if err != nil {
-				return err
-			}
-			k := kt.(string)
-			if err := writeValue(buf, k); err != nil {
-				return err
-			}
-			buf.WriteString(": ")
-			w = wantObj[k]
-		} else if n < len(wantArr) {
-			w = wantArr[n]
-		}
-		if s, ok := w.(string); ok && s == "<any>" {
-			// Keep <any> over a whole subtree.
-			var skip json.RawMessage
-			if err := dec.Decode(&skip); err != nil {
-				return err
-			}
-			buf.WriteString(`"<any>"`)
-			n++
-			continue
-		}
-		var sub bytes.Buffer
-		if err := writeOrdered(&sub, dec, w, inner, captures); err != nil {
-			return err
-		}
-		if line, ok := oneLine(sub.Bytes()); ok && len(inner)+len(line) <= 96 {
-			buf.WriteString(line)
-		} else {
-			buf.Write(sub.Bytes())
-		}
-		n++
-	}
-	if _, err := dec.Token(); err != nil {
-		return err
-	}
-	if n > 0 {
-		buf.WriteString("\n" + indent)
-	}
-	buf.WriteByte(closing)
-	return nil
-}
-
-// oneLine is an indented JSON value on one line ({"a": 1, "b": [2]}), when
-// it holds no object or array with more than one level below it.
-func oneLine(indented []byte) (string, bool) {
-	if !bytes.Contains(indented, []byte("\n")) {
-		return string(indented), true
-	}
-	dec := json.NewDecoder(bytes.NewReader(indented))
-	dec.UseNumber()
-	var buf bytes.Buffer
-	depth, maxDepth := 0, 0
-	first := true // no separator before the next token
-	inObject := []bool{}
-	key := false // the next token in an object is a key
-	for {
-		tok, err := dec.Token()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return "", false
-		}
-		if d, ok := tok.(json.Delim); ok && (d == '}' || d == ']') {
-			buf.WriteByte(byte(d))
-			depth--
-			inObject = inObject[:len(inObject)-1]
-			first = false
-			key = len(inObject) > 0 && inObject[len(inObject)-1]
-			continue
-		}
-		if !first {
-			if len(inObject) > 0 && inObject[len(inObject)-1] && !key {
-				buf.WriteString(": ")
-			} else {
-				buf.WriteString(", ")
-			}
-		}
-		if d, ok := tok.(json.Delim); ok {
-			buf.WriteByte(byte(d))
-			depth++
-			maxDepth = max(maxDepth, depth)
-			inObject = append(inObject, d == '{')
-			first, key = true, d == '{'
-			continue
-		}
-		if err := writeValue(&buf, tok); err != nil {
-			return "", false
-		}
-		first = false
-		if len(inObject) > 0 && inObject[len(inObject)-1] {
-			key = !key
-		}
-	}
-	return buf.String(), maxDepth <= 2
-}
-
-func writeValue(buf *bytes.Buffer, v any) error {
-	if n, ok := v.(json.Number); ok {
-		buf.WriteString(n.String())
-		return nil
-	}
-	enc := json.NewEncoder(buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return err
-	}
-	buf.Truncate(buf.Len() - 1)
-	return nil
 }
 
 // TestMCPFrontConformanceLoader shows that the loader refuses malformed

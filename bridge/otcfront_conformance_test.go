@@ -8,7 +8,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -29,6 +28,7 @@ import (
 	"golang.org/x/tools/txtar"
 
 	"github.com/mcpotc/mcpotc/bridge"
+	"github.com/mcpotc/mcpotc/internal/wiretest"
 	"github.com/mcpotc/mcpotc/mcp/upstream"
 	"github.com/mcpotc/mcpotc/otc"
 )
@@ -298,40 +298,28 @@ type otcfStep struct {
 	up       *otcfUpstreamStep
 }
 
-type otcfHeader struct{ name, value string }
-
 type otcfRequest struct {
 	method, target string
-	header         []otcfHeader
+	header         []wiretest.Header
 	body           string
 }
 
 type otcfResponse struct {
 	none   bool // the client gives up: no answer is read
 	status int
-	header []otcfHeader
+	header []wiretest.Header
 	json   bool
 	body   string // as written; may hold {{captures}}
 }
+
+// otcfMatcher compares what the server sent with a vector.
+var otcfMatcher = wiretest.Matcher{Root: "(body)"}
 
 var (
 	otcfSectionName  = regexp.MustCompile(`^([1-9][0-9]*)\.(request|response|upstream)$`)
 	otcfScenarioName = regexp.MustCompile(`^[a-z0-9_]+$`)
 	otcfMethodToken  = regexp.MustCompile(`^[A-Z]+$`)
-	otcfHeaderName   = regexp.MustCompile(`^[A-Za-z0-9-]+$`)
-	otcfPlaceholder  = regexp.MustCompile(`^<([a-z]+)(?::([A-Za-z_][A-Za-z0-9_]*))?>$`)
-	otcfLooksLikePH  = regexp.MustCompile(`^<[^<>]+>$`)
-	otcfReference    = regexp.MustCompile(`\{\{([^{}]*)\}\}`)
-	otcfUUID         = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
 )
-
-// otcfMatchers match the placeholder kinds.
-var otcfMatchers = map[string]func(v any) bool{
-	"uuid":   func(v any) bool { s, ok := v.(string); return ok && otcfUUID.MatchString(s) },
-	"number": func(v any) bool { _, ok := v.(json.Number); return ok },
-	"string": func(v any) bool { _, ok := v.(string); return ok },
-	"any":    func(any) bool { return true },
-}
 
 func otcfLoadFile(path string) (*otcfScenario, error) {
 	data, err := os.ReadFile(path)
@@ -374,7 +362,7 @@ func otcfParseScenario(file string, data []byte) (*otcfScenario, error) {
 			if i != 0 {
 				return nil, errors.New("options.json must be the first section")
 			}
-			if err := otcfDecodeStrict(f.Data, &sc.opts); err != nil {
+			if err := wiretest.DecodeStrict(f.Data, &sc.opts); err != nil {
 				return nil, fmt.Errorf("options.json: %w", err)
 			}
 			continue
@@ -384,7 +372,7 @@ func otcfParseScenario(file string, data []byte) (*otcfScenario, error) {
 			}
 			hasTools = true
 			sc.tools = bytes.TrimRight(f.Data, "\n")
-			if err := otcfDecodeStrict(sc.tools, &sc.toolList); err != nil {
+			if err := wiretest.DecodeStrict(sc.tools, &sc.toolList); err != nil {
 				return nil, fmt.Errorf("tools.json is not a JSON array: %w", err)
 			}
 			for j, tool := range sc.toolList {
@@ -466,15 +454,15 @@ func otcfParseScenario(file string, data []byte) (*otcfScenario, error) {
 		}
 		if st.resp.json && strings.TrimSpace(st.resp.body) != "" {
 			var want any
-			if err := otcfDecodeStrict([]byte(otcfReference.ReplaceAllString(st.resp.body, "0")), &want); err != nil {
+			if err := wiretest.DecodeStrict([]byte(wiretest.Reference.ReplaceAllString(st.resp.body, "0")), &want); err != nil {
 				return nil, fmt.Errorf("%d.response: body is not valid JSON: %w", n, err)
 			}
 			var perr error
-			otcfWalkPlaceholders(want, func(text string) {
-				m := otcfPlaceholder.FindStringSubmatch(text)
+			wiretest.WalkPlaceholders(want, func(text string) {
+				m := wiretest.Placeholder.FindStringSubmatch(text)
 				switch {
 				case perr != nil:
-				case m == nil || otcfMatchers[m[1]] == nil:
+				case m == nil || wiretest.Kinds[m[1]] == nil:
 					perr = fmt.Errorf("%d.response: unknown placeholder %s", n, text)
 				case m[2] == "":
 				case captured[m[2]] != 0:
@@ -536,7 +524,7 @@ func (sc *otcfScenario) checkOptions(hasTools bool) error {
 // parseUpstream reads and checks N.upstream.
 func (sc *otcfScenario) parseUpstream(data []byte) (*otcfUpstreamStep, error) {
 	var u otcfUpstreamStep
-	if err := otcfDecodeStrict(data, &u); err != nil {
+	if err := wiretest.DecodeStrict(data, &u); err != nil {
 		return nil, err
 	}
 	kind := sc.opts.Upstream
@@ -557,7 +545,7 @@ func (sc *otcfScenario) parseUpstream(data []byte) (*otcfUpstreamStep, error) {
 		return nil, errors.New("name is required")
 	}
 	var args map[string]any
-	if u.Arguments == nil || otcfDecodeStrict(u.Arguments, &args) != nil || args == nil {
+	if u.Arguments == nil || wiretest.DecodeStrict(u.Arguments, &args) != nil || args == nil {
 		return nil, errors.New("arguments is required: a JSON object")
 	}
 	answers := 0
@@ -581,7 +569,7 @@ func (sc *otcfScenario) parseUpstream(data []byte) (*otcfUpstreamStep, error) {
 			Message *string         `json:"message"`
 			Data    json.RawMessage `json:"data"`
 		}
-		if err := otcfDecodeStrict(u.Error, &e); err != nil || e.Code == nil || e.Message == nil {
+		if err := wiretest.DecodeStrict(u.Error, &e); err != nil || e.Code == nil || e.Message == nil {
 			return nil, errors.New(`error must be a JSON-RPC error object {"code", "message"[, "data"]}`)
 		}
 	}
@@ -632,9 +620,9 @@ func otcfInProcessError(raw json.RawMessage) error {
 			return err
 		}
 		var want, have any
-		_ = otcfDecodeStrict(raw, &want)
-		_ = otcfDecodeStrict(got, &have)
-		if p := otcfMatch("error", want, have, nil); p != nil {
+		_ = wiretest.DecodeStrict(raw, &want)
+		_ = wiretest.DecodeStrict(got, &have)
+		if p := otcfMatcher.Match("error", want, have, nil); p != nil {
 			return fmt.Errorf("in-process mcp-go would answer %s, not this error (%s): use the http upstream", got, strings.Join(p, "; "))
 		}
 		return nil
@@ -650,24 +638,8 @@ func otcfURLElicitationError(data json.RawMessage) mcpgo.URLElicitationRequiredE
 	return mcpgo.URLElicitationRequiredError{Elicitations: d.Elicitations}
 }
 
-// otcfSplitMessage splits a request or response section into its first
-// line, its header lines and its body.
-func otcfSplitMessage(s string) (first string, header []otcfHeader, body string, err error) {
-	head, body, _ := strings.Cut(s, "\n\n")
-	lines := strings.Split(strings.TrimSuffix(head, "\n"), "\n")
-	first = strings.TrimSpace(lines[0])
-	for _, l := range lines[1:] {
-		name, value, ok := strings.Cut(l, ":")
-		if !ok || !otcfHeaderName.MatchString(name) {
-			return "", nil, "", fmt.Errorf("bad header line %q (want Name: value; a blank line before the body)", l)
-		}
-		header = append(header, otcfHeader{name, strings.TrimSpace(value)})
-	}
-	return first, header, strings.TrimSuffix(body, "\n"), nil
-}
-
 func otcfParseRequest(s string) (*otcfRequest, error) {
-	first, header, body, err := otcfSplitMessage(s)
+	first, header, body, err := wiretest.SplitMessage(s)
 	if err != nil {
 		return nil, err
 	}
@@ -677,8 +649,8 @@ func otcfParseRequest(s string) (*otcfRequest, error) {
 		return nil, fmt.Errorf("first line %q: want METHOD /path", first)
 	}
 	for _, h := range header {
-		if h.value == "" {
-			return nil, fmt.Errorf("header %s has no value", h.name)
+		if h.Value == "" {
+			return nil, fmt.Errorf("header %s has no value", h.Name)
 		}
 	}
 	return &otcfRequest{method: method, target: target, header: header, body: body}, nil
@@ -688,7 +660,7 @@ func otcfParseResponse(s string) (*otcfResponse, error) {
 	if strings.TrimSpace(s) == "none" {
 		return &otcfResponse{none: true}, nil
 	}
-	first, header, body, err := otcfSplitMessage(s)
+	first, header, body, err := wiretest.SplitMessage(s)
 	if err != nil {
 		return nil, err
 	}
@@ -699,26 +671,26 @@ func otcfParseResponse(s string) (*otcfResponse, error) {
 	rp := &otcfResponse{status: status, header: header, body: body}
 	ct := ""
 	for _, h := range header {
-		if strings.EqualFold(h.name, "Content-Type") {
-			ct = h.value
+		if strings.EqualFold(h.Name, "Content-Type") {
+			ct = h.Value
 		}
 	}
 	if ct == "" {
 		return nil, errors.New("Content-Type is not listed: it says how the bodies are compared")
 	}
-	rp.json = otcfIsJSON(ct)
+	rp.json = wiretest.IsJSON(ct)
 	return rp, nil
 }
 
 // otcfReferences lists the {{name}} references in texts and header values.
-func otcfReferences(a, b string, header []otcfHeader) []string {
+func otcfReferences(a, b string, header []wiretest.Header) []string {
 	texts := []string{a, b}
 	for _, h := range header {
-		texts = append(texts, h.value)
+		texts = append(texts, h.Value)
 	}
 	var names []string
 	for _, s := range texts {
-		for _, m := range otcfReference.FindAllStringSubmatch(s, -1) {
+		for _, m := range wiretest.Reference.FindAllStringSubmatch(s, -1) {
 			names = append(names, m[1])
 		}
 	}
@@ -730,10 +702,10 @@ func otcfCheckDialect(dialect string, rq *otcfRequest) error {
 	if rq.target != "/tools" && rq.target != "/tools/call" && rq.target != "/call" {
 		return nil
 	}
-	hasVersion := slices.ContainsFunc(rq.header, func(h otcfHeader) bool { return strings.EqualFold(h.name, otc.VersionHeader) })
+	hasVersion := slices.ContainsFunc(rq.header, func(h wiretest.Header) bool { return strings.EqualFold(h.Name, otc.VersionHeader) })
 	var body map[string]json.RawMessage
 	if strings.TrimSpace(rq.body) != "" {
-		if err := otcfDecodeStrict([]byte(rq.body), &body); err != nil {
+		if err := wiretest.DecodeStrict([]byte(rq.body), &body); err != nil {
 			return fmt.Errorf("body is not a JSON object: %w", err)
 		}
 	}
@@ -762,27 +734,6 @@ func otcfCheckDialect(dialect string, rq *otcfRequest) error {
 		return errors.New(`the body has no "request" envelope`)
 	case schema != want && (body != nil || dialect == "otc-1.0"):
 		return fmt.Errorf("$schema is %q, want %q", schema, want)
-	}
-	return nil
-}
-
-func otcfIsJSON(ct string) bool {
-	mt, _, _ := strings.Cut(ct, ";")
-	mt = strings.TrimSpace(strings.ToLower(mt))
-	return mt == "application/json" || strings.HasSuffix(mt, "+json")
-}
-
-// otcfDecodeStrict decodes exactly one JSON value, numbers as json.Number
-// and (for structs) no unknown fields.
-func otcfDecodeStrict(data []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return err
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return errors.New("data after the JSON value")
 	}
 	return nil
 }
@@ -1193,11 +1144,11 @@ func (r *otcfRun) takeCall(id json.RawMessage, params json.RawMessage, header ht
 		r.fail("%s: name %q, want %q", where, p.Name, up.Name)
 	}
 	var want, got any
-	_ = otcfDecodeStrict(up.Arguments, &want)
-	if err := otcfDecodeStrict(p.Arguments, &got); err != nil {
+	_ = wiretest.DecodeStrict(up.Arguments, &want)
+	if err := wiretest.DecodeStrict(p.Arguments, &got); err != nil {
 		r.fail("%s: arguments are not JSON (%v): %s", where, err, p.Arguments)
 	} else {
-		for _, prob := range otcfMatch("arguments", want, got, nil) {
+		for _, prob := range otcfMatcher.Match("arguments", want, got, nil) {
 			r.fail("%s: %s", where, prob)
 		}
 	}
@@ -1209,11 +1160,11 @@ func (r *otcfRun) takeCall(id json.RawMessage, params json.RawMessage, header ht
 		r.fail("%s: _meta %s, want none", where, p.Meta)
 	case up.Meta != nil:
 		var wm, gm any
-		_ = otcfDecodeStrict(up.Meta, &wm)
+		_ = wiretest.DecodeStrict(up.Meta, &wm)
 		if p.Meta == nil {
 			r.fail("%s: no _meta, want %s", where, up.Meta)
-		} else if err := otcfDecodeStrict(p.Meta, &gm); err == nil {
-			for _, prob := range otcfMatch("_meta", wm, gm, nil) {
+		} else if err := wiretest.DecodeStrict(p.Meta, &gm); err == nil {
+			for _, prob := range otcfMatcher.Match("_meta", wm, gm, nil) {
 				r.fail("%s: %s", where, prob)
 			}
 		}
@@ -1405,12 +1356,12 @@ func (r *otcfRun) checkElicitAnswer(answer []byte, up *otcfUpstreamStep) {
 		return
 	}
 	var want, got any
-	_ = otcfDecodeStrict(up.ElicitAnswer, &want)
-	if err := otcfDecodeStrict(a.Result, &got); err != nil {
+	_ = wiretest.DecodeStrict(up.ElicitAnswer, &want)
+	if err := wiretest.DecodeStrict(a.Result, &got); err != nil {
 		r.fail("elicitation answer is not JSON: %s", a.Result)
 		return
 	}
-	for _, p := range otcfMatch("elicitation answer", want, got, nil) {
+	for _, p := range otcfMatcher.Match("elicitation answer", want, got, nil) {
 		r.fail("%s", p)
 	}
 }
@@ -1478,9 +1429,9 @@ func (r *otcfRun) newInProcess() *mcpserver.MCPServer {
 		}
 		if served, err := json.Marshal(tool); err == nil {
 			var want, got any
-			_ = otcfDecodeStrict(raw, &want)
-			_ = otcfDecodeStrict(served, &got)
-			if p := otcfMatch("tool", want, got, nil); p != nil {
+			_ = wiretest.DecodeStrict(raw, &want)
+			_ = wiretest.DecodeStrict(served, &got)
+			if p := otcfMatcher.Match("tool", want, got, nil); p != nil {
 				r.t.Logf("in-process mcp-go serves tool %s as %s, not as written (%s): the mapping is tested on what it serves", w.Name, served, strings.Join(p, "; "))
 			}
 		}
@@ -1544,9 +1495,9 @@ func (r *otcfRun) inProcessCall(ctx context.Context, _ mcpgo.CallToolRequest) (*
 	}
 	if served, err := json.Marshal(res); err == nil {
 		var want, got any
-		_ = otcfDecodeStrict(up.Result, &want)
-		_ = otcfDecodeStrict(served, &got)
-		if p := otcfMatch("result", want, got, nil); p != nil {
+		_ = wiretest.DecodeStrict(up.Result, &want)
+		_ = wiretest.DecodeStrict(served, &got)
+		if p := otcfMatcher.Match("result", want, got, nil); p != nil {
 			r.t.Logf("in-process mcp-go sends the result as %s, not as written (%s)", served, strings.Join(p, "; "))
 		}
 	}
@@ -1557,7 +1508,7 @@ func (r *otcfRun) inProcessCall(ctx context.Context, _ mcpgo.CallToolRequest) (*
 // gives up after that long.
 func otcfSend(client *http.Client, base *url.URL, rq *otcfRequest, captures map[string]string, abort time.Duration) (int, http.Header, []byte, error) {
 	expand := func(s string) string {
-		return otcfReference.ReplaceAllStringFunc(s, func(m string) string { return captures[m[2:len(m)-2]] })
+		return wiretest.Reference.ReplaceAllStringFunc(s, func(m string) string { return captures[m[2:len(m)-2]] })
 	}
 	u, err := base.Parse(expand(rq.target))
 	if err != nil {
@@ -1578,7 +1529,7 @@ func otcfSend(client *http.Client, base *url.URL, rq *otcfRequest, captures map[
 		return 0, nil, nil, err
 	}
 	for _, h := range rq.header {
-		req.Header.Add(h.name, expand(h.value))
+		req.Header.Add(h.Name, expand(h.Value))
 	}
 	resp, err := client.Do(req)
 	if err != nil {
@@ -1597,16 +1548,16 @@ func otcfCompare(want *otcfResponse, status int, header http.Header, body []byte
 		problems = append(problems, fmt.Sprintf("status %d, want %d", status, want.status))
 	}
 	for _, h := range want.header {
-		got := strings.Join(header.Values(h.name), ", ")
-		if got != h.value {
-			if h.value == "" {
-				problems = append(problems, fmt.Sprintf("header %s: %q, want it absent", h.name, got))
+		got := strings.Join(header.Values(h.Name), ", ")
+		if got != h.Value {
+			if h.Value == "" {
+				problems = append(problems, fmt.Sprintf("header %s: %q, want it absent", h.Name, got))
 			} else {
-				problems = append(problems, fmt.Sprintf("header %s: %q, want %q", h.name, got, h.value))
+				problems = append(problems, fmt.Sprintf("header %s: %q, want %q", h.Name, got, h.Value))
 			}
 		}
 	}
-	expected := otcfReference.ReplaceAllStringFunc(want.body, func(m string) string { return captures[m[2:len(m)-2]] })
+	expected := wiretest.Reference.ReplaceAllStringFunc(want.body, func(m string) string { return captures[m[2:len(m)-2]] })
 	switch {
 	case strings.TrimSpace(expected) == "":
 		if len(bytes.TrimSpace(body)) != 0 {
@@ -1618,141 +1569,15 @@ func otcfCompare(want *otcfResponse, status int, header http.Header, body []byte
 		}
 	default:
 		var w, got any
-		if err := otcfDecodeStrict([]byte(expected), &w); err != nil {
+		if err := wiretest.DecodeStrict([]byte(expected), &w); err != nil {
 			return append(problems, fmt.Sprintf("the expected body with captures is not JSON: %v", err))
 		}
-		if err := otcfDecodeStrict(body, &got); err != nil {
+		if err := wiretest.DecodeStrict(body, &got); err != nil {
 			return append(problems, fmt.Sprintf("body is not JSON (%v): %q", err, body))
 		}
-		problems = append(problems, otcfMatch("", w, got, captures)...)
+		problems = append(problems, otcfMatcher.Match("", w, got, captures)...)
 	}
 	return problems
-}
-
-// otcfMatch compares decoded JSON values, placeholders in want matching by
-// kind.
-func otcfMatch(path string, want, got any, captures map[string]string) []string {
-	at := path
-	if at == "" {
-		at = "(body)"
-	}
-	if s, ok := want.(string); ok {
-		if isPH, ok, capture := otcfMatchPlaceholder(s, got); isPH {
-			if !ok {
-				return []string{fmt.Sprintf("%s: %s does not match %s", at, otcfShow(got), s)}
-			}
-			if capture != "" && captures != nil {
-				captures[capture] = otcfCaptureText(got)
-			}
-			return nil
-		}
-	}
-	switch w := want.(type) {
-	case map[string]any:
-		g, ok := got.(map[string]any)
-		if !ok {
-			return []string{fmt.Sprintf("%s: %s, want an object", at, otcfShow(got))}
-		}
-		var problems []string
-		for _, k := range otcfSortedKeys(w) {
-			if gv, ok := g[k]; ok {
-				problems = append(problems, otcfMatch(path+"."+k, w[k], gv, captures)...)
-			} else {
-				problems = append(problems, fmt.Sprintf("%s.%s: missing, want %s", path, k, otcfShow(w[k])))
-			}
-		}
-		for _, k := range otcfSortedKeys(g) {
-			if _, ok := w[k]; !ok {
-				problems = append(problems, fmt.Sprintf("%s.%s: unexpected member %s", path, k, otcfShow(g[k])))
-			}
-		}
-		return problems
-	case []any:
-		g, ok := got.([]any)
-		if !ok {
-			return []string{fmt.Sprintf("%s: %s, want an array", at, otcfShow(got))}
-		}
-		if len(g) != len(w) {
-			return []string{fmt.Sprintf("%s: %d elements, want %d: %s", at, len(g), len(w), otcfShow(got))}
-		}
-		var problems []string
-		for i := range w {
-			problems = append(problems, otcfMatch(fmt.Sprintf("%s[%d]", path, i), w[i], g[i], captures)...)
-		}
-		return problems
-	case json.Number:
-		if g, ok := got.(json.Number); ok && otcfSameNumber(w, g) {
-			return nil
-		}
-	default: // string, bool, nil
-		if want == got {
-			return nil
-		}
-	}
-	return []string{fmt.Sprintf("%s: %s, want %s", at, otcfShow(got), otcfShow(want))}
-}
-
-func otcfSameNumber(a, b json.Number) bool {
-	x, okx := new(big.Rat).SetString(string(a))
-	y, oky := new(big.Rat).SetString(string(b))
-	return okx && oky && x.Cmp(y) == 0
-}
-
-func otcfSortedKeys(m map[string]any) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
-}
-
-// otcfShow is v as JSON, shortened, for messages.
-func otcfShow(v any) string {
-	var buf bytes.Buffer
-	if err := otcfWriteValue(&buf, v); err != nil {
-		return fmt.Sprint(v)
-	}
-	if s := buf.String(); len(s) > 300 {
-		return s[:300] + "…"
-	}
-	return buf.String()
-}
-
-// otcfCaptureText is the text {{name}} expands to: a string as is (the
-// reference sits inside quotes), any other value as JSON.
-func otcfCaptureText(v any) string {
-	if s, ok := v.(string); ok {
-		return s
-	}
-	var buf bytes.Buffer
-	_ = otcfWriteValue(&buf, v)
-	return buf.String()
-}
-
-func otcfWalkPlaceholders(v any, f func(text string)) {
-	switch x := v.(type) {
-	case string:
-		if otcfLooksLikePH.MatchString(x) {
-			f(x)
-		}
-	case map[string]any:
-		for _, k := range otcfSortedKeys(x) {
-			otcfWalkPlaceholders(x[k], f)
-		}
-	case []any:
-		for _, e := range x {
-			otcfWalkPlaceholders(e, f)
-		}
-	}
-}
-
-func otcfMatchPlaceholder(s string, v any) (isPlaceholder, matches bool, capture string) {
-	m := otcfPlaceholder.FindStringSubmatch(s)
-	if m == nil || otcfMatchers[m[1]] == nil {
-		return false, false, ""
-	}
-	return true, otcfMatchers[m[1]](v), m[2]
 }
 
 // otcfFormatResponse writes a response section from an answer, for
@@ -1764,14 +1589,14 @@ func otcfFormatResponse(want *otcfResponse, status int, header http.Header, body
 	fmt.Fprintf(&buf, "%d\n", status)
 	jsonBody := false
 	for _, h := range want.header {
-		v := strings.Join(header.Values(h.name), ", ")
-		if strings.EqualFold(h.name, "Content-Type") {
-			jsonBody = otcfIsJSON(v)
+		v := strings.Join(header.Values(h.Name), ", ")
+		if strings.EqualFold(h.Name, "Content-Type") {
+			jsonBody = wiretest.IsJSON(v)
 		}
 		if v == "" {
-			fmt.Fprintf(&buf, "%s:\n", h.name)
+			fmt.Fprintf(&buf, "%s:\n", h.Name)
 		} else {
-			fmt.Fprintf(&buf, "%s: %s\n", h.name, v)
+			fmt.Fprintf(&buf, "%s: %s\n", h.Name, v)
 		}
 	}
 	trimmed := bytes.TrimSpace(body)
@@ -1785,88 +1610,14 @@ func otcfFormatResponse(want *otcfResponse, status int, header http.Header, body
 		return buf.Bytes(), nil
 	}
 	var w any
-	_ = otcfDecodeStrict([]byte(otcfReference.ReplaceAllString(want.body, "0")), &w)
+	_ = wiretest.DecodeStrict([]byte(wiretest.Reference.ReplaceAllString(want.body, "0")), &w)
 	dec := json.NewDecoder(bytes.NewReader(trimmed))
 	dec.UseNumber()
-	if err := otcfWriteOrdered(&buf, dec, w, ""); err != nil {
+	if err := (wiretest.Writer{}).WriteOrdered(&buf, dec, w, ""); err != nil {
 		return nil, fmt.Errorf("the answer is not JSON: %w", err)
 	}
 	buf.WriteByte('\n')
 	return buf.Bytes(), nil
-}
-
-// otcfWriteOrdered re-emits the next JSON value of dec indented, in its own
-// member order, writing want's placeholder instead of a value it matches.
-func otcfWriteOrdered(buf *bytes.Buffer, dec *json.Decoder, want any, indent string) error {
-	tok, err := dec.Token()
-	if err != nil {
-		return err
-	}
-	delim, isDelim := tok.(json.Delim)
-	if !isDelim {
-		if s, ok := want.(string); ok {
-			if _, ok, _ := otcfMatchPlaceholder(s, tok); ok {
-				tok = s
-			}
-		}
-		return otcfWriteValue(buf, tok)
-	}
-	inner := indent + "  "
-	wantObj, _ := want.(map[string]any)
-	wantArr, _ := want.([]any)
-	closing := byte('}')
-	if delim == '[' {
-		closing = ']'
-	}
-	buf.WriteByte(byte(delim))
-	n := 0
-	for dec.More() {
-		if n > 0 {
-			buf.WriteByte(',')
-		}
-		buf.WriteString("\n" + inner)
-		var w any
-		if delim == '{' {
-			kt, err := dec.Token()
-			if err != nil {
-				return err
-			}
-			k := kt.(string)
-			if err := otcfWriteValue(buf, k); err != nil {
-				return err
-			}
-			buf.WriteString(": ")
-			w = wantObj[k]
-		} else if n < len(wantArr) {
-			w = wantArr[n]
-		}
-		if err := otcfWriteOrdered(buf, dec, w, inner); err != nil {
-			return err
-		}
-		n++
-	}
-	if _, err := dec.Token(); err != nil {
-		return err
-	}
-	if n > 0 {
-		buf.WriteString("\n" + indent)
-	}
-	buf.WriteByte(closing)
-	return nil
-}
-
-func otcfWriteValue(buf *bytes.Buffer, v any) error {
-	if n, ok := v.(json.Number); ok {
-		buf.WriteString(n.String())
-		return nil
-	}
-	enc := json.NewEncoder(buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return err
-	}
-	buf.Truncate(buf.Len() - 1) // Encode's newline
-	return nil
 }
 
 // TestOTCFrontConformanceLoader shows that the loader refuses malformed
@@ -1921,13 +1672,13 @@ func TestOTCFrontConformanceLoader(t *testing.T) {
 		}
 	}
 	big := json.Number("123456789012345678901234567890")
-	if p := otcfMatch("", big, json.Number("123456789012345680000000000000"), nil); p == nil {
+	if p := otcfMatcher.Match("", big, json.Number("123456789012345680000000000000"), nil); p == nil {
 		t.Error("a rounded big integer matches the exact one")
 	}
-	if p := otcfMatch("", map[string]any{"n": json.Number("15")}, map[string]any{"n": json.Number("15.0")}, nil); p != nil {
+	if p := otcfMatcher.Match("", map[string]any{"n": json.Number("15")}, map[string]any{"n": json.Number("15.0")}, nil); p != nil {
 		t.Errorf("15 and 15.0 differ: %v", p)
 	}
-	if p := otcfMatch("", map[string]any{"a": "<any>"}, map[string]any{}, nil); p == nil {
+	if p := otcfMatcher.Match("", map[string]any{"a": "<any>"}, map[string]any{}, nil); p == nil {
 		t.Error("<any> matches a missing member")
 	}
 	if otcfWireForm([]byte(`{"a": "<b>"}`)) != otcfWireForm([]byte(`{"a":"\u003cb\u003e"}`)) {

@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"math/big"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -22,6 +21,7 @@ import (
 
 	"golang.org/x/tools/txtar"
 
+	"github.com/mcpotc/mcpotc/internal/wiretest"
 	"github.com/mcpotc/mcpotc/otc"
 	"github.com/mcpotc/mcpotc/otc/sample"
 )
@@ -148,15 +148,13 @@ type exchange struct {
 
 type request struct {
 	method, target string
-	header         []headerLine
+	header         []wiretest.Header
 	body           string
 }
 
-type headerLine struct{ name, value string }
-
 type response struct {
 	status int
-	header []headerLine
+	header []wiretest.Header
 	json   bool   // compare bodies as data
 	body   string // as written
 	want   any    // decoded body when json and not empty
@@ -170,15 +168,13 @@ type vectorOptions struct {
 	MaxBodyBytes int64    `json:"max_body_bytes"`
 }
 
+// matcher compares what the server sent with a vector.
+var matcher = wiretest.Matcher{Root: "(body)"}
+
 var (
 	sectionName  = regexp.MustCompile(`^([1-9][0-9]*)\.(request|response)$`)
 	scenarioName = regexp.MustCompile(`^[a-z0-9_]+$`)
 	methodToken  = regexp.MustCompile(`^[A-Z]+$`)
-	headerName   = regexp.MustCompile(`^[A-Za-z0-9-]+$`)
-	placeholder  = regexp.MustCompile(`^<([a-z0-9]+)(?::([A-Za-z_][A-Za-z0-9_]*))?>$`)
-	looksLikePH  = regexp.MustCompile(`^<[^<>]+>$`)
-	reference    = regexp.MustCompile(`\{\{([^{}]*)\}\}`)
-	uuidPattern  = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
 )
 
 func loadFile(path string) (*scenario, error) {
@@ -222,7 +218,7 @@ func parseScenario(file string, data []byte) (*scenario, error) {
 				return nil, errors.New("options.json must be the first section")
 			}
 			var vo vectorOptions
-			if err := decodeStrict([]byte(f.Data), &vo); err != nil {
+			if err := wiretest.DecodeStrict([]byte(f.Data), &vo); err != nil {
 				return nil, fmt.Errorf("options.json: %w", err)
 			}
 			sc.options = &otc.Options{APIKey: vo.APIKey, JWTAudiences: vo.JWTAudiences, MaxBodyBytes: vo.MaxBodyBytes}
@@ -287,11 +283,11 @@ func parseScenario(file string, data []byte) (*scenario, error) {
 			return nil, fmt.Errorf("%d.response: %w", n, err)
 		}
 		var perr error
-		walkPlaceholders(rp.want, func(text string) {
-			m := placeholder.FindStringSubmatch(text)
+		wiretest.WalkPlaceholders(rp.want, func(text string) {
+			m := wiretest.Placeholder.FindStringSubmatch(text)
 			switch {
 			case perr != nil:
-			case m == nil || matchers[m[1]] == nil:
+			case m == nil || wiretest.Kinds[m[1]] == nil:
 				perr = fmt.Errorf("%d.response: unknown placeholder %s", n, text)
 			case m[2] == "":
 			case captured[m[2]] != 0:
@@ -313,24 +309,8 @@ func parseScenario(file string, data []byte) (*scenario, error) {
 	return sc, nil
 }
 
-// splitMessage splits a request or response section into its first line,
-// its header lines and its body.
-func splitMessage(s string) (first string, header []headerLine, body string, err error) {
-	head, body, _ := strings.Cut(s, "\n\n")
-	lines := strings.Split(strings.TrimSuffix(head, "\n"), "\n")
-	first = strings.TrimSpace(lines[0])
-	for _, l := range lines[1:] {
-		name, value, ok := strings.Cut(l, ":")
-		if !ok || !headerName.MatchString(name) {
-			return "", nil, "", fmt.Errorf("bad header line %q (want Name: value; a blank line before the body)", l)
-		}
-		header = append(header, headerLine{name, strings.TrimSpace(value)})
-	}
-	return first, header, strings.TrimSuffix(body, "\n"), nil
-}
-
 func parseRequest(s string) (*request, error) {
-	first, header, body, err := splitMessage(s)
+	first, header, body, err := wiretest.SplitMessage(s)
 	if err != nil {
 		return nil, err
 	}
@@ -343,15 +323,15 @@ func parseRequest(s string) (*request, error) {
 		return nil, fmt.Errorf("target %q: want a path or a {{capture}}", target)
 	}
 	for _, h := range header {
-		if h.value == "" {
-			return nil, fmt.Errorf("header %s has no value", h.name)
+		if h.Value == "" {
+			return nil, fmt.Errorf("header %s has no value", h.Name)
 		}
 	}
 	return &request{method: method, target: target, header: header, body: body}, nil
 }
 
 func parseResponse(s string) (*response, error) {
-	first, header, body, err := splitMessage(s)
+	first, header, body, err := wiretest.SplitMessage(s)
 	if err != nil {
 		return nil, err
 	}
@@ -362,16 +342,16 @@ func parseResponse(s string) (*response, error) {
 	rp := &response{status: status, header: header, body: body}
 	ct := ""
 	for _, h := range header {
-		if strings.EqualFold(h.name, "Content-Type") {
-			ct = h.value
+		if strings.EqualFold(h.Name, "Content-Type") {
+			ct = h.Value
 		}
 	}
 	if ct == "" {
 		return nil, errors.New("Content-Type is not listed: it says how the bodies are compared")
 	}
-	rp.json = isJSONType(ct)
+	rp.json = wiretest.IsJSON(ct)
 	if rp.json && strings.TrimSpace(body) != "" {
-		if err := decodeStrict([]byte(body), &rp.want); err != nil {
+		if err := wiretest.DecodeStrict([]byte(body), &rp.want); err != nil {
 			return nil, fmt.Errorf("body is not valid JSON: %w", err)
 		}
 	}
@@ -383,10 +363,10 @@ func references(rq *request) []string {
 	var names []string
 	texts := []string{rq.target, rq.body}
 	for _, h := range rq.header {
-		texts = append(texts, h.value)
+		texts = append(texts, h.Value)
 	}
 	for _, s := range texts {
-		for _, m := range reference.FindAllStringSubmatch(s, -1) {
+		for _, m := range wiretest.Reference.FindAllStringSubmatch(s, -1) {
 			names = append(names, m[1])
 		}
 	}
@@ -399,10 +379,10 @@ func checkDialect(dialect string, rq *request) error {
 	if path != "/tools" && path != "/tools/call" && path != "/call" {
 		return nil
 	}
-	hasVersion := slices.ContainsFunc(rq.header, func(h headerLine) bool { return strings.EqualFold(h.name, otc.VersionHeader) })
+	hasVersion := slices.ContainsFunc(rq.header, func(h wiretest.Header) bool { return strings.EqualFold(h.Name, otc.VersionHeader) })
 	var body map[string]json.RawMessage
 	if strings.TrimSpace(rq.body) != "" {
-		if err := decodeStrict([]byte(rq.body), &body); err != nil {
+		if err := wiretest.DecodeStrict([]byte(rq.body), &body); err != nil {
 			return fmt.Errorf("body is not a JSON object: %w", err)
 		}
 	}
@@ -433,27 +413,6 @@ func checkDialect(dialect string, rq *request) error {
 		// A list request may omit its body, but not in otc-1.0, whose only
 		// version marker it is.
 		return fmt.Errorf("$schema is %q, want %q", schema, want)
-	}
-	return nil
-}
-
-func isJSONType(ct string) bool {
-	mt, _, _ := strings.Cut(ct, ";")
-	mt = strings.TrimSpace(strings.ToLower(mt))
-	return mt == "application/json" || strings.HasSuffix(mt, "+json")
-}
-
-// decodeStrict decodes exactly one JSON value, numbers as json.Number and
-// (for structs) no unknown fields.
-func decodeStrict(data []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return err
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return errors.New("data after the JSON value")
 	}
 	return nil
 }
@@ -506,7 +465,7 @@ func runScenario(t *testing.T, sc *scenario) {
 // send performs one request, {{captures}} substituted.
 func send(client *http.Client, base *url.URL, rq *request, captures map[string]string) (int, http.Header, []byte, error) {
 	expand := func(s string) string {
-		return reference.ReplaceAllStringFunc(s, func(m string) string { return captures[m[2:len(m)-2]] })
+		return wiretest.Reference.ReplaceAllStringFunc(s, func(m string) string { return captures[m[2:len(m)-2]] })
 	}
 	target := expand(rq.target)
 	u, err := base.Parse(target)
@@ -525,7 +484,7 @@ func send(client *http.Client, base *url.URL, rq *request, captures map[string]s
 		return 0, nil, nil, err
 	}
 	for _, h := range rq.header {
-		req.Header.Add(h.name, expand(h.value))
+		req.Header.Add(h.Name, expand(h.Value))
 	}
 	resp, err := client.Do(req)
 	if err != nil {
@@ -544,12 +503,12 @@ func compare(want *response, status int, header http.Header, body []byte, captur
 		problems = append(problems, fmt.Sprintf("status %d, want %d", status, want.status))
 	}
 	for _, h := range want.header {
-		got := strings.Join(header.Values(h.name), ", ")
-		if got != h.value {
-			if h.value == "" {
-				problems = append(problems, fmt.Sprintf("header %s: %q, want it absent", h.name, got))
+		got := strings.Join(header.Values(h.Name), ", ")
+		if got != h.Value {
+			if h.Value == "" {
+				problems = append(problems, fmt.Sprintf("header %s: %q, want it absent", h.Name, got))
 			} else {
-				problems = append(problems, fmt.Sprintf("header %s: %q, want %q", h.name, got, h.value))
+				problems = append(problems, fmt.Sprintf("header %s: %q, want %q", h.Name, got, h.Value))
 			}
 		}
 	}
@@ -564,166 +523,12 @@ func compare(want *response, status int, header http.Header, body []byte, captur
 		}
 	default:
 		var got any
-		if err := decodeStrict(body, &got); err != nil {
+		if err := wiretest.DecodeStrict(body, &got); err != nil {
 			return append(problems, fmt.Sprintf("body is not JSON (%v): %q", err, body))
 		}
-		problems = append(problems, match("", want.want, got, captures)...)
+		problems = append(problems, matcher.Match("", want.want, got, captures)...)
 	}
 	return problems
-}
-
-// match compares decoded JSON values, placeholders in want matching by kind.
-func match(path string, want, got any, captures map[string]string) []string {
-	at := path
-	if at == "" {
-		at = "(body)"
-	}
-	if s, ok := want.(string); ok {
-		if isPH, ok, capture := matchPlaceholder(s, got); isPH {
-			if !ok {
-				return []string{fmt.Sprintf("%s: %s does not match %s", at, show(got), s)}
-			}
-			if capture != "" {
-				captures[capture] = captureText(got)
-			}
-			return nil
-		}
-	}
-	switch w := want.(type) {
-	case map[string]any:
-		g, ok := got.(map[string]any)
-		if !ok {
-			return []string{fmt.Sprintf("%s: %s, want an object", at, show(got))}
-		}
-		var problems []string
-		for _, k := range sortedKeys(w) {
-			if gv, ok := g[k]; ok {
-				problems = append(problems, match(path+"."+k, w[k], gv, captures)...)
-			} else {
-				problems = append(problems, fmt.Sprintf("%s.%s: missing, want %s", path, k, show(w[k])))
-			}
-		}
-		for _, k := range sortedKeys(g) {
-			if _, ok := w[k]; !ok {
-				problems = append(problems, fmt.Sprintf("%s.%s: unexpected member %s", path, k, show(g[k])))
-			}
-		}
-		return problems
-	case []any:
-		g, ok := got.([]any)
-		if !ok {
-			return []string{fmt.Sprintf("%s: %s, want an array", at, show(got))}
-		}
-		if len(g) != len(w) {
-			return []string{fmt.Sprintf("%s: %d elements, want %d: %s", at, len(g), len(w), show(got))}
-		}
-		var problems []string
-		for i := range w {
-			problems = append(problems, match(fmt.Sprintf("%s[%d]", path, i), w[i], g[i], captures)...)
-		}
-		return problems
-	case json.Number:
-		if g, ok := got.(json.Number); ok && sameNumber(w, g) {
-			return nil
-		}
-	default: // string, bool, nil
-		if want == got {
-			return nil
-		}
-	}
-	return []string{fmt.Sprintf("%s: %s, want %s", at, show(got), show(want))}
-}
-
-func sameNumber(a, b json.Number) bool {
-	x, okx := new(big.Rat).SetString(string(a))
-	y, oky := new(big.Rat).SetString(string(b))
-	return okx && oky && x.Cmp(y) == 0
-}
-
-func sortedKeys(m map[string]any) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
-}
-
-// show is v as JSON, shortened, for messages.
-func show(v any) string {
-	var buf bytes.Buffer
-	if err := writeValue(&buf, v); err != nil {
-		return fmt.Sprint(v)
-	}
-	if s := buf.String(); len(s) > 200 {
-		return s[:200] + "…"
-	}
-	return buf.String()
-}
-
-// captureText is the text {{name}} expands to: a string as is, any other
-// value as JSON.
-func captureText(v any) string {
-	if s, ok := v.(string); ok {
-		return s
-	}
-	return show(v)
-}
-
-// walkPlaceholders calls f with each string in v that looks like a
-// placeholder, <…>.
-func walkPlaceholders(v any, f func(text string)) {
-	switch x := v.(type) {
-	case string:
-		if looksLikePH.MatchString(x) {
-			f(x)
-		}
-	case map[string]any:
-		for _, k := range sortedKeys(x) {
-			walkPlaceholders(x[k], f)
-		}
-	case []any:
-		for _, e := range x {
-			walkPlaceholders(e, f)
-		}
-	}
-}
-
-// matchPlaceholder reports whether s is a placeholder and, if so, whether v
-// matches it and the capture it names.
-func matchPlaceholder(s string, v any) (isPlaceholder, matches bool, capture string) {
-	m := placeholder.FindStringSubmatch(s)
-	if m == nil || matchers[m[1]] == nil {
-		return false, false, ""
-	}
-	return true, matchers[m[1]](v), m[2]
-}
-
-// matchers match the placeholder kinds.
-var matchers = map[string]func(v any) bool{
-	"uuid": func(v any) bool { s, ok := v.(string); return ok && uuidPattern.MatchString(s) },
-	"number": func(v any) bool {
-		_, ok := v.(json.Number)
-		return ok
-	},
-	"url": func(v any) bool {
-		s, ok := v.(string)
-		if !ok {
-			return false
-		}
-		u, err := url.Parse(s)
-		return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
-	},
-	"rfc3339": func(v any) bool {
-		s, ok := v.(string)
-		if !ok {
-			return false
-		}
-		_, err := time.Parse(time.RFC3339Nano, s)
-		return err == nil
-	},
-	"string": func(v any) bool { _, ok := v.(string); return ok },
-	"any":    func(any) bool { return true },
 }
 
 // formatResponse writes a response section from an answer, for -update: the
@@ -735,14 +540,14 @@ func formatResponse(want *response, status int, header http.Header, body []byte)
 	fmt.Fprintf(&buf, "%d\n", status)
 	jsonBody := false
 	for _, h := range want.header {
-		v := strings.Join(header.Values(h.name), ", ")
-		if strings.EqualFold(h.name, "Content-Type") {
-			jsonBody = isJSONType(v)
+		v := strings.Join(header.Values(h.Name), ", ")
+		if strings.EqualFold(h.Name, "Content-Type") {
+			jsonBody = wiretest.IsJSON(v)
 		}
 		if v == "" {
-			fmt.Fprintf(&buf, "%s:\n", h.name)
+			fmt.Fprintf(&buf, "%s:\n", h.Name)
 		} else {
-			fmt.Fprintf(&buf, "%s: %s\n", h.name, v)
+			fmt.Fprintf(&buf, "%s: %s\n", h.Name, v)
 		}
 	}
 	trimmed := bytes.TrimSpace(body)
@@ -757,85 +562,11 @@ func formatResponse(want *response, status int, header http.Header, body []byte)
 	}
 	dec := json.NewDecoder(bytes.NewReader(trimmed))
 	dec.UseNumber()
-	if err := writeOrdered(&buf, dec, want.want, ""); err != nil {
+	if err := (wiretest.Writer{}).WriteOrdered(&buf, dec, want.want, ""); err != nil {
 		return nil, fmt.Errorf("the answer is not JSON: %w", err)
 	}
 	buf.WriteByte('\n')
 	return buf.Bytes(), nil
-}
-
-// writeOrdered re-emits the next JSON value of dec indented, in its own
-// member order, writing want's placeholder instead of a value it matches.
-func writeOrdered(buf *bytes.Buffer, dec *json.Decoder, want any, indent string) error {
-	tok, err := dec.Token()
-	if err != nil {
-		return err
-	}
-	delim, isDelim := tok.(json.Delim)
-	if !isDelim {
-		if s, ok := want.(string); ok {
-			if _, ok, _ := matchPlaceholder(s, tok); ok {
-				tok = s
-			}
-		}
-		return writeValue(buf, tok)
-	}
-	inner := indent + "  "
-	wantObj, _ := want.(map[string]any)
-	wantArr, _ := want.([]any)
-	closing := byte('}')
-	if delim == '[' {
-		closing = ']'
-	}
-	buf.WriteByte(byte(delim))
-	n := 0
-	for dec.More() {
-		if n > 0 {
-			buf.WriteByte(',')
-		}
-		buf.WriteString("\n" + inner)
-		var w any
-		if delim == '{' {
-			kt, err := dec.Token()
-			if err != nil {
-				return err
-			}
-			k := kt.(string)
-			if err := writeValue(buf, k); err != nil {
-				return err
-			}
-			buf.WriteString(": ")
-			w = wantObj[k]
-		} else if n < len(wantArr) {
-			w = wantArr[n]
-		}
-		if err := writeOrdered(buf, dec, w, inner); err != nil {
-			return err
-		}
-		n++
-	}
-	if _, err := dec.Token(); err != nil {
-		return err
-	}
-	if n > 0 {
-		buf.WriteString("\n" + indent)
-	}
-	buf.WriteByte(closing)
-	return nil
-}
-
-func writeValue(buf *bytes.Buffer, v any) error {
-	if n, ok := v.(json.Number); ok {
-		buf.WriteString(n.String())
-		return nil
-	}
-	enc := json.NewEncoder(buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return err
-	}
-	buf.Truncate(buf.Len() - 1) // Encode's newline
-	return nil
 }
 
 // TestConformanceLoader shows that the loader refuses malformed vectors and
@@ -885,8 +616,8 @@ func TestConformanceLoader(t *testing.T) {
 	}
 	for kind, values := range refuse {
 		for _, v := range values {
-			if matchers[kind](v) {
-				t.Errorf("<%s> matches %s", kind, show(v))
+			if wiretest.Kinds[kind](v) {
+				t.Errorf("<%s> matches %s", kind, wiretest.Show(v))
 			}
 		}
 	}
@@ -899,14 +630,14 @@ func TestConformanceLoader(t *testing.T) {
 		"any":     nil,
 	}
 	for kind, v := range accept {
-		if !matchers[kind](v) {
-			t.Errorf("<%s> does not match %s", kind, show(v))
+		if !wiretest.Kinds[kind](v) {
+			t.Errorf("<%s> does not match %s", kind, wiretest.Show(v))
 		}
 	}
-	if p := match("", map[string]any{"n": json.Number("15")}, map[string]any{"n": json.Number("15.0")}, nil); p != nil {
+	if p := matcher.Match("", map[string]any{"n": json.Number("15")}, map[string]any{"n": json.Number("15.0")}, nil); p != nil {
 		t.Errorf("15 and 15.0 differ: %v", p)
 	}
-	if p := match("", map[string]any{"n": json.Number("15")}, map[string]any{"n": json.Number("15"), "x": true}, nil); p == nil {
+	if p := matcher.Match("", map[string]any{"n": json.Number("15")}, map[string]any{"n": json.Number("15"), "x": true}, nil); p == nil {
 		t.Error("an unexpected member is not reported")
 	}
 }

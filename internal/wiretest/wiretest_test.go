@@ -1,0 +1,78 @@
+package wiretest
+
+import (
+	"bytes"
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func decoded(t *testing.T, s string) any {
+	t.Helper()
+	var v any
+	if err := DecodeStrict([]byte(s), &v); err != nil {
+		t.Fatalf("%s: %v", s, err)
+	}
+	return v
+}
+
+func TestMatch(t *testing.T) {
+	want := decoded(t, `{"id":"<uuid:call>","n":1.0,"at":"<rfc3339>","u":"<url>","any":"<any>","list":[1,"x"]}`)
+	for _, tc := range []struct {
+		m    Matcher
+		got  string
+		diff []string
+	}{
+		{Matcher{Root: "(body)"}, `{"id":"0b3d2f0e-8c1a-4c55-9a47-6f2b0c9d1e2f","n":1,"at":"2025-03-17T12:00:00Z","u":"https://a.example/x","any":{"deep":[1]},"list":[1,"x"]}`, nil},
+		{Matcher{Root: "(frame)", ExactNumbers: true}, `{"id":"0b3d2f0e-8c1a-4c55-9a47-6f2b0c9d1e2f","n":1,"at":"2025-03-17T12:00:00Z","u":"https://a.example/x","any":null,"list":[1,"x"]}`,
+			[]string{".n: 1, want 1.0"}},
+		{Matcher{Root: "(body)"}, `{"id":"nope","n":1,"at":"yesterday","u":"ftp://a","any":1,"list":[1],"extra":true}`,
+			[]string{`.at: "yesterday" does not match <rfc3339>`, `.id: "nope" does not match <uuid:call>`, `.list: 1 elements, want 2: [1]`, `.u: "ftp://a" does not match <url>`, `.extra: unexpected member true`}},
+		{Matcher{Root: "(body)"}, `[1]`, []string{"(body): [1], want an object"}},
+	} {
+		captures := map[string]string{}
+		got := tc.m.Match("", want, decoded(t, tc.got), captures)
+		if !slices.Equal(got, tc.diff) {
+			t.Errorf("%s:\n got %q\nwant %q", tc.got, got, tc.diff)
+		}
+		if tc.diff == nil && captures["call"] != "0b3d2f0e-8c1a-4c55-9a47-6f2b0c9d1e2f" {
+			t.Errorf("captures %v", captures)
+		}
+	}
+}
+
+func TestSplitMessage(t *testing.T) {
+	first, header, body, err := SplitMessage("POST /tools/call\nContent-Type: application/json\nOXP-Version:  1.0\n\n{\"a\":1}\n")
+	if err != nil || first != "POST /tools/call" || !slices.Equal(header, []Header{{"Content-Type", "application/json"}, {"OXP-Version", "1.0"}}) || body != `{"a":1}` {
+		t.Errorf("%q %v %q %v", first, header, body, err)
+	}
+	if _, _, _, err := SplitMessage("200\nnot a header\n\n{}"); err == nil || !strings.Contains(err.Error(), `bad header line "not a header"`) {
+		t.Errorf("err = %v", err)
+	}
+	if err := DecodeStrict([]byte(`{} {}`), new(any)); err == nil {
+		t.Error("two values decoded")
+	}
+}
+
+func TestWriter(t *testing.T) {
+	got := `{"id":"0b3d2f0e-8c1a-4c55-9a47-6f2b0c9d1e2f","session":"s-1","deep":{"a":[1,2]},"n":2}`
+	want := decoded(t, `{"id":"<uuid>","deep":"<any>","n":1}`)
+	for _, tc := range []struct {
+		w   Writer
+		out string
+	}{
+		{Writer{}, "{\n  \"id\": \"<uuid>\",\n  \"session\": \"s-1\",\n  \"deep\": {\n    \"a\": [\n      1,\n      2\n    ]\n  },\n  \"n\": 2\n}"},
+		{Writer{Captures: map[string]string{"sid": "s-1"}, KeepAny: true, OneLine: 96}, "{\n  \"id\": \"<uuid>\",\n  \"session\": \"{{sid}}\",\n  \"deep\": \"<any>\",\n  \"n\": 2\n}"},
+	} {
+		var buf bytes.Buffer
+		dec := json.NewDecoder(strings.NewReader(got))
+		dec.UseNumber()
+		if err := tc.w.WriteOrdered(&buf, dec, want, ""); err != nil || buf.String() != tc.out {
+			t.Errorf("%+v:\n%s\nwant\n%s (%v)", tc.w, buf.String(), tc.out, err)
+		}
+	}
+	if line, ok := oneLine([]byte("{\n  \"a\": [\n    1\n  ],\n  \"b\": \"x\"\n}")); !ok || line != `{"a": [1], "b": "x"}` {
+		t.Errorf("oneLine = %q, %v", line, ok)
+	}
+}
