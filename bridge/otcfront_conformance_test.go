@@ -292,24 +292,10 @@ type otcfScenario struct {
 
 type otcfStep struct {
 	n        int
-	req      *otcfRequest
-	resp     *otcfResponse
+	req      *wiretest.Request
+	resp     *wiretest.Response
 	respFile int // index of N.response in archive.Files
 	up       *otcfUpstreamStep
-}
-
-type otcfRequest struct {
-	method, target string
-	header         []wiretest.Header
-	body           string
-}
-
-type otcfResponse struct {
-	none   bool // the client gives up: no answer is read
-	status int
-	header []wiretest.Header
-	json   bool
-	body   string // as written; may hold {{captures}}
 }
 
 // otcfMatcher compares what the server sent with a vector.
@@ -318,7 +304,6 @@ var otcfMatcher = wiretest.Matcher{Root: "(body)"}
 var (
 	otcfSectionName  = regexp.MustCompile(`^([1-9][0-9]*)\.(request|response|upstream)$`)
 	otcfScenarioName = regexp.MustCompile(`^[a-z0-9_]+$`)
-	otcfMethodToken  = regexp.MustCompile(`^[A-Z]+$`)
 )
 
 func otcfLoadFile(path string) (*otcfScenario, error) {
@@ -417,15 +402,15 @@ func otcfParseScenario(file string, data []byte) (*otcfScenario, error) {
 		}
 		st := &otcfStep{n: n, respFile: pi}
 		var err error
-		if st.req, err = otcfParseRequest(string(sc.archive.Files[qi].Data)); err != nil {
+		if st.req, err = wiretest.ParseRequest(string(sc.archive.Files[qi].Data)); err != nil {
 			return nil, fmt.Errorf("%d.request: %w", n, err)
 		}
 		if sc.dialect != "" {
-			if err := otcfCheckDialect(sc.dialect, st.req); err != nil {
+			if err := wiretest.CheckDialect(sc.dialect, st.req); err != nil {
 				return nil, fmt.Errorf("%d.request is not written in %s: %w", n, sc.dialect, err)
 			}
 		}
-		for _, name := range otcfReferences(st.req.target, st.req.body, st.req.header) {
+		for _, name := range st.req.References() {
 			if _, ok := captured[name]; !ok {
 				return nil, fmt.Errorf("%d.request: {{%s}} is not captured by an earlier response", n, name)
 			}
@@ -436,27 +421,24 @@ func otcfParseScenario(file string, data []byte) (*otcfScenario, error) {
 				return nil, fmt.Errorf("%d.upstream: %w", n, err)
 			}
 		}
-		if st.resp, err = otcfParseResponse(string(sc.archive.Files[pi].Data)); err != nil {
+		if st.resp, err = wiretest.ParseResponse(string(sc.archive.Files[pi].Data), true); err != nil {
 			return nil, fmt.Errorf("%d.response: %w", n, err)
 		}
 		abort := st.up != nil && st.up.clientAbort > 0
 		switch {
-		case st.resp.none && !abort:
+		case st.resp.None && !abort:
 			return nil, fmt.Errorf("%d.response is none but %d.upstream has no client_abort_after", n, n)
-		case !st.resp.none && abort:
+		case !st.resp.None && abort:
 			return nil, fmt.Errorf("%d.upstream has client_abort_after: %d.response must be none", n, n)
 		}
-		for _, name := range otcfReferences(st.resp.body, "", nil) {
+		for _, name := range (&wiretest.Request{Body: st.resp.Body}).References() {
 			if _, ok := captured[name]; !ok {
 				return nil, fmt.Errorf("%d.response: {{%s}} is not captured by an earlier response", n, name)
 			}
 			used[name] = true
 		}
-		if st.resp.json && strings.TrimSpace(st.resp.body) != "" {
-			var want any
-			if err := wiretest.DecodeStrict([]byte(wiretest.Reference.ReplaceAllString(st.resp.body, "0")), &want); err != nil {
-				return nil, fmt.Errorf("%d.response: body is not valid JSON: %w", n, err)
-			}
+		if st.resp.JSON && strings.TrimSpace(st.resp.Body) != "" {
+			want, _ := st.resp.Want(nil) // JSON: ParseResponse checked it
 			var perr error
 			wiretest.WalkPlaceholders(want, func(text string) {
 				m := wiretest.Placeholder.FindStringSubmatch(text)
@@ -638,106 +620,6 @@ func otcfURLElicitationError(data json.RawMessage) mcpgo.URLElicitationRequiredE
 	return mcpgo.URLElicitationRequiredError{Elicitations: d.Elicitations}
 }
 
-func otcfParseRequest(s string) (*otcfRequest, error) {
-	first, header, body, err := wiretest.SplitMessage(s)
-	if err != nil {
-		return nil, err
-	}
-	method, target, ok := strings.Cut(first, " ")
-	target = strings.TrimSpace(target)
-	if !ok || !otcfMethodToken.MatchString(method) || !strings.HasPrefix(target, "/") || strings.Contains(target, " ") {
-		return nil, fmt.Errorf("first line %q: want METHOD /path", first)
-	}
-	for _, h := range header {
-		if h.Value == "" {
-			return nil, fmt.Errorf("header %s has no value", h.Name)
-		}
-	}
-	return &otcfRequest{method: method, target: target, header: header, body: body}, nil
-}
-
-func otcfParseResponse(s string) (*otcfResponse, error) {
-	if strings.TrimSpace(s) == "none" {
-		return &otcfResponse{none: true}, nil
-	}
-	first, header, body, err := wiretest.SplitMessage(s)
-	if err != nil {
-		return nil, err
-	}
-	status, err := strconv.Atoi(first)
-	if err != nil || status < 100 || status > 599 {
-		return nil, fmt.Errorf("status line %q: want a status code such as 200, or none", first)
-	}
-	rp := &otcfResponse{status: status, header: header, body: body}
-	ct := ""
-	for _, h := range header {
-		if strings.EqualFold(h.Name, "Content-Type") {
-			ct = h.Value
-		}
-	}
-	if ct == "" {
-		return nil, errors.New("Content-Type is not listed: it says how the bodies are compared")
-	}
-	rp.json = wiretest.IsJSON(ct)
-	return rp, nil
-}
-
-// otcfReferences lists the {{name}} references in texts and header values.
-func otcfReferences(a, b string, header []wiretest.Header) []string {
-	texts := []string{a, b}
-	for _, h := range header {
-		texts = append(texts, h.Value)
-	}
-	var names []string
-	for _, s := range texts {
-		for _, m := range wiretest.Reference.FindAllStringSubmatch(s, -1) {
-			names = append(names, m[1])
-		}
-	}
-	return names
-}
-
-// otcfCheckDialect makes sure a request to an OTC endpoint is written in dialect.
-func otcfCheckDialect(dialect string, rq *otcfRequest) error {
-	if rq.target != "/tools" && rq.target != "/tools/call" && rq.target != "/call" {
-		return nil
-	}
-	hasVersion := slices.ContainsFunc(rq.header, func(h wiretest.Header) bool { return strings.EqualFold(h.Name, otc.VersionHeader) })
-	var body map[string]json.RawMessage
-	if strings.TrimSpace(rq.body) != "" {
-		if err := wiretest.DecodeStrict([]byte(rq.body), &body); err != nil {
-			return fmt.Errorf("body is not a JSON object: %w", err)
-		}
-	}
-	_, envelope := body["request"]
-	var schema string
-	if raw, ok := body["$schema"]; ok {
-		_ = json.Unmarshal(raw, &schema)
-	}
-	if dialect == "oxp-flat" {
-		switch {
-		case !hasVersion:
-			return errors.New("no OXP-Version header")
-		case envelope:
-			return errors.New("the body is an envelope")
-		}
-		return nil
-	}
-	want := otc.SchemaOTC10
-	if dialect == "oxp-1.0" {
-		want = otc.SchemaOXP10
-	}
-	switch {
-	case hasVersion:
-		return errors.New("an envelope dialect sends no OXP-Version header")
-	case rq.method == http.MethodPost && !envelope:
-		return errors.New(`the body has no "request" envelope`)
-	case schema != want && (body != nil || dialect == "otc-1.0"):
-		return fmt.Errorf("$schema is %q, want %q", schema, want)
-	}
-	return nil
-}
-
 // otcfRun is one scenario being run: the state the fake upstream shares
 // with the driver.
 type otcfRun struct {
@@ -841,7 +723,7 @@ func otcfRunScenario(t *testing.T, sc *otcfScenario) []string {
 		r.secrets = append(r.secrets, sc.opts.APIKey)
 	}
 	for _, st := range sc.steps {
-		r.secrets = append(r.secrets, otcfContextSecrets(st.req.body)...)
+		r.secrets = append(r.secrets, otcfContextSecrets(st.req.Body)...)
 	}
 	logs := &otcfLogSink{catalog: make(chan struct{})}
 	cfg := upstream.Config{
@@ -929,20 +811,20 @@ func otcfRunScenario(t *testing.T, sc *otcfScenario) []string {
 		if st.up != nil {
 			abort = st.up.clientAbort
 		}
-		status, header, body, err := otcfSend(client, base, st.req, captures, abort)
-		where := fmt.Sprintf("step %d (%s %s)", st.n, st.req.method, st.req.target)
+		status, header, body, err := wiretest.Send(client, base, st.req, captures, abort)
+		where := fmt.Sprintf("step %d (%s %s)", st.n, st.req.Method, st.req.Target)
 		switch {
-		case st.resp.none:
+		case st.resp.None:
 			if err == nil {
 				r.fail("%s: the front answered %d before the client gave up: %s", where, status, body)
 			}
 		case err != nil:
 			r.fail("%s: %v", where, err)
 		case updating:
-			if len(otcfCompare(st.resp, status, header, body, captures)) == 0 {
+			if len(otcfMatcher.Compare(st.resp, status, header, body, captures)) == 0 {
 				break
 			}
-			updated, ferr := otcfFormatResponse(st.resp, status, header, body)
+			updated, ferr := wiretest.FormatResponse(st.resp, status, header, body)
 			if ferr != nil {
 				r.fail("%s: %v", where, ferr)
 				break
@@ -952,7 +834,7 @@ func otcfRunScenario(t *testing.T, sc *otcfScenario) []string {
 				f.Data, changed = updated, true
 			}
 		default:
-			problems := otcfCompare(st.resp, status, header, body, captures)
+			problems := otcfMatcher.Compare(st.resp, status, header, body, captures)
 			for _, p := range problems {
 				r.fail("%s: %s", where, p)
 			}
@@ -1152,7 +1034,7 @@ func (r *otcfRun) takeCall(id json.RawMessage, params json.RawMessage, header ht
 			r.fail("%s: %s", where, prob)
 		}
 	}
-	if sent := otcfRawInput(st.req.body); otcfWireForm(p.Arguments) != otcfWireForm(sent) {
+	if sent := otcfRawInput(st.req.Body); otcfWireForm(p.Arguments) != otcfWireForm(sent) {
 		r.fail("%s: arguments %s are not byte for byte the OTC input %s", where, p.Arguments, sent)
 	}
 	switch {
@@ -1502,122 +1384,6 @@ func (r *otcfRun) inProcessCall(ctx context.Context, _ mcpgo.CallToolRequest) (*
 		}
 	}
 	return res, nil
-}
-
-// otcfSend performs one OTC request, {{captures}} substituted; abort > 0
-// gives up after that long.
-func otcfSend(client *http.Client, base *url.URL, rq *otcfRequest, captures map[string]string, abort time.Duration) (int, http.Header, []byte, error) {
-	expand := func(s string) string {
-		return wiretest.Reference.ReplaceAllStringFunc(s, func(m string) string { return captures[m[2:len(m)-2]] })
-	}
-	u, err := base.Parse(expand(rq.target))
-	if err != nil {
-		return 0, nil, nil, err
-	}
-	ctx := context.Background()
-	if abort > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, abort)
-		defer cancel()
-	}
-	var body io.Reader
-	if rq.body != "" {
-		body = strings.NewReader(expand(rq.body))
-	}
-	req, err := http.NewRequestWithContext(ctx, rq.method, u.String(), body)
-	if err != nil {
-		return 0, nil, nil, err
-	}
-	for _, h := range rq.header {
-		req.Header.Add(h.Name, expand(h.Value))
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return 0, nil, nil, err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, resp.Header, data, err
-}
-
-// otcfCompare checks an answer against the expected response and records
-// captures; it returns what differs.
-func otcfCompare(want *otcfResponse, status int, header http.Header, body []byte, captures map[string]string) []string {
-	var problems []string
-	if status != want.status {
-		problems = append(problems, fmt.Sprintf("status %d, want %d", status, want.status))
-	}
-	for _, h := range want.header {
-		got := strings.Join(header.Values(h.Name), ", ")
-		if got != h.Value {
-			if h.Value == "" {
-				problems = append(problems, fmt.Sprintf("header %s: %q, want it absent", h.Name, got))
-			} else {
-				problems = append(problems, fmt.Sprintf("header %s: %q, want %q", h.Name, got, h.Value))
-			}
-		}
-	}
-	expected := wiretest.Reference.ReplaceAllStringFunc(want.body, func(m string) string { return captures[m[2:len(m)-2]] })
-	switch {
-	case strings.TrimSpace(expected) == "":
-		if len(bytes.TrimSpace(body)) != 0 {
-			problems = append(problems, fmt.Sprintf("body %q, want none", body))
-		}
-	case !want.json:
-		if got := strings.TrimRight(string(body), "\n"); got != expected {
-			problems = append(problems, fmt.Sprintf("body %q, want %q", got, expected))
-		}
-	default:
-		var w, got any
-		if err := wiretest.DecodeStrict([]byte(expected), &w); err != nil {
-			return append(problems, fmt.Sprintf("the expected body with captures is not JSON: %v", err))
-		}
-		if err := wiretest.DecodeStrict(body, &got); err != nil {
-			return append(problems, fmt.Sprintf("body is not JSON (%v): %q", err, body))
-		}
-		problems = append(problems, otcfMatcher.Match("", w, got, captures)...)
-	}
-	return problems
-}
-
-// otcfFormatResponse writes a response section from an answer, for
-// -update: the listed headers with their values now (empty when absent),
-// and the body indented in the front's member order, keeping the expected
-// placeholders that still match.
-func otcfFormatResponse(want *otcfResponse, status int, header http.Header, body []byte) ([]byte, error) {
-	var buf bytes.Buffer
-	fmt.Fprintf(&buf, "%d\n", status)
-	jsonBody := false
-	for _, h := range want.header {
-		v := strings.Join(header.Values(h.Name), ", ")
-		if strings.EqualFold(h.Name, "Content-Type") {
-			jsonBody = wiretest.IsJSON(v)
-		}
-		if v == "" {
-			fmt.Fprintf(&buf, "%s:\n", h.Name)
-		} else {
-			fmt.Fprintf(&buf, "%s: %s\n", h.Name, v)
-		}
-	}
-	trimmed := bytes.TrimSpace(body)
-	if len(trimmed) == 0 {
-		return buf.Bytes(), nil
-	}
-	buf.WriteByte('\n')
-	if !jsonBody {
-		buf.Write(bytes.TrimRight(body, "\n"))
-		buf.WriteByte('\n')
-		return buf.Bytes(), nil
-	}
-	var w any
-	_ = wiretest.DecodeStrict([]byte(wiretest.Reference.ReplaceAllString(want.body, "0")), &w)
-	dec := json.NewDecoder(bytes.NewReader(trimmed))
-	dec.UseNumber()
-	if err := (wiretest.Writer{}).WriteOrdered(&buf, dec, w, ""); err != nil {
-		return nil, fmt.Errorf("the answer is not JSON: %w", err)
-	}
-	buf.WriteByte('\n')
-	return buf.Bytes(), nil
 }
 
 // TestOTCFrontConformanceLoader shows that the loader refuses malformed

@@ -6,14 +6,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -146,19 +144,9 @@ type exchange struct {
 	respFile int // index of the response section in archive.Files
 }
 
-type request struct {
-	method, target string
-	header         []wiretest.Header
-	body           string
-}
+type request = wiretest.Request
 
-type response struct {
-	status int
-	header []wiretest.Header
-	json   bool   // compare bodies as data
-	body   string // as written
-	want   any    // decoded body when json and not empty
-}
+type response = wiretest.Response
 
 // vectorOptions is options.json.
 type vectorOptions struct {
@@ -174,7 +162,6 @@ var matcher = wiretest.Matcher{Root: "(body)"}
 var (
 	sectionName  = regexp.MustCompile(`^([1-9][0-9]*)\.(request|response)$`)
 	scenarioName = regexp.MustCompile(`^[a-z0-9_]+$`)
-	methodToken  = regexp.MustCompile(`^[A-Z]+$`)
 )
 
 func loadFile(path string) (*scenario, error) {
@@ -263,27 +250,31 @@ func parseScenario(file string, data []byte) (*scenario, error) {
 		case pi < qi:
 			return nil, fmt.Errorf("%d.response comes before %d.request", n, n)
 		}
-		rq, err := parseRequest(string(sc.archive.Files[qi].Data))
+		rq, err := wiretest.ParseRequest(string(sc.archive.Files[qi].Data))
 		if err != nil {
 			return nil, fmt.Errorf("%d.request: %w", n, err)
 		}
-		for _, name := range references(rq) {
+		for _, name := range rq.References() {
 			if _, ok := captured[name]; !ok {
 				return nil, fmt.Errorf("%d.request: {{%s}} is not captured by an earlier response", n, name)
 			}
 			used[name] = true
 		}
 		if sc.dialect != "" {
-			if err := checkDialect(sc.dialect, rq); err != nil {
+			if err := wiretest.CheckDialect(sc.dialect, rq); err != nil {
 				return nil, fmt.Errorf("%d.request is not written in %s: %w", n, sc.dialect, err)
 			}
 		}
-		rp, err := parseResponse(string(sc.archive.Files[pi].Data))
+		rp, err := wiretest.ParseResponse(string(sc.archive.Files[pi].Data), false)
 		if err != nil {
 			return nil, fmt.Errorf("%d.response: %w", n, err)
 		}
 		var perr error
-		wiretest.WalkPlaceholders(rp.want, func(text string) {
+		var want any
+		if rp.JSON {
+			want, _ = rp.Want(nil)
+		}
+		wiretest.WalkPlaceholders(want, func(text string) {
 			m := wiretest.Placeholder.FindStringSubmatch(text)
 			switch {
 			case perr != nil:
@@ -309,114 +300,6 @@ func parseScenario(file string, data []byte) (*scenario, error) {
 	return sc, nil
 }
 
-func parseRequest(s string) (*request, error) {
-	first, header, body, err := wiretest.SplitMessage(s)
-	if err != nil {
-		return nil, err
-	}
-	method, target, ok := strings.Cut(first, " ")
-	target = strings.TrimSpace(target)
-	if !ok || !methodToken.MatchString(method) || target == "" || strings.Contains(target, " ") {
-		return nil, fmt.Errorf("first line %q: want METHOD /path (or METHOD {{capture}})", first)
-	}
-	if !strings.HasPrefix(target, "/") && !strings.HasPrefix(target, "{{") {
-		return nil, fmt.Errorf("target %q: want a path or a {{capture}}", target)
-	}
-	for _, h := range header {
-		if h.Value == "" {
-			return nil, fmt.Errorf("header %s has no value", h.Name)
-		}
-	}
-	return &request{method: method, target: target, header: header, body: body}, nil
-}
-
-func parseResponse(s string) (*response, error) {
-	first, header, body, err := wiretest.SplitMessage(s)
-	if err != nil {
-		return nil, err
-	}
-	status, err := strconv.Atoi(first)
-	if err != nil || status < 100 || status > 599 {
-		return nil, fmt.Errorf("status line %q: want a status code such as 200", first)
-	}
-	rp := &response{status: status, header: header, body: body}
-	ct := ""
-	for _, h := range header {
-		if strings.EqualFold(h.Name, "Content-Type") {
-			ct = h.Value
-		}
-	}
-	if ct == "" {
-		return nil, errors.New("Content-Type is not listed: it says how the bodies are compared")
-	}
-	rp.json = wiretest.IsJSON(ct)
-	if rp.json && strings.TrimSpace(body) != "" {
-		if err := wiretest.DecodeStrict([]byte(body), &rp.want); err != nil {
-			return nil, fmt.Errorf("body is not valid JSON: %w", err)
-		}
-	}
-	return rp, nil
-}
-
-// references lists the {{name}} references in a request.
-func references(rq *request) []string {
-	var names []string
-	texts := []string{rq.target, rq.body}
-	for _, h := range rq.header {
-		texts = append(texts, h.Value)
-	}
-	for _, s := range texts {
-		for _, m := range wiretest.Reference.FindAllStringSubmatch(s, -1) {
-			names = append(names, m[1])
-		}
-	}
-	return names
-}
-
-// checkDialect makes sure a request to an OTC endpoint is written in dialect.
-func checkDialect(dialect string, rq *request) error {
-	path := rq.target
-	if path != "/tools" && path != "/tools/call" && path != "/call" {
-		return nil
-	}
-	hasVersion := slices.ContainsFunc(rq.header, func(h wiretest.Header) bool { return strings.EqualFold(h.Name, otc.VersionHeader) })
-	var body map[string]json.RawMessage
-	if strings.TrimSpace(rq.body) != "" {
-		if err := wiretest.DecodeStrict([]byte(rq.body), &body); err != nil {
-			return fmt.Errorf("body is not a JSON object: %w", err)
-		}
-	}
-	_, envelope := body["request"]
-	var schema string
-	if raw, ok := body["$schema"]; ok {
-		_ = json.Unmarshal(raw, &schema)
-	}
-	if dialect == "oxp-flat" {
-		switch {
-		case !hasVersion:
-			return errors.New("no OXP-Version header")
-		case envelope:
-			return errors.New("the body is an envelope")
-		}
-		return nil
-	}
-	want := otc.SchemaOTC10
-	if dialect == "oxp-1.0" {
-		want = otc.SchemaOXP10
-	}
-	switch {
-	case hasVersion:
-		return errors.New("an envelope dialect sends no OXP-Version header")
-	case rq.method == http.MethodPost && !envelope:
-		return errors.New(`the body has no "request" envelope`)
-	case schema != want && (body != nil || dialect == "otc-1.0"):
-		// A list request may omit its body, but not in otc-1.0, whose only
-		// version marker it is.
-		return fmt.Errorf("$schema is %q, want %q", schema, want)
-	}
-	return nil
-}
-
 func runScenario(t *testing.T, sc *scenario) {
 	h, err := sample.New(func() time.Time { return clock }).Handler(sc.options)
 	if err != nil {
@@ -431,13 +314,13 @@ func runScenario(t *testing.T, sc *scenario) {
 	captures := map[string]string{}
 	changed := false
 	for _, ex := range sc.exchanges {
-		status, header, body, err := send(client, base, ex.request, captures)
+		status, header, body, err := wiretest.Send(client, base, ex.request, captures, 0)
 		if err != nil {
 			t.Fatalf("exchange %d: %v", ex.n, err)
 		}
-		problems := compare(ex.response, status, header, body, captures)
+		problems := matcher.Compare(ex.response, status, header, body, captures)
 		if *update {
-			updated, err := formatResponse(ex.response, status, header, body)
+			updated, err := wiretest.FormatResponse(ex.response, status, header, body)
 			if err != nil {
 				t.Fatalf("exchange %d: %v", ex.n, err)
 			}
@@ -448,7 +331,7 @@ func runScenario(t *testing.T, sc *scenario) {
 			continue
 		}
 		for _, p := range problems {
-			t.Errorf("exchange %d (%s %s): %s", ex.n, ex.request.method, ex.request.target, p)
+			t.Errorf("exchange %d (%s %s): %s", ex.n, ex.request.Method, ex.request.Target, p)
 		}
 		if len(problems) > 0 {
 			t.Logf("exchange %d: the server answered %d\n%s", ex.n, status, body)
@@ -460,113 +343,6 @@ func runScenario(t *testing.T, sc *scenario) {
 		}
 		t.Logf("updated %s", sc.path)
 	}
-}
-
-// send performs one request, {{captures}} substituted.
-func send(client *http.Client, base *url.URL, rq *request, captures map[string]string) (int, http.Header, []byte, error) {
-	expand := func(s string) string {
-		return wiretest.Reference.ReplaceAllStringFunc(s, func(m string) string { return captures[m[2:len(m)-2]] })
-	}
-	target := expand(rq.target)
-	u, err := base.Parse(target)
-	if err != nil {
-		return 0, nil, nil, fmt.Errorf("target %q: %w", target, err)
-	}
-	if u.Host != base.Host {
-		return 0, nil, nil, fmt.Errorf("target %q is not on the test server %s", target, base.Host)
-	}
-	var body io.Reader
-	if rq.body != "" {
-		body = strings.NewReader(expand(rq.body))
-	}
-	req, err := http.NewRequest(rq.method, u.String(), body)
-	if err != nil {
-		return 0, nil, nil, err
-	}
-	for _, h := range rq.header {
-		req.Header.Add(h.Name, expand(h.Value))
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return 0, nil, nil, err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, resp.Header, data, err
-}
-
-// compare checks an answer against the expected response and records
-// captures; it returns what differs.
-func compare(want *response, status int, header http.Header, body []byte, captures map[string]string) []string {
-	var problems []string
-	if status != want.status {
-		problems = append(problems, fmt.Sprintf("status %d, want %d", status, want.status))
-	}
-	for _, h := range want.header {
-		got := strings.Join(header.Values(h.Name), ", ")
-		if got != h.Value {
-			if h.Value == "" {
-				problems = append(problems, fmt.Sprintf("header %s: %q, want it absent", h.Name, got))
-			} else {
-				problems = append(problems, fmt.Sprintf("header %s: %q, want %q", h.Name, got, h.Value))
-			}
-		}
-	}
-	switch {
-	case strings.TrimSpace(want.body) == "":
-		if len(bytes.TrimSpace(body)) != 0 {
-			problems = append(problems, fmt.Sprintf("body %q, want none", body))
-		}
-	case !want.json:
-		if got := strings.TrimRight(string(body), "\n"); got != want.body {
-			problems = append(problems, fmt.Sprintf("body %q, want %q", got, want.body))
-		}
-	default:
-		var got any
-		if err := wiretest.DecodeStrict(body, &got); err != nil {
-			return append(problems, fmt.Sprintf("body is not JSON (%v): %q", err, body))
-		}
-		problems = append(problems, matcher.Match("", want.want, got, captures)...)
-	}
-	return problems
-}
-
-// formatResponse writes a response section from an answer, for -update: the
-// listed headers with their values now (empty when absent), and the body
-// indented in the server's member order, keeping the expected placeholders
-// that still match.
-func formatResponse(want *response, status int, header http.Header, body []byte) ([]byte, error) {
-	var buf bytes.Buffer
-	fmt.Fprintf(&buf, "%d\n", status)
-	jsonBody := false
-	for _, h := range want.header {
-		v := strings.Join(header.Values(h.Name), ", ")
-		if strings.EqualFold(h.Name, "Content-Type") {
-			jsonBody = wiretest.IsJSON(v)
-		}
-		if v == "" {
-			fmt.Fprintf(&buf, "%s:\n", h.Name)
-		} else {
-			fmt.Fprintf(&buf, "%s: %s\n", h.Name, v)
-		}
-	}
-	trimmed := bytes.TrimSpace(body)
-	if len(trimmed) == 0 {
-		return buf.Bytes(), nil
-	}
-	buf.WriteByte('\n')
-	if !jsonBody {
-		buf.Write(bytes.TrimRight(body, "\n"))
-		buf.WriteByte('\n')
-		return buf.Bytes(), nil
-	}
-	dec := json.NewDecoder(bytes.NewReader(trimmed))
-	dec.UseNumber()
-	if err := (wiretest.Writer{}).WriteOrdered(&buf, dec, want.want, ""); err != nil {
-		return nil, fmt.Errorf("the answer is not JSON: %w", err)
-	}
-	buf.WriteByte('\n')
-	return buf.Bytes(), nil
 }
 
 // TestConformanceLoader shows that the loader refuses malformed vectors and
