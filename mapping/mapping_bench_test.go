@@ -1,4 +1,4 @@
-package mapping_test
+package mapping
 
 import (
 	"encoding/json"
@@ -7,14 +7,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mcpotc/mcpotc/mapping"
 	"github.com/mcpotc/mcpotc/mcp/upstream"
 	"github.com/mcpotc/mcpotc/otc"
 )
 
 // Benchmarks of every mapping function, on inputs shaped like real traffic:
 // the sample servers' tools and results, and a larger schema with $refs.
-// No timing is asserted; run with go test -bench . -benchmem ./mapping.
+// No timing is asserted; run with go test -bench . -benchmem ./
 
 var (
 	benchSinkRaw json.RawMessage
@@ -31,7 +30,7 @@ const benchMCPTool = `{"name":"add","title":"Add","description":"Adds two number
  "annotations":{"readOnlyHint":true},"_meta":{"vendor/x":1}}`
 
 // benchRefSchema has $defs, $refs (one recursive) and properties without
-// descriptions: the work OTCInputSchema exists for.
+// descriptions: the work otcInputSchema exists for.
 const benchRefSchema = `{"type":"object","$defs":{
   "address":{"type":"object","properties":{"street":{"type":"string"},"city":{"type":"string"},"zip":{"type":"string","title":"ZIP code"}}},
   "node":{"type":"object","properties":{"value":{"type":"integer"},"children":{"type":"array","items":{"$ref":"#/$defs/node"}}}}},
@@ -59,20 +58,20 @@ func BenchmarkMCPResult(b *testing.B) {
 	cases := []struct {
 		name  string
 		resp  otc.CallToolResponse
-		shape mapping.OutputShape
+		shape OutputShape
 	}{
-		{"object", otc.CallToolResponse{CallID: "c", Duration: 0.2, Success: true, Value: json.RawMessage(`{"sum":5}`)}, mapping.OutputObject},
-		{"wrapped-number", otc.CallToolResponse{CallID: "c", Success: true, Value: json.RawMessage(`15`)}, mapping.OutputWrapped},
-		{"string", otc.CallToolResponse{CallID: "c", Success: true, Value: json.RawMessage(`"hello, benchmark"`)}, mapping.OutputAny},
-		{"string-64KiB", otc.CallToolResponse{CallID: "c", Success: true, Value: big}, mapping.OutputAny},
+		{"object", otc.CallToolResponse{CallID: "c", Duration: 0.2, Success: true, Value: json.RawMessage(`{"sum":5}`)}, OutputObject},
+		{"wrapped-number", otc.CallToolResponse{CallID: "c", Success: true, Value: json.RawMessage(`15`)}, OutputWrapped},
+		{"string", otc.CallToolResponse{CallID: "c", Success: true, Value: json.RawMessage(`"hello, benchmark"`)}, OutputAny},
+		{"string-64KiB", otc.CallToolResponse{CallID: "c", Success: true, Value: big}, OutputAny},
 		{"tool-error", otc.CallToolResponse{CallID: "c", Error: &otc.ToolError{Message: "Doorbell ID not found", DeveloperMessage: "no such doorbell",
-			CanRetry: true, AdditionalPromptContent: "ids: doorbell42,doorbell84", RetryAfterMS: &retry}}, mapping.OutputAny},
+			CanRetry: true, AdditionalPromptContent: "ids: doorbell42,doorbell84", RetryAfterMS: &retry}}, OutputAny},
 	}
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				res, err := mapping.MCPResult(&c.resp, c.shape)
+				res, err := MCPResult(&c.resp, c.shape)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -99,12 +98,12 @@ func BenchmarkOTCResult(b *testing.B) {
 		raw := json.RawMessage(c.raw)
 		// As the OTC front does: the output schema is worked out when the
 		// catalog changes, not per call.
-		shape := mapping.ResultShapeOf(c.outputSchema)
+		shape := ResultShapeOf(c.outputSchema)
 		b.Run(c.name, func(b *testing.B) {
 			b.SetBytes(int64(len(raw)))
 			b.ReportAllocs()
 			for b.Loop() {
-				out, err := mapping.OTCResultFor(raw, shape)
+				out, err := OTCResultFor(raw, shape)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -128,7 +127,7 @@ func BenchmarkOTCInputSchema(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				out, _, err := mapping.OTCInputSchema(c.raw)
+				out, _, err := otcInputSchema(c.raw)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -142,7 +141,7 @@ func BenchmarkOTCOutputSchema(b *testing.B) {
 	raw := json.RawMessage(`{"type":"object","properties":{"sum":{"type":"number","description":"a + b"}},"required":["sum"]}`)
 	b.ReportAllocs()
 	for b.Loop() {
-		out, _, err := mapping.OTCOutputSchema(raw)
+		out, _, err := otcOutputSchema(raw)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -162,7 +161,7 @@ func BenchmarkMCPInputSchema(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				benchSinkRaw = mapping.MCPInputSchema(c.raw)
+				benchSinkRaw = mcpInputSchema(c.raw)
 			}
 		})
 	}
@@ -180,7 +179,7 @@ func BenchmarkMCPOutputSchema(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				benchSinkRaw, _ = mapping.MCPOutputSchema(c.raw)
+				benchSinkRaw, _ = mcpOutputSchema(c.raw)
 			}
 		})
 	}
@@ -189,16 +188,16 @@ func BenchmarkMCPOutputSchema(b *testing.B) {
 func BenchmarkMCPToolFromOTC(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
-		benchSinkAny = mapping.MCPToolFromOTC(&benchOTCDef, "Calculator_Add", "", []*otc.ToolDefinition{&benchOTCDef})
+		benchSinkAny = MCPToolFromOTC(&benchOTCDef, "Calculator_Add", "", []*otc.ToolDefinition{&benchOTCDef})
 	}
 }
 
 func BenchmarkOTCToolsFromMCP(b *testing.B) {
 	raw := json.RawMessage(benchMCPTool)
-	id := mapping.OTCIdentities("mcpotc_sample", "1.0.0", []string{"add"})[0]
+	id := OTCIdentities("mcpotc_sample", "1.0.0", []string{"add"})[0]
 	b.ReportAllocs()
 	for b.Loop() {
-		tools, _, err := mapping.OTCToolsFromMCP(raw, id, "1.0.0")
+		tools, _, err := OTCToolsFromMCP(raw, id, "1.0.0")
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -210,7 +209,7 @@ func BenchmarkMCPToolName(b *testing.B) {
 	raw := json.RawMessage(benchMCPTool)
 	b.ReportAllocs()
 	for b.Loop() {
-		name, err := mapping.MCPToolName(raw)
+		name, err := MCPToolName(raw)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -228,7 +227,7 @@ func BenchmarkOTCIdentities(b *testing.B) {
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				benchSinkAny = mapping.OTCIdentities("mcp_servers_everything", "2.0.0", names)
+				benchSinkAny = OTCIdentities("mcp_servers_everything", "2.0.0", names)
 			}
 		})
 	}
@@ -238,25 +237,25 @@ func BenchmarkNames(b *testing.B) {
 	b.Run("Sanitize", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			benchSinkStr = mapping.Sanitize("mcp-servers/everything")
+			benchSinkStr = Sanitize("mcp-servers/everything")
 		}
 	})
 	b.Run("Toolkit", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			benchSinkStr = mapping.Toolkit("", "mcpotc-sample")
+			benchSinkStr = Toolkit("", "mcpotc-sample")
 		}
 	})
 	b.Run("OTCVersion", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			benchSinkStr = mapping.OTCVersion("", "2.0.0")
+			benchSinkStr = OTCVersion("", "2.0.0")
 		}
 	})
 	b.Run("MCPTitle", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			benchSinkStr = mapping.MCPTitle("Calculator_Add")
+			benchSinkStr = mcpTitle("Calculator_Add")
 		}
 	})
 }
@@ -275,7 +274,7 @@ func BenchmarkMCPError(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				benchSinkAny, benchSinkErr = mapping.MCPError(c.err, "Calculator_Add", mapping.MCPOptions{})
+				benchSinkAny, benchSinkErr = MCPError(c.err, "Calculator_Add", MCPOptions{})
 			}
 		})
 	}
@@ -294,7 +293,7 @@ func BenchmarkOTCError(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				benchSinkErr = mapping.OTCError(c.err)
+				benchSinkErr = OTCError(c.err)
 			}
 		})
 	}

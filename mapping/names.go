@@ -99,5 +99,5 @@ func otcName(full string) string {
 	return full[:MaxOTCNameLen-len(suffix)] + suffix
 }
 
-// MCPTitle is the MCP title of an OTC tool: its name with "_" as spaces.
-func MCPTitle(otcName string) string { return strings.ReplaceAll(otcName, "_", " ") }
+// mcpTitle is the MCP title of an OTC tool: its name with "_" as spaces.
+func mcpTitle(otcName string) string { return strings.ReplaceAll(otcName, "_", " ") }

@@ -193,18 +193,18 @@ type OTCOutcome struct {
 // whether there is no schema at all. It is worked out once per tool, when
 // the catalog changes (OTCTool.Result), not on every call.
 type OTCResultShape struct {
-	shape OutputShape // MCPOutputSchema of the output_schema
+	shape OutputShape // mcpOutputSchema of the output_schema
 	plain bool        // output_schema absent, null or {}
 }
 
 // ResultShapeOf works out the OTCResultShape of an OTC output_schema.
 func ResultShapeOf(outputSchema json.RawMessage) OTCResultShape {
-	_, shape := MCPOutputSchema(outputSchema)
+	_, shape := mcpOutputSchema(outputSchema)
 	os := bytes.TrimSpace(outputSchema)
 	return OTCResultShape{shape: shape, plain: len(os) == 0 || string(os) == "{}" || isNull(os)}
 }
 
-// OTCResult maps a raw MCP CallToolResult to an OTC outcome:
+// otcResult maps a raw MCP CallToolResult to an OTC outcome:
 //
 //	isError false  value = structuredContent when present; else the text of
 //	               the only block when the result is exactly one text block;
@@ -218,11 +218,11 @@ func ResultShapeOf(outputSchema json.RawMessage) OTCResultShape {
 // travels in XMCPResult. A result from an MCP front (a bridge) is answered
 // from its carriers: the ToolError in MetaOTCError, the value in MetaOTCCall.
 // OTCResultFor does the same with the output schema worked out beforehand.
-func OTCResult(raw json.RawMessage, outputSchema json.RawMessage) (OTCOutcome, error) {
+func otcResult(raw json.RawMessage, outputSchema json.RawMessage) (OTCOutcome, error) {
 	return OTCResultFor(raw, ResultShapeOf(outputSchema))
 }
 
-// OTCResultFor is OTCResult for a tool whose OTCResultShape is known. It
+// OTCResultFor is otcResult for a tool whose OTCResultShape is known. It
 // reads the result once and decides from that reading whether a carrier
 // is needed; the property that decision keeps (MCPResult of the outcome is
 // the result again) is tested over random results in results_prop_test.go.

@@ -211,7 +211,7 @@ func propLossless(raw, schema json.RawMessage, out OTCOutcome) string {
 	if v, ok := wm["structuredContent"]; ok && v == nil {
 		delete(wm, "structuredContent")
 	}
-	_, shape := MCPOutputSchema(schema)
+	_, shape := mcpOutputSchema(schema)
 	resp := &otc.CallToolResponse{Success: out.Error == nil, Value: out.Value, Error: out.Error, Ext: out.Ext}
 	back, err := MCPResult(resp, shape)
 	if err != nil {
@@ -239,7 +239,7 @@ func propLossless(raw, schema json.RawMessage, out OTCOutcome) string {
 	return ""
 }
 
-// roundTripOTCResult is OTCResult as it was before OTCResultFor: it decided
+// roundTripOTCResult is otcResult as it was before OTCResultFor: it decided
 // on a carrier by mapping the outcome back through MCPResult, encoding it,
 // and comparing it with the result, on every call. Kept as the reference
 // the new decision must agree with (member names aside: it matched them in
@@ -285,7 +285,7 @@ func roundTripOTCResult(raw json.RawMessage, outputSchema json.RawMessage) (OTCO
 
 func rtGivesBack(raw json.RawMessage, out OTCOutcome, outputSchema json.RawMessage) bool {
 	resp := &otc.CallToolResponse{Success: out.Error == nil, Value: out.Value, Error: out.Error}
-	_, shape := MCPOutputSchema(outputSchema)
+	_, shape := mcpOutputSchema(outputSchema)
 	back, err := MCPResult(resp, shape)
 	if err != nil {
 		return false

@@ -73,7 +73,7 @@ func TestOTCResult(t *testing.T) {
 		{"error without text", `{"content":[],"isError":true}`, ``, "The tool reported an error"},
 	}
 	for _, tt := range tests {
-		out, err := OTCResult(json.RawMessage(tt.in), nil)
+		out, err := otcResult(json.RawMessage(tt.in), nil)
 		value, toolErr := out.Value, out.Error
 		if err != nil {
 			t.Errorf("%s: %v", tt.name, err)
@@ -92,7 +92,7 @@ func TestOTCResult(t *testing.T) {
 			t.Errorf("big number not byte-exact: %s", value)
 		}
 	}
-	if _, err := OTCResult(json.RawMessage(`{"content":"x"}`), nil); err == nil {
+	if _, err := otcResult(json.RawMessage(`{"content":"x"}`), nil); err == nil {
 		t.Error("malformed result accepted")
 	}
 }
@@ -108,8 +108,8 @@ func TestMCPResultCarriedError(t *testing.T) {
 }
 
 // TestOTCResultRoundTrips checks both directions of the result carriers:
-// an MCP result through OTCResult and back through MCPResult is the same
-// result, and an OTC response through MCPResult and back through OTCResult
+// an MCP result through otcResult and back through MCPResult is the same
+// result, and an OTC response through MCPResult and back through otcResult
 // is the same value or error.
 func TestOTCResultRoundTrips(t *testing.T) {
 	mcpResults := []struct{ result, outputSchema string }{
@@ -123,12 +123,12 @@ func TestOTCResultRoundTrips(t *testing.T) {
 		{`{"content":[],"_meta":{"k":"v"}}`, ``},
 	}
 	for _, tt := range mcpResults {
-		out, err := OTCResult(json.RawMessage(tt.result), json.RawMessage(tt.outputSchema))
+		out, err := otcResult(json.RawMessage(tt.result), json.RawMessage(tt.outputSchema))
 		if err != nil {
 			t.Fatal(err)
 		}
 		resp := &otc.CallToolResponse{Success: out.Error == nil, Value: out.Value, Error: out.Error, Ext: out.Ext}
-		_, shape := MCPOutputSchema(json.RawMessage(tt.outputSchema))
+		_, shape := mcpOutputSchema(json.RawMessage(tt.outputSchema))
 		back, err := MCPResult(resp, shape)
 		if err != nil {
 			t.Fatal(err)
@@ -162,7 +162,7 @@ func TestOTCResultRoundTrips(t *testing.T) {
 			t.Fatal(err)
 		}
 		raw, _ := json.Marshal(res)
-		out, err := OTCResult(raw, nil)
+		out, err := otcResult(raw, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

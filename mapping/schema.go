@@ -44,11 +44,11 @@ func encode(v any) json.RawMessage {
 	return bytes.TrimRight(buf.Bytes(), "\n")
 }
 
-// OTCInputSchema turns an MCP inputSchema into an OTC input_schema: $ref,
+// otcInputSchema turns an MCP inputSchema into an OTC input_schema: $ref,
 // $defs and definitions inlined (OTC forbids them), every property given a
 // description (OTC requires one: its title, else its name), and the result
 // always an object schema.
-func OTCInputSchema(raw json.RawMessage) (json.RawMessage, SchemaNotes, error) {
+func otcInputSchema(raw json.RawMessage) (json.RawMessage, SchemaNotes, error) {
 	if len(bytes.TrimSpace(raw)) == 0 || isNull(raw) {
 		return json.RawMessage(`{"type":"object"}`), SchemaNotes{}, nil
 	}
@@ -67,9 +67,9 @@ func OTCInputSchema(raw json.RawMessage) (json.RawMessage, SchemaNotes, error) {
 	return encode(m), notes, nil
 }
 
-// OTCOutputSchema turns an MCP outputSchema into an OTC output_schema: as
+// otcOutputSchema turns an MCP outputSchema into an OTC output_schema: as
 // is, with refs inlined. No outputSchema is {} (any value).
-func OTCOutputSchema(raw json.RawMessage) (json.RawMessage, SchemaNotes, error) {
+func otcOutputSchema(raw json.RawMessage) (json.RawMessage, SchemaNotes, error) {
 	if len(bytes.TrimSpace(raw)) == 0 || isNull(raw) {
 		return json.RawMessage(`{}`), SchemaNotes{}, nil
 	}
@@ -248,10 +248,10 @@ const (
 	OutputWrapped
 )
 
-// MCPInputSchema turns an OTC input_schema (plain or wrapped in
+// mcpInputSchema turns an OTC input_schema (plain or wrapped in
 // "parameters") into an MCP inputSchema: unchanged, an object schema, and
 // {"type":"object"} when empty or missing.
-func MCPInputSchema(raw json.RawMessage) json.RawMessage {
+func mcpInputSchema(raw json.RawMessage) json.RawMessage {
 	plain := otc.PlainInputSchema(raw)
 	v, err := decode(plain)
 	if err != nil {
@@ -268,9 +268,9 @@ func MCPInputSchema(raw json.RawMessage) json.RawMessage {
 	return encode(m)
 }
 
-// MCPOutputSchema turns an OTC output_schema into an MCP outputSchema (nil:
+// mcpOutputSchema turns an OTC output_schema into an MCP outputSchema (nil:
 // none) and says how results must be shaped.
-func MCPOutputSchema(raw json.RawMessage) (json.RawMessage, OutputShape) {
+func mcpOutputSchema(raw json.RawMessage) (json.RawMessage, OutputShape) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || isNull(raw) {
 		return nil, OutputAny

@@ -43,7 +43,7 @@ func TestOTCInputSchema(t *testing.T) {
 			`{"type":"object","anyOf":[{"required":["a"]},{"required":["b"]}],"additionalProperties":false,"properties":{"a":{"type":"string","description":"A"},"b":{"type":"string","description":"B"}}}`, 0},
 	}
 	for _, tt := range tests {
-		got, notes, err := OTCInputSchema(json.RawMessage(tt.in))
+		got, notes, err := otcInputSchema(json.RawMessage(tt.in))
 		if err != nil {
 			t.Errorf("%s: %v", tt.name, err)
 			continue
@@ -56,11 +56,11 @@ func TestOTCInputSchema(t *testing.T) {
 		}
 	}
 	// The output of the big-number case keeps its digits as written.
-	got, _, _ := OTCInputSchema(json.RawMessage(`{"type":"object","properties":{"a":{"maximum":123456789012345678901234567890,"description":"A"}}}`))
+	got, _, _ := otcInputSchema(json.RawMessage(`{"type":"object","properties":{"a":{"maximum":123456789012345678901234567890,"description":"A"}}}`))
 	if !json.Valid(got) || !strings.Contains(string(got), "123456789012345678901234567890") {
 		t.Errorf("big number lost: %s", got)
 	}
-	if _, _, err := OTCInputSchema(json.RawMessage(`[1]`)); err == nil {
+	if _, _, err := otcInputSchema(json.RawMessage(`[1]`)); err == nil {
 		t.Error("an array inputSchema was accepted")
 	}
 }
@@ -70,7 +70,7 @@ func TestRecursionStaysBounded(t *testing.T) {
 	in := `{"type":"object","$defs":{"t":{"type":"object","properties":{
 		"a":{"$ref":"#/$defs/t"},"b":{"$ref":"#/$defs/t"},"c":{"$ref":"#/$defs/t"},"d":{"$ref":"#/$defs/t"},"e":{"$ref":"#/$defs/t"}}}},
 		"properties":{"root":{"$ref":"#/$defs/t"}}}`
-	got, notes, err := OTCInputSchema(json.RawMessage(in))
+	got, notes, err := otcInputSchema(json.RawMessage(in))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,8 +87,8 @@ func TestMCPSchemas(t *testing.T) {
 		{`{"parameters":{"type":"object"}}`, `{"type":"object"}`},
 		{`{"properties":{"q":{"type":"string","description":"Q"}}}`, `{"type":"object","properties":{"q":{"type":"string","description":"Q"}}}`},
 	} {
-		if got := MCPInputSchema(json.RawMessage(tt.in)); !jsonEqual(t, got, []byte(tt.want)) {
-			t.Errorf("MCPInputSchema(%s) = %s, want %s", tt.in, got, tt.want)
+		if got := mcpInputSchema(json.RawMessage(tt.in)); !jsonEqual(t, got, []byte(tt.want)) {
+			t.Errorf("mcpInputSchema(%s) = %s, want %s", tt.in, got, tt.want)
 		}
 	}
 	for _, tt := range []struct {
@@ -102,9 +102,9 @@ func TestMCPSchemas(t *testing.T) {
 		{`{"type":"number","description":"The sum"}`, `{"type":"object","properties":{"value":{"type":"number","description":"The sum"}},"required":["value"]}`, OutputWrapped},
 		{`{"type":["object","null"]}`, `{"type":"object","properties":{"value":{"type":["object","null"]}},"required":["value"]}`, OutputWrapped},
 	} {
-		got, shape := MCPOutputSchema(json.RawMessage(tt.in))
+		got, shape := mcpOutputSchema(json.RawMessage(tt.in))
 		if shape != tt.shape || (tt.want == "" && got != nil) || (tt.want != "" && !jsonEqual(t, got, []byte(tt.want))) {
-			t.Errorf("MCPOutputSchema(%s) = %s, %v; want %s, %v", tt.in, got, shape, tt.want, tt.shape)
+			t.Errorf("mcpOutputSchema(%s) = %s, %v; want %s, %v", tt.in, got, shape, tt.want, tt.shape)
 		}
 	}
 }

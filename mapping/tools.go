@@ -23,7 +23,7 @@ type MCPTool struct {
 
 // MCPToolFromOTC maps one OTC tool version to an MCP tool named name (the
 // OTC name, with the upstream's prefix if any): the input schema unchanged
-// (unwrapped from "parameters"), the output schema as MCPOutputSchema
+// (unwrapped from "parameters"), the output schema as mcpOutputSchema
 // says, the title from the name, and the OTC identity with every version's
 // definition (versions, latest first, def among them) in _meta[MetaOTCTool].
 //
@@ -31,7 +31,7 @@ type MCPTool struct {
 // carrier) is given back as that MCP tool: its name (with the prefix),
 // title, annotations, icons, _meta and schemas.
 func MCPToolFromOTC(def *otc.ToolDefinition, name, prefix string, versions []*otc.ToolDefinition) MCPTool {
-	out, shape := MCPOutputSchema(def.OutputSchema)
+	out, shape := mcpOutputSchema(def.OutputSchema)
 	if c, ok := mcpToolCarrier(def.InputSchema); ok {
 		return MCPTool{Tool: restoreMCPTool(def, c, prefix), OTCID: def.ID, Shape: shape, FromMCP: true}
 	}
@@ -43,9 +43,9 @@ func MCPToolFromOTC(def *otc.ToolDefinition, name, prefix string, versions []*ot
 	}
 	t := mcpgo.Tool{
 		Name:           name,
-		Title:          MCPTitle(def.Name),
+		Title:          mcpTitle(def.Name),
 		Description:    def.Description,
-		RawInputSchema: MCPInputSchema(def.InputSchema),
+		RawInputSchema: mcpInputSchema(def.InputSchema),
 		Meta:           &mcpgo.Meta{AdditionalFields: map[string]any{MetaOTCTool: carrier}},
 	}
 	if out != nil {
@@ -60,7 +60,7 @@ func restoreMCPTool(def *otc.ToolDefinition, c *MCPToolCarrier, prefix string) m
 	if c.InputSchema != nil {
 		t.RawInputSchema = c.InputSchema
 	} else {
-		t.RawInputSchema = MCPInputSchema(withoutKeyword(def.InputSchema, XMCPTool))
+		t.RawInputSchema = mcpInputSchema(withoutKeyword(def.InputSchema, XMCPTool))
 	}
 	if c.OutputSchema != nil {
 		t.RawOutputSchema = c.OutputSchema
@@ -123,7 +123,7 @@ type OTCTool struct {
 }
 
 // OTCToolsFromMCP maps a raw MCP tool to OTC tool definitions with the
-// given identity: schemas through OTCInputSchema / OTCOutputSchema, and the
+// given identity: schemas through otcInputSchema / otcOutputSchema, and the
 // MCP-only fields (name, title, annotations, icons, _meta) and the original
 // schemas carried in the input schema's XMCPTool keyword. A tool an MCP
 // front made from OTC tools (a well-formed MetaOTCTool carrier with
@@ -136,11 +136,11 @@ func OTCToolsFromMCP(raw json.RawMessage, id OTCIdentity, version string) ([]OTC
 	if defs := carriedDefinitions(w.Meta); defs != nil {
 		return defs, SchemaNotes{}, nil
 	}
-	in, notes, err := OTCInputSchema(w.InputSchema)
+	in, notes, err := otcInputSchema(w.InputSchema)
 	if err != nil {
 		return nil, notes, fmt.Errorf("tool %q: inputSchema: %w", w.Name, err)
 	}
-	out, outNotes, err := OTCOutputSchema(w.OutputSchema)
+	out, outNotes, err := otcOutputSchema(w.OutputSchema)
 	if err != nil {
 		return nil, notes, fmt.Errorf("tool %q: outputSchema: %w", w.Name, err)
 	}
