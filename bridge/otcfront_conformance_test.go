@@ -63,7 +63,8 @@ const (
 var otcfDialects = []string{"otc-1.0", "oxp-1.0", "oxp-flat"}
 
 // TestOTCFrontConformance runs the wire-level vectors of the OTC front
-// (shared/design/mapping.md §1–5, the OTC-front table of §4, §6) in
+// (README.md: "What OTC clients see", "How MCP names become OTC ids",
+// "Round trips") in
 // testdata/conformance/otc_front. Each file is one scenario in txtar form:
 // bridge.NewOTCFront over one MCP upstream, its Handler behind an
 // httptest.Server, driven with raw HTTP requests.

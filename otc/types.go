@@ -5,7 +5,8 @@
 //
 // The package is a strict writer and a tolerant reader: it answers in the
 // caller's dialect and reads every response shape in
-// shared/spec/otc-dialects.md. It never logs; errors are returned typed.
+// the README ("OTC as mcpotc speaks it"). It never logs; errors are
+// returned typed.
 package otc
 
 import (
