@@ -453,7 +453,7 @@ func TestFrontProcessEvent(t *testing.T) {
 		{"crlf, id field, no space", "id: 9\r\nevent: message\r\ndata:{\"jsonrpc\":\"2.0\",\"id\":1,\"error\":{\"code\":-32603,\"message\":\"m\"}}\r\n\r\n",
 			"id: 9\r\nevent: message\r\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"error\":{\"code\":-32602,\"message\":\"m\"}}\r\n\r\n"},
 		{"data over lines", "data: {\"jsonrpc\":\"2.0\",\ndata: \"id\":1,\"error\":{\"code\":-32603,\"message\":\"m\"}}\n\n",
-			"data: {\"jsonrpc\":\"2.0\",\n\"id\":1,\"error\":{\"code\":-32602,\"message\":\"m\"}}\n\n"},
+			"data: {\"jsonrpc\":\"2.0\",\ndata: \"id\":1,\"error\":{\"code\":-32602,\"message\":\"m\"}}\n\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			expectPending(t, st, 1.0, -32602, "m", nil)

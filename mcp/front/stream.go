@@ -239,7 +239,8 @@ func isJSONSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c =
 
 // processEvent applies process to the data of one server-sent event (its
 // lines and the blank line ending it). A rewritten event keeps its other
-// fields and carries the frame on one data line.
+// fields and carries the frame where its data lines were, a data line per
+// line of the frame.
 func (st *streamBook) processEvent(ev []byte) []byte {
 	if st.busy.Load() == 0 {
 		return ev
@@ -270,8 +271,15 @@ func (st *streamBook) processEvent(ev []byte) []byte {
 				continue
 			}
 			written = true
-			out = append(out, "data: "...)
-			out = append(out, frame...)
+			// One data line per line of the frame: the client joins them
+			// with \n, which gives the frame back.
+			for i, l := range bytes.Split(frame, []byte("\n")) {
+				if i > 0 {
+					out = append(out, term...)
+				}
+				out = append(out, "data: "...)
+				out = append(out, l...)
+			}
 		} else {
 			out = append(out, line...)
 		}
