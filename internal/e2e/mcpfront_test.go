@@ -1,6 +1,6 @@
 //go:build e2e
 
-package main
+package e2e
 
 // End-to-end tests of `mcpotc serve-mcp` (the MCP front) through the built
 // binary, with MCP clients that are not mcp-go: the official Go SDK
@@ -42,16 +42,16 @@ const (
 	proto20251125 = "2025-11-25" // initialize handshake, Mcp-Session-Id
 	proto20260728 = "2026-07-28" // server/discover, stateless
 
-	// e2eCallTimeout bounds one MCP request of a test.
-	e2eCallTimeout = 20 * time.Second
-	// e2eExitBound bounds how long a bridge may take to exit once told to.
-	e2eExitBound = 10 * time.Second
+	// callTimeout bounds one MCP request of a test.
+	callTimeout = 20 * time.Second
+	// exitBound bounds how long a bridge may take to exit once told to.
+	exitBound = 10 * time.Second
 )
 
 var (
-	e2eTransports = []string{"stdio", "http"}
-	e2eProtocols  = []string{proto20251125, proto20260728}
-	sampleTools   = []string{"Calculator_Add", "Doorbell_Ring", "Gmail_GetEmails", "SMS_Send", "System_GetTimestamp"}
+	transports  = []string{"stdio", "http"}
+	protocols   = []string{proto20251125, proto20260728}
+	sampleTools = []string{"Calculator_Add", "Doorbell_Ring", "Gmail_GetEmails", "SMS_Send", "System_GetTimestamp"}
 )
 
 // --- the bridge under test ----------------------------------------------------
@@ -160,7 +160,7 @@ func (b *mcpBridge) tryConnect(ctx context.Context, o clientOpts) (*sdk.ClientSe
 	default:
 		tr = &sdk.StreamableClientTransport{Endpoint: b.url, HTTPClient: hc}
 	}
-	cctx, cancel := context.WithTimeout(ctx, e2eCallTimeout)
+	cctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
 	if b.transport == "sse" {
 		// The Go SDK's SSE client holds its event stream with Connect's
@@ -189,7 +189,7 @@ func (b *mcpBridge) stopStdio(t *testing.T, cs *sdk.ClientSession) {
 	exitedAt := make(chan time.Duration, 1)
 	go func() { <-b.p.Done(); exitedAt <- time.Since(start) }()
 	closeSession(t, cs) // closes the bridge's stdin
-	if err := b.p.Wait(e2eExitBound); err != nil {
+	if err := b.p.Wait(exitBound); err != nil {
 		t.Errorf("serve-mcp (stdio) after stdin closed: %v (want exit 0)", err)
 	}
 	t.Logf("stdio bridge exited %v after its stdin was closed", (<-exitedAt).Round(time.Millisecond))
@@ -245,24 +245,24 @@ func assertOnlyJSONRPC(t *testing.T, out string) {
 		return
 	}
 	if !strings.HasSuffix(out, "\n") {
-		t.Errorf("stdout does not end with a newline: a partial frame: %q", e2eTruncate(out[max(0, len(out)-200):], 200))
+		t.Errorf("stdout does not end with a newline: a partial frame: %q", truncate(out[max(0, len(out)-200):], 200))
 	}
 	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
 	for i, line := range lines {
 		var m map[string]json.RawMessage
 		if err := json.Unmarshal([]byte(line), &m); err != nil {
-			t.Errorf("stdout line %d is not JSON: %v: %q", i+1, err, e2eTruncate(line, 300))
+			t.Errorf("stdout line %d is not JSON: %v: %q", i+1, err, truncate(line, 300))
 			continue
 		}
 		if string(m["jsonrpc"]) != `"2.0"` {
-			t.Errorf("stdout line %d: jsonrpc is %s, not \"2.0\": %s", i+1, m["jsonrpc"], e2eTruncate(line, 300))
+			t.Errorf("stdout line %d: jsonrpc is %s, not \"2.0\": %s", i+1, m["jsonrpc"], truncate(line, 300))
 		}
 		_, hasMethod := m["method"]
 		_, hasID := m["id"]
 		_, hasResult := m["result"]
 		_, hasError := m["error"]
 		if !hasMethod && !(hasID && hasResult != hasError) {
-			t.Errorf("stdout line %d is neither a request, a notification nor a response: %s", i+1, e2eTruncate(line, 300))
+			t.Errorf("stdout line %d is neither a request, a notification nor a response: %s", i+1, truncate(line, 300))
 		}
 	}
 	t.Logf("stdout: %d lines, all JSON-RPC 2.0", len(lines))
@@ -283,7 +283,7 @@ func (b bearerRoundTripper) RoundTrip(r *http.Request) (*http.Response, error) {
 
 func callTool(t *testing.T, ctx context.Context, cs *sdk.ClientSession, name string, args any) (*sdk.CallToolResult, error) {
 	t.Helper()
-	cctx, cancel := context.WithTimeout(ctx, e2eCallTimeout)
+	cctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
 	return cs.CallTool(cctx, &sdk.CallToolParams{Name: name, Arguments: args})
 }
@@ -317,7 +317,7 @@ func wantRPCError(t *testing.T, ctx context.Context, cs *sdk.ClientSession, name
 
 func listTools(t *testing.T, ctx context.Context, cs *sdk.ClientSession) []*sdk.Tool {
 	t.Helper()
-	cctx, cancel := context.WithTimeout(ctx, e2eCallTimeout)
+	cctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
 	var tools []*sdk.Tool
 	for tool, err := range cs.Tools(cctx, nil) { // follows every cursor
@@ -631,8 +631,8 @@ func TestE2EMCPFrontSample(t *testing.T) {
 			}
 		}
 	}
-	for _, transport := range e2eTransports {
-		for _, protocol := range e2eProtocols {
+	for _, transport := range transports {
+		for _, protocol := range protocols {
 			t.Run(transport+"/"+protocol, func(t *testing.T) {
 				t.Parallel()
 				ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -735,8 +735,8 @@ var sampleCallSet = []struct {
 // port, calls and the tool list recover without restarting the bridge.
 func TestE2EMCPFrontUpstream(t *testing.T) {
 	buildMcpotc(t)
-	for _, transport := range e2eTransports {
-		for _, protocol := range e2eProtocols {
+	for _, transport := range transports {
+		for _, protocol := range protocols {
 			t.Run(transport+"/"+protocol, func(t *testing.T) {
 				t.Parallel()
 				ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -823,8 +823,8 @@ func TestE2EMCPFrontUpstream(t *testing.T) {
 // tells the client (notifications/tools/list_changed).
 func TestE2EMCPFrontUpstreamLate(t *testing.T) {
 	buildMcpotc(t)
-	for _, transport := range e2eTransports {
-		for _, protocol := range e2eProtocols {
+	for _, transport := range transports {
+		for _, protocol := range protocols {
 			t.Run(transport+"/"+protocol, func(t *testing.T) {
 				t.Parallel()
 				ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -985,7 +985,7 @@ func TestE2EMCPFrontShutdown(t *testing.T) {
 	for _, c := range []struct{ transport, how string }{
 		{"http", "SIGTERM"}, {"stdio", "stdin EOF"}, {"stdio", "SIGTERM"},
 	} {
-		for _, protocol := range e2eProtocols {
+		for _, protocol := range protocols {
 			t.Run(c.transport+"/"+c.how+"/"+protocol, func(t *testing.T) {
 				t.Parallel()
 				ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -1029,7 +1029,7 @@ func TestE2EMCPFrontShutdown(t *testing.T) {
 				} else if got := asData(t, o.res.StructuredContent); o.res.IsError || !reflect.DeepEqual(got, mustData(`{"tag":"in-flight","slept_ms":1000}`)) {
 					t.Errorf("the call in flight at %s: %s, want structuredContent {\"tag\":\"in-flight\",\"slept_ms\":1000}", c.how, jsonString(o.res))
 				}
-				err := b.p.Wait(e2eExitBound)
+				err := b.p.Wait(exitBound)
 				exited := time.Since(stopAt)
 				t.Logf("%s: call answered %v after it, process exited %v after it (%v)",
 					c.how, o.at.Sub(stopAt).Round(time.Millisecond), exited.Round(time.Millisecond), err)
@@ -1055,11 +1055,11 @@ func TestE2EMCPFrontCommandTransport(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cmd := execCommandNoLeak(t, buildMcpotc(t), "serve-mcp")
-	var stderr e2eTail
-	stderr.max = e2eOutputTail
+	var stderr tailText
+	stderr.max = outputTail
 	cmd.Stderr = &stderr
 	client := sdk.NewClient(&sdk.Implementation{Name: "mcpotc-e2e-go-sdk", Version: "0.0.0"}, nil)
-	cctx, ccancel := context.WithTimeout(ctx, e2eCallTimeout)
+	cctx, ccancel := context.WithTimeout(ctx, callTimeout)
 	defer ccancel()
 	const terminate = 8 * time.Second
 	cs, err := client.Connect(cctx, &sdk.CommandTransport{Command: cmd, TerminateDuration: terminate}, nil)
@@ -1089,9 +1089,9 @@ func TestE2EMCPFrontCommandTransport(t *testing.T) {
 // --- 5. logs and secrets -------------------------------------------------------------
 
 const (
-	e2eSecretValue = "supersecretvalue"
-	e2eTokenValue  = "supersecretgoogletoken"
-	e2eBearerValue = "supersecretbearer"
+	secretValue = "supersecretvalue"
+	tokenValue  = "supersecretgoogletoken"
+	bearerValue = "supersecretbearer"
 )
 
 // TestE2EMCPFrontLogs: one JSON log line per call on stderr, with call_id,
@@ -1099,7 +1099,7 @@ const (
 // (SMS_Send and Gmail_GetEmails succeed) and never appear on stdout or stderr.
 func TestE2EMCPFrontLogs(t *testing.T) {
 	buildMcpotc(t)
-	for _, transport := range e2eTransports {
+	for _, transport := range transports {
 		t.Run(transport, func(t *testing.T) {
 			t.Parallel()
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -1114,12 +1114,12 @@ func TestE2EMCPFrontLogs(t *testing.T) {
 				"authorization": map[string]string{"google": "TEST_GOOGLE_ENV"},
 				"call_timeout":  "30s",
 			}}})
-			env := []string{"TEST_TWILIO_ENV=" + e2eSecretValue, "TEST_GOOGLE_ENV=" + e2eTokenValue, "TEST_BEARER_ENV=" + e2eBearerValue}
+			env := []string{"TEST_TWILIO_ENV=" + secretValue, "TEST_GOOGLE_ENV=" + tokenValue, "TEST_BEARER_ENV=" + bearerValue}
 			args := []string{"--config", cfg}
 			o := clientOpts{protocol: proto20251125}
 			if transport == "http" {
 				args = append(args, "--bearer-token-env", "TEST_BEARER_ENV")
-				o.bearer = e2eBearerValue
+				o.bearer = bearerValue
 			}
 			b := startBridge(t, ctx, transport, args, env)
 			cs := b.connect(t, ctx, o)
@@ -1163,7 +1163,7 @@ func TestE2EMCPFrontLogs(t *testing.T) {
 				if err := syscall.Kill(b.p.Pid(), syscall.SIGTERM); err != nil {
 					t.Fatal(err)
 				}
-				if err := b.p.Wait(e2eExitBound); err != nil {
+				if err := b.p.Wait(exitBound); err != nil {
 					t.Errorf("serve-mcp after SIGTERM: %v", err)
 				}
 			}
@@ -1174,7 +1174,7 @@ func TestE2EMCPFrontLogs(t *testing.T) {
 			for i, line := range strings.Split(strings.TrimSpace(stderr), "\n") {
 				var m map[string]any
 				if err := json.Unmarshal([]byte(line), &m); err != nil {
-					t.Errorf("stderr line %d is not a JSON log line: %q", i+1, e2eTruncate(line, 300))
+					t.Errorf("stderr line %d is not a JSON log line: %q", i+1, truncate(line, 300))
 					continue
 				}
 				if m["message"] == "call" {
@@ -1205,7 +1205,7 @@ func TestE2EMCPFrontLogs(t *testing.T) {
 					t.Errorf("the call_id %s of a %s result is in no log line", id, toolID)
 				}
 			}
-			for _, secret := range []string{e2eSecretValue, e2eTokenValue, e2eBearerValue} {
+			for _, secret := range []string{secretValue, tokenValue, bearerValue} {
 				for what, s := range map[string]string{"bridge stderr": stderr, "bridge stdout": b.p.Stdout(), "sample-otc stderr": sample.Stderr(), "sample-otc stdout": sample.Stdout()} {
 					if strings.Contains(s, secret) {
 						t.Errorf("%q appears in the %s", secret, what)
@@ -1225,7 +1225,7 @@ func execCommandNoLeak(t *testing.T, name string, args ...string) *exec.Cmd {
 	cmd := exec.Command(name, args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	t.Cleanup(func() {
-		if cmd.Process != nil && e2eGroupAlive(cmd.Process.Pid) {
+		if cmd.Process != nil && groupAlive(cmd.Process.Pid) {
 			t.Errorf("%s (pid %d) still running at cleanup: killed", name, cmd.Process.Pid)
 			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		}
@@ -1297,7 +1297,7 @@ func TestE2EMCPFrontBearer(t *testing.T) {
 		})
 	}
 
-	for _, protocol := range e2eProtocols {
+	for _, protocol := range protocols {
 		t.Run("go-sdk/"+protocol, func(t *testing.T) {
 			if _, err := b.tryConnect(ctx, clientOpts{protocol: protocol}); err == nil {
 				t.Errorf("the Go SDK client connected without the bearer token")
@@ -1327,8 +1327,8 @@ func TestE2EMCPFrontBearer(t *testing.T) {
 // JSON-RPC -32001.
 func TestE2EMCPFrontCancelAndTimeout(t *testing.T) {
 	buildMcpotc(t)
-	for _, transport := range e2eTransports {
-		for _, protocol := range e2eProtocols {
+	for _, transport := range transports {
+		for _, protocol := range protocols {
 			t.Run(transport+"/"+protocol, func(t *testing.T) {
 				t.Parallel()
 				ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -1369,7 +1369,7 @@ func TestE2EMCPFrontCancelAndTimeout(t *testing.T) {
 				waitStderr(t, b.p, `"outcome":"cancelled by the client"`, 5*time.Second)
 
 				// The session still works.
-				lctx, lcancel := context.WithTimeout(ctx, e2eCallTimeout)
+				lctx, lcancel := context.WithTimeout(ctx, callTimeout)
 				defer lcancel()
 				res, err := cs.ListTools(lctx, nil)
 				// Over HTTP at 2026-07-28 the Go SDK also sends
@@ -1394,7 +1394,7 @@ func TestE2EMCPFrontCancelAndTimeout(t *testing.T) {
 // input with an isError result naming the parameter (SEP-1303 style).
 func TestE2EMCPFrontInputErrorsResult(t *testing.T) {
 	buildMcpotc(t)
-	for _, transport := range e2eTransports {
+	for _, transport := range transports {
 		t.Run(transport, func(t *testing.T) {
 			t.Parallel()
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -1418,7 +1418,7 @@ func TestE2EMCPFrontInputErrorsResult(t *testing.T) {
 // the Go SDK's legacy SSE client.
 func TestE2EMCPFrontSSE(t *testing.T) {
 	buildMcpotc(t)
-	for _, protocol := range e2eProtocols {
+	for _, protocol := range protocols {
 		t.Run(protocol, func(t *testing.T) {
 			t.Parallel()
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -1448,7 +1448,7 @@ func TestE2EMCPFrontTypeScriptSDK(t *testing.T) {
 		missingPeer(t, "@modelcontextprotocol/sdk is not installed among the peers (%v)", err)
 	}
 	t.Logf("client: @modelcontextprotocol/sdk %s under node at %s", pkg.Version, node)
-	for _, transport := range e2eTransports {
+	for _, transport := range transports {
 		for _, urlElicit := range []bool{false, true} {
 			name := transport + "/plain"
 			if urlElicit {
@@ -1645,7 +1645,7 @@ func TestE2EMCPFrontHTTPSessions(t *testing.T) {
 		t.Errorf("the session's GET stream is still open 2s after DELETE ended the session")
 	}
 	if resp, body := post(sid, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`); resp.StatusCode != http.StatusNotFound {
-		t.Errorf("POST naming the deleted session: HTTP %d %s, want 404", resp.StatusCode, e2eTruncate(body, 200))
+		t.Errorf("POST naming the deleted session: HTTP %d %s, want 404", resp.StatusCode, truncate(body, 200))
 	}
 	for _, s := range []string{sid, "mcp-session-never-issued", ""} {
 		rctx, rcancel := context.WithTimeout(ctx, 3*time.Second)
@@ -1680,7 +1680,7 @@ func TestE2EMCPFrontHTTPSessions(t *testing.T) {
 		t.Errorf("3s after SIGTERM the bridge still runs: it waits for the GET stream of a session that DELETE ended")
 		gcancel() // the client lets go of the stream
 	}
-	err = b.p.Wait(e2eExitBound)
+	err = b.p.Wait(exitBound)
 	t.Logf("exited %v after SIGTERM: %v", time.Since(start).Round(time.Millisecond), err)
 	if err != nil {
 		t.Errorf("serve-mcp after SIGTERM: %v, want exit 0", err)

@@ -1,6 +1,6 @@
 //go:build e2e
 
-package main
+package e2e
 
 // End-to-end tests of the OTC front, `mcpotc serve-otc`, through the built
 // binary. They speak raw HTTP (net/http only, none of this module's OTC
@@ -11,7 +11,7 @@ package main
 //	oxp-flat  bare CallToolRequest + OXP-Version: 1.0  → bare CallToolResponse + OXP-Version: 1.0
 //
 // and compare statuses, headers and whole JSON bodies as data (see
-// otcE2EMatch). The upstreams are the built-in sample MCP server (in-process
+// otcfMatch). The upstreams are the built-in sample MCP server (in-process
 // or `mcpotc sample-mcp` as a child) and @modelcontextprotocol/server-everything
 // (pinned in .ci/peers) over stdio and streamable HTTP.
 //
@@ -59,40 +59,40 @@ import (
 )
 
 const (
-	// otcE2EStartTimeout bounds a bridge's start and its first catalog
+	// otcfStartTimeout bounds a bridge's start and its first catalog
 	// (a Node peer's start included).
-	otcE2EStartTimeout = 60 * time.Second
-	// otcE2EStopBound bounds a bridge's exit after SIGTERM: 10 s of drain at
+	otcfStartTimeout = 60 * time.Second
+	// otcfStopBound bounds a bridge's exit after SIGTERM: 10 s of drain at
 	// most, then 2 × 2 s of kill grace for a stubborn child.
-	otcE2EStopBound = 15 * time.Second
-	// otcE2ECallTimeout bounds one HTTP exchange with a bridge.
-	otcE2ECallTimeout = 30 * time.Second
+	otcfStopBound = 15 * time.Second
+	// otcfCallTimeout bounds one HTTP exchange with a bridge.
+	otcfCallTimeout = 30 * time.Second
 )
 
 // The spec's patterns for tool ids and names.
 var (
-	otcE2EToolIDPattern   = regexp.MustCompile(`^[A-Za-z0-9_]+\.[A-Za-z0-9_]+(@([0-9]+|[0-9]+\.[0-9]+\.[0-9]+))?$`)
-	otcE2EToolNamePattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
-	otcE2EUUIDPattern     = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
+	otcfToolIDPattern   = regexp.MustCompile(`^[A-Za-z0-9_]+\.[A-Za-z0-9_]+(@([0-9]+|[0-9]+\.[0-9]+\.[0-9]+))?$`)
+	otcfToolNamePattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+	otcfUUIDPattern     = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
 )
 
-var otcE2EHTTP = &http.Client{Timeout: 2 * otcE2ECallTimeout}
+var otcfHTTP = &http.Client{Timeout: 2 * otcfCallTimeout}
 
 // --- dialects -------------------------------------------------------------------
 
-type otcE2EDialect struct {
+type otcfDialect struct {
 	name   string
 	schema string // the envelope's $schema; "" for oxp-flat
 }
 
-var otcE2EDialects = []otcE2EDialect{
+var otcfDialects = []otcfDialect{
 	{"otc-1.0", "otc://1.0"},
 	{"oxp-1.0", "urn:oxp:1.0"},
 	{"oxp-flat", ""},
 }
 
 // request is the body and headers of POST /tools/call carrying req.
-func (d otcE2EDialect) request(t testing.TB, req map[string]any) ([]byte, map[string]string) {
+func (d otcfDialect) request(t testing.TB, req map[string]any) ([]byte, map[string]string) {
 	t.Helper()
 	hdr := map[string]string{"Content-Type": "application/json"}
 	var v any = req
@@ -110,7 +110,7 @@ func (d otcE2EDialect) request(t testing.TB, req map[string]any) ([]byte, map[st
 
 // wantBody is the whole expected body in this dialect, from the
 // dialect-free one (the CallToolResponse for 200, the error body otherwise).
-func (d otcE2EDialect) wantBody(status int, inner map[string]any) map[string]any {
+func (d otcfDialect) wantBody(status int, inner map[string]any) map[string]any {
 	switch {
 	case d.schema == "":
 		return inner
@@ -124,7 +124,7 @@ func (d otcE2EDialect) wantBody(status int, inner map[string]any) map[string]any
 }
 
 // inner is the dialect-free body of an answer.
-func (d otcE2EDialect) inner(status int, body any) map[string]any {
+func (d otcfDialect) inner(status int, body any) map[string]any {
 	m, _ := body.(map[string]any)
 	if d.schema != "" && status == http.StatusOK {
 		m, _ = m["result"].(map[string]any)
@@ -134,7 +134,7 @@ func (d otcE2EDialect) inner(status int, body any) map[string]any {
 
 // --- HTTP -------------------------------------------------------------------------
 
-type otcE2EResp struct {
+type otcfResp struct {
 	Status  int
 	Header  http.Header
 	Raw     []byte
@@ -142,9 +142,9 @@ type otcE2EResp struct {
 	Elapsed time.Duration
 }
 
-// otcE2EDo makes one HTTP exchange. The answer must be JSON with a JSON
+// otcfDo makes one HTTP exchange. The answer must be JSON with a JSON
 // content type.
-func otcE2EDo(ctx context.Context, method, u string, hdr map[string]string, body []byte) (*otcE2EResp, error) {
+func otcfDo(ctx context.Context, method, u string, hdr map[string]string, body []byte) (*otcfResp, error) {
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
@@ -157,45 +157,45 @@ func otcE2EDo(ctx context.Context, method, u string, hdr map[string]string, body
 		req.Header.Set(k, v)
 	}
 	start := time.Now()
-	resp, err := otcE2EHTTP.Do(req)
+	resp, err := otcfHTTP.Do(req)
 	if err != nil {
 		return nil, err
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
-	r := &otcE2EResp{Status: resp.StatusCode, Header: resp.Header, Raw: raw, Elapsed: time.Since(start)}
+	r := &otcfResp{Status: resp.StatusCode, Header: resp.Header, Raw: raw, Elapsed: time.Since(start)}
 	if err != nil {
 		return r, fmt.Errorf("%s %s: reading the body: %w", method, u, err)
 	}
 	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
-		return r, fmt.Errorf("%s %s: HTTP %d with Content-Type %q: %s", method, u, r.Status, ct, otcE2ETrunc(raw))
+		return r, fmt.Errorf("%s %s: HTTP %d with Content-Type %q: %s", method, u, r.Status, ct, otcfTrunc(raw))
 	}
 	if err := json.Unmarshal(raw, &r.Body); err != nil {
-		return r, fmt.Errorf("%s %s: HTTP %d body is not JSON (%v): %s", method, u, r.Status, err, otcE2ETrunc(raw))
+		return r, fmt.Errorf("%s %s: HTTP %d body is not JSON (%v): %s", method, u, r.Status, err, otcfTrunc(raw))
 	}
 	return r, nil
 }
 
-func otcE2ETrunc(b []byte) string { return e2eTruncate(string(b), 2000) }
+func otcfTrunc(b []byte) string { return truncate(string(b), 2000) }
 
-// otcE2EShow is v as compact JSON, for messages.
-func otcE2EShow(v any) string {
+// otcfShow is v as compact JSON, for messages.
+func otcfShow(v any) string {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return fmt.Sprintf("%#v", v)
 	}
-	return otcE2ETrunc(b)
+	return otcfTrunc(b)
 }
 
 // --- matching JSON as data ----------------------------------------------------------
 
-// otcE2EMatch lists how got (decoded JSON) differs from want. Maps must
+// otcfMatch lists how got (decoded JSON) differs from want. Maps must
 // have exactly the same keys and arrays the same length. In want, the
 // string "<any>" matches any value, "<string>" a non-empty string,
 // "<number>" a number ≥ 0, "<uuid>" a random UUID, and "~RE" a string
 // matching the regular expression RE; a func(any) string checks the value
 // itself (it returns "" when the value is right).
-func otcE2EMatch(path string, want, got any) []string {
+func otcfMatch(path string, want, got any) []string {
 	bad := func(format string, args ...any) []string {
 		return []string{path + ": " + fmt.Sprintf(format, args...)}
 	}
@@ -212,40 +212,40 @@ func otcE2EMatch(path string, want, got any) []string {
 			return nil
 		case w == "<string>":
 			if !isString || g == "" {
-				return bad("want a non-empty string, got %s", otcE2EShow(got))
+				return bad("want a non-empty string, got %s", otcfShow(got))
 			}
 		case w == "<number>":
 			if n, ok := got.(float64); !ok || n < 0 {
-				return bad("want a number ≥ 0, got %s", otcE2EShow(got))
+				return bad("want a number ≥ 0, got %s", otcfShow(got))
 			}
 		case w == "<uuid>":
-			if !isString || !otcE2EUUIDPattern.MatchString(g) {
-				return bad("want a UUID, got %s", otcE2EShow(got))
+			if !isString || !otcfUUIDPattern.MatchString(g) {
+				return bad("want a UUID, got %s", otcfShow(got))
 			}
 		case strings.HasPrefix(w, "~"):
 			if !isString || !regexp.MustCompile(w[1:]).MatchString(g) {
-				return bad("want a string matching %q, got %s", w[1:], otcE2EShow(got))
+				return bad("want a string matching %q, got %s", w[1:], otcfShow(got))
 			}
 		default:
 			if !isString || g != w {
-				return bad("want %s, got %s", otcE2EShow(w), otcE2EShow(got))
+				return bad("want %s, got %s", otcfShow(w), otcfShow(got))
 			}
 		}
 		return nil
 	case map[string]any:
 		g, ok := got.(map[string]any)
 		if !ok {
-			return bad("want an object, got %s", otcE2EShow(got))
+			return bad("want an object, got %s", otcfShow(got))
 		}
 		var diffs []string
 		keys := slices.Sorted(maps.Keys(w))
 		for _, k := range keys {
 			gv, ok := g[k]
 			if !ok {
-				diffs = append(diffs, fmt.Sprintf("%s.%s: missing (want %s)", path, k, otcE2EShow(otcE2EPrintable(w[k]))))
+				diffs = append(diffs, fmt.Sprintf("%s.%s: missing (want %s)", path, k, otcfShow(otcfPrintable(w[k]))))
 				continue
 			}
-			diffs = append(diffs, otcE2EMatch(path+"."+k, w[k], gv)...)
+			diffs = append(diffs, otcfMatch(path+"."+k, w[k], gv)...)
 		}
 		for _, k := range slices.Sorted(maps.Keys(g)) {
 			// The round-trip carriers (README, Round trips) are extension
@@ -255,18 +255,18 @@ func otcE2EMatch(path string, want, got any) []string {
 				continue
 			}
 			if _, ok := w[k]; !ok {
-				diffs = append(diffs, fmt.Sprintf("%s.%s: unexpected member %s", path, k, otcE2EShow(g[k])))
+				diffs = append(diffs, fmt.Sprintf("%s.%s: unexpected member %s", path, k, otcfShow(g[k])))
 			}
 		}
 		return diffs
 	case []any:
 		g, ok := got.([]any)
 		if !ok || len(g) != len(w) {
-			return bad("want an array of %d, got %s", len(w), otcE2EShow(got))
+			return bad("want an array of %d, got %s", len(w), otcfShow(got))
 		}
 		var diffs []string
 		for i := range w {
-			diffs = append(diffs, otcE2EMatch(fmt.Sprintf("%s[%d]", path, i), w[i], g[i])...)
+			diffs = append(diffs, otcfMatch(fmt.Sprintf("%s[%d]", path, i), w[i], g[i])...)
 		}
 		return diffs
 	case []string:
@@ -274,22 +274,22 @@ func otcE2EMatch(path string, want, got any) []string {
 		for i, s := range w {
 			a[i] = s
 		}
-		return otcE2EMatch(path, a, got)
+		return otcfMatch(path, a, got)
 	case nil:
 		if got != nil {
-			return bad("want null, got %s", otcE2EShow(got))
+			return bad("want null, got %s", otcfShow(got))
 		}
 		return nil
 	case bool:
 		if g, ok := got.(bool); !ok || g != w {
-			return bad("want %v, got %s", w, otcE2EShow(got))
+			return bad("want %v, got %s", w, otcfShow(got))
 		}
 		return nil
 	case int:
-		return otcE2EMatch(path, float64(w), got)
+		return otcfMatch(path, float64(w), got)
 	case float64:
 		if g, ok := got.(float64); !ok || g != w {
-			return bad("want %v, got %s", w, otcE2EShow(got))
+			return bad("want %v, got %s", w, otcfShow(got))
 		}
 		return nil
 	default:
@@ -297,77 +297,77 @@ func otcE2EMatch(path string, want, got any) []string {
 	}
 }
 
-// otcE2EPrintable replaces check functions by a placeholder, for messages.
-func otcE2EPrintable(v any) any {
+// otcfPrintable replaces check functions by a placeholder, for messages.
+func otcfPrintable(v any) any {
 	switch w := v.(type) {
 	case func(any) string:
 		return "<check>"
 	case map[string]any:
 		out := map[string]any{}
 		for k, x := range w {
-			out[k] = otcE2EPrintable(x)
+			out[k] = otcfPrintable(x)
 		}
 		return out
 	case []any:
 		out := make([]any, len(w))
 		for i, x := range w {
-			out[i] = otcE2EPrintable(x)
+			out[i] = otcfPrintable(x)
 		}
 		return out
 	}
 	return v
 }
 
-// otcE2EAtLeast checks a number ≥ min.
-func otcE2EAtLeast(min float64) func(any) string {
+// otcfAtLeast checks a number ≥ min.
+func otcfAtLeast(min float64) func(any) string {
 	return func(v any) string {
 		if n, ok := v.(float64); !ok || n < min {
-			return fmt.Sprintf("want a number ≥ %v, got %s", min, otcE2EShow(v))
+			return fmt.Sprintf("want a number ≥ %v, got %s", min, otcfShow(v))
 		}
 		return ""
 	}
 }
 
-// otcE2EOK is the dialect-free CallToolResponse of a success.
-func otcE2EOK(value any) map[string]any {
+// otcfOK is the dialect-free CallToolResponse of a success.
+func otcfOK(value any) map[string]any {
 	return map[string]any{"success": true, "value": value}
 }
 
-// otcE2EFailed is the dialect-free CallToolResponse of a tool error.
-func otcE2EFailed(toolErr map[string]any) map[string]any {
+// otcfFailed is the dialect-free CallToolResponse of a tool error.
+func otcfFailed(toolErr map[string]any) map[string]any {
 	return map[string]any{"success": false, "error": toolErr}
 }
 
 // --- the bridge -------------------------------------------------------------------
 
-type otcE2EBridge struct {
+type otcfBridge struct {
 	p    *proc
 	base string            // http://127.0.0.1:port
 	bin  string            // the mcpotc binary
 	auth map[string]string // headers for get (credentials), nil: none
 }
 
-// otcE2EStart starts `mcpotc serve-otc --listen 127.0.0.1:0 args...` and
+// otcfStart starts `mcpotc serve-otc --listen 127.0.0.1:0 args...` and
 // returns once it listens.
-func otcE2EStart(t *testing.T, args []string, env []string) *otcE2EBridge {
+func otcfStart(t *testing.T, args []string, env []string) *otcfBridge {
 	t.Helper()
 	bin := buildMcpotc(t)
 	full := append([]string{"serve-otc", "--listen", "127.0.0.1:0"}, args...)
 	p := startProcess(t, context.Background(), bin, full, env)
-	line := otcE2EWaitLog(t, p, otcE2EStartTimeout, "the bridge to listen", func(m map[string]any) bool {
+	line := otcfWaitLog(t, p, otcfStartTimeout, "the bridge to listen", func(m map[string]any) bool {
 		return m["message"] == "serving OTC for MCP servers"
 	})
 	addr, _ := line["addr"].(string)
 	if addr == "" {
-		t.Fatalf("the bridge's listen line has no addr: %s", otcE2EShow(line))
+		t.Fatalf("the bridge's listen line has no addr: %s", otcfShow(line))
 	}
-	return &otcE2EBridge{p: p, base: "http://" + addr, bin: bin}
+	return &otcfBridge{p: p, base: "http://" + addr, bin: bin}
 }
 
-// otcE2ELogLines parses a stderr tail into JSON log lines; bad lists the
+// otcfLogLines parses a stderr tail into JSON log lines; bad lists the
 // lines that are not JSON objects.
-func otcE2ELogLines(stderr string) (lines []map[string]any, bad []string) {
-	if strings.HasPrefix(stderr, "[… ") { // e2eTail dropped the head: skip the marker and the partial line
+func otcfLogLines(stderr string) (lines []map[string]any, bad []string) {
+	if strings.HasPrefix(stderr, "[… ") { // tailText dropped the head: skip the marker and the partial line
 		_, stderr, _ = strings.Cut(stderr, "\n")
 		_, stderr, _ = strings.Cut(stderr, "\n")
 	}
@@ -388,12 +388,12 @@ func otcE2ELogLines(stderr string) (lines []map[string]any, bad []string) {
 	return lines, bad
 }
 
-// otcE2EWaitLog waits for a log line that pred accepts.
-func otcE2EWaitLog(t *testing.T, p *proc, timeout time.Duration, what string, pred func(map[string]any) bool) map[string]any {
+// otcfWaitLog waits for a log line that pred accepts.
+func otcfWaitLog(t *testing.T, p *proc, timeout time.Duration, what string, pred func(map[string]any) bool) map[string]any {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
-		lines, _ := otcE2ELogLines(p.Stderr())
+		lines, _ := otcfLogLines(p.Stderr())
 		for _, l := range lines {
 			if pred(l) {
 				return l
@@ -401,7 +401,7 @@ func otcE2EWaitLog(t *testing.T, p *proc, timeout time.Duration, what string, pr
 		}
 		select {
 		case <-p.Done():
-			lines, _ := otcE2ELogLines(p.Stderr())
+			lines, _ := otcfLogLines(p.Stderr())
 			for _, l := range lines {
 				if pred(l) {
 					return l
@@ -417,8 +417,8 @@ func otcE2EWaitLog(t *testing.T, p *proc, timeout time.Duration, what string, pr
 }
 
 // logs returns the bridge's log lines that pred accepts.
-func (b *otcE2EBridge) logs(pred func(map[string]any) bool) []map[string]any {
-	lines, _ := otcE2ELogLines(b.p.Stderr())
+func (b *otcfBridge) logs(pred func(map[string]any) bool) []map[string]any {
+	lines, _ := otcfLogLines(b.p.Stderr())
 	var out []map[string]any
 	for _, l := range lines {
 		if pred(l) {
@@ -430,7 +430,7 @@ func (b *otcE2EBridge) logs(pred func(map[string]any) bool) []map[string]any {
 
 // waitLogs is logs once it holds at least n lines, or after 5 s (lines are
 // written asynchronously: a call's line after its answer, for one).
-func (b *otcE2EBridge) waitLogs(n int, pred func(map[string]any) bool) []map[string]any {
+func (b *otcfBridge) waitLogs(n int, pred func(map[string]any) bool) []map[string]any {
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		l := b.logs(pred)
@@ -444,17 +444,17 @@ func (b *otcE2EBridge) waitLogs(n int, pred func(map[string]any) bool) []map[str
 // checkLogs checks that every stderr line is a JSON object with level,
 // time and message, that stdout stayed empty, and that none of secrets
 // appears anywhere.
-func (b *otcE2EBridge) checkLogs(t *testing.T, secrets ...string) {
+func (b *otcfBridge) checkLogs(t *testing.T, secrets ...string) {
 	t.Helper()
 	stderr := b.p.Stderr()
-	lines, bad := otcE2ELogLines(stderr)
+	lines, bad := otcfLogLines(stderr)
 	for _, l := range bad {
-		t.Errorf("stderr line is not a JSON object: %q", e2eTruncate(l, 500))
+		t.Errorf("stderr line is not a JSON object: %q", truncate(l, 500))
 	}
 	for _, l := range lines {
 		for _, k := range []string{"level", "time", "message"} {
 			if s, _ := l[k].(string); s == "" {
-				t.Errorf("log line without %s: %s", k, otcE2EShow(l))
+				t.Errorf("log line without %s: %s", k, otcfShow(l))
 			}
 		}
 	}
@@ -462,7 +462,7 @@ func (b *otcE2EBridge) checkLogs(t *testing.T, secrets ...string) {
 		t.Errorf("no log lines on stderr")
 	}
 	if out := b.p.Stdout(); out != "" {
-		t.Errorf("serve-otc wrote to stdout: %q", e2eTruncate(out, 500))
+		t.Errorf("serve-otc wrote to stdout: %q", truncate(out, 500))
 	}
 	for _, s := range secrets {
 		if s != "" && strings.Contains(stderr+b.p.Stdout(), s) {
@@ -471,16 +471,16 @@ func (b *otcE2EBridge) checkLogs(t *testing.T, secrets ...string) {
 	}
 }
 
-func (b *otcE2EBridge) get(t *testing.T, path string, hdr map[string]string, body []byte) *otcE2EResp {
+func (b *otcfBridge) get(t *testing.T, path string, hdr map[string]string, body []byte) *otcfResp {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), otcE2ECallTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), otcfCallTimeout)
 	defer cancel()
 	h := maps.Clone(b.auth)
 	if h == nil {
 		h = map[string]string{}
 	}
 	maps.Copy(h, hdr)
-	r, err := otcE2EDo(ctx, http.MethodGet, b.base+path, h, body)
+	r, err := otcfDo(ctx, http.MethodGet, b.base+path, h, body)
 	if err != nil {
 		t.Fatalf("GET %s: %v", path, err)
 	}
@@ -488,13 +488,13 @@ func (b *otcE2EBridge) get(t *testing.T, path string, hdr map[string]string, bod
 }
 
 // call posts req in dialect d (plus headers hdr) and returns the answer.
-func (b *otcE2EBridge) call(t *testing.T, ctx context.Context, d otcE2EDialect, req map[string]any, hdr map[string]string) *otcE2EResp {
+func (b *otcfBridge) call(t *testing.T, ctx context.Context, d otcfDialect, req map[string]any, hdr map[string]string) *otcfResp {
 	t.Helper()
 	body, h := d.request(t, req)
 	maps.Copy(h, hdr)
-	ctx, cancel := context.WithTimeout(ctx, otcE2ECallTimeout)
+	ctx, cancel := context.WithTimeout(ctx, otcfCallTimeout)
 	defer cancel()
-	r, err := otcE2EDo(ctx, http.MethodPost, b.base+"/tools/call", h, body)
+	r, err := otcfDo(ctx, http.MethodPost, b.base+"/tools/call", h, body)
 	if err != nil {
 		t.Fatalf("%s call %v: %v", d.name, req["tool_id"], err)
 	}
@@ -506,16 +506,16 @@ func (b *otcE2EBridge) call(t *testing.T, ctx context.Context, d otcE2EDialect, 
 // the dialect-free body (the CallToolResponse for 200, where call_id and
 // duration are filled in when want lacks them; the error body otherwise).
 // It returns the dialect-free body, or nil when the status is wrong.
-func (b *otcE2EBridge) expect(t *testing.T, d otcE2EDialect, req map[string]any, hdr map[string]string, status int, want map[string]any) map[string]any {
+func (b *otcfBridge) expect(t *testing.T, d otcfDialect, req map[string]any, hdr map[string]string, status int, want map[string]any) map[string]any {
 	t.Helper()
-	return otcE2ECheckAnswer(t, d, req, b.call(t, context.Background(), d, req, hdr), status, want)
+	return otcfCheckAnswer(t, d, req, b.call(t, context.Background(), d, req, hdr), status, want)
 }
 
-func otcE2ECheckAnswer(t *testing.T, d otcE2EDialect, req map[string]any, r *otcE2EResp, status int, want map[string]any) map[string]any {
+func otcfCheckAnswer(t *testing.T, d otcfDialect, req map[string]any, r *otcfResp, status int, want map[string]any) map[string]any {
 	t.Helper()
-	label := fmt.Sprintf("%s %v %s", d.name, req["tool_id"], otcE2EShow(req["input"]))
+	label := fmt.Sprintf("%s %v %s", d.name, req["tool_id"], otcfShow(req["input"]))
 	if r.Status != status {
-		t.Errorf("%s: HTTP %d, want %d: %s", label, r.Status, status, otcE2ETrunc(r.Raw))
+		t.Errorf("%s: HTTP %d, want %d: %s", label, r.Status, status, otcfTrunc(r.Raw))
 		return nil
 	}
 	if got := r.Header.Get("OXP-Version"); d.schema == "" && got != "1.0" {
@@ -535,20 +535,20 @@ func otcE2ECheckAnswer(t *testing.T, d otcE2EDialect, req map[string]any, r *otc
 			w["duration"] = "<number>"
 		}
 	}
-	if diffs := otcE2EMatch("body", d.wantBody(status, w), r.Body); len(diffs) > 0 {
-		t.Errorf("%s: HTTP %d body differs:\n  %s\ngot: %s", label, status, strings.Join(diffs, "\n  "), otcE2ETrunc(r.Raw))
+	if diffs := otcfMatch("body", d.wantBody(status, w), r.Body); len(diffs) > 0 {
+		t.Errorf("%s: HTTP %d body differs:\n  %s\ngot: %s", label, status, strings.Join(diffs, "\n  "), otcfTrunc(r.Raw))
 	}
 	return d.inner(status, r.Body)
 }
 
 // waitHealthy polls GET /health until it answers 200 and returns the body.
-func (b *otcE2EBridge) waitHealthy(t *testing.T, timeout time.Duration) any {
+func (b *otcfBridge) waitHealthy(t *testing.T, timeout time.Duration) any {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	var last string
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		r, err := otcE2EDo(ctx, http.MethodGet, b.base+"/health", nil, nil)
+		r, err := otcfDo(ctx, http.MethodGet, b.base+"/health", nil, nil)
 		cancel()
 		if err == nil && r.Status == http.StatusOK {
 			return r.Body
@@ -556,7 +556,7 @@ func (b *otcE2EBridge) waitHealthy(t *testing.T, timeout time.Duration) any {
 		if err != nil {
 			last = err.Error()
 		} else {
-			last = fmt.Sprintf("HTTP %d %s", r.Status, otcE2ETrunc(r.Raw))
+			last = fmt.Sprintf("HTTP %d %s", r.Status, otcfTrunc(r.Raw))
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("GET /health: not 200 within %v; last: %s", timeout, last)
@@ -573,33 +573,33 @@ func (b *otcE2EBridge) waitHealthy(t *testing.T, timeout time.Duration) any {
 // its first 200, GET /tools must already list the upstream's tools (a
 // readiness probe that says ready while the catalog is empty sends clients
 // to a bridge that answers "not found"). Returns the /health body.
-func (b *otcE2EBridge) checkReadyMeansListed(t *testing.T) any {
+func (b *otcfBridge) checkReadyMeansListed(t *testing.T) any {
 	t.Helper()
-	deadline := time.Now().Add(otcE2EStartTimeout)
+	deadline := time.Now().Add(otcfStartTimeout)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		r, err := otcE2EDo(ctx, http.MethodGet, b.base+"/health", nil, nil)
+		r, err := otcfDo(ctx, http.MethodGet, b.base+"/health", nil, nil)
 		cancel()
 		if err == nil && r.Status == http.StatusOK {
 			tools := b.get(t, "/tools", map[string]string{"OXP-Version": "1.0"}, nil)
 			items, _ := tools.Body.(map[string]any)["items"].([]any)
 			if len(items) == 0 {
 				t.Errorf("BUG: GET /health answered 200 %s while GET /tools right after listed no tool: %s "+
-					"(readiness must wait for the upstream's first tools/list)", otcE2ETrunc(r.Raw), otcE2ETrunc(tools.Raw))
+					"(readiness must wait for the upstream's first tools/list)", otcfTrunc(r.Raw), otcfTrunc(tools.Raw))
 			}
 			return r.Body
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("GET /health: not 200 within %v (%v)", otcE2EStartTimeout, err)
+			t.Fatalf("GET /health: not 200 within %v (%v)", otcfStartTimeout, err)
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
 }
 
 // waitTools polls GET /tools until its ids include every one of want.
-func (b *otcE2EBridge) waitTools(t *testing.T, want []string) {
+func (b *otcfBridge) waitTools(t *testing.T, want []string) {
 	t.Helper()
-	deadline := time.Now().Add(otcE2EStartTimeout)
+	deadline := time.Now().Add(otcfStartTimeout)
 	for {
 		r := b.get(t, "/tools", map[string]string{"OXP-Version": "1.0"}, nil)
 		items, _ := r.Body.(map[string]any)["items"].([]any)
@@ -614,7 +614,7 @@ func (b *otcE2EBridge) waitTools(t *testing.T, want []string) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("GET /tools: %v still missing after %v: %s", missing, otcE2EStartTimeout, otcE2ETrunc(r.Raw))
+			t.Fatalf("GET /tools: %v still missing after %v: %s", missing, otcfStartTimeout, otcfTrunc(r.Raw))
 		}
 		time.Sleep(25 * time.Millisecond)
 	}
@@ -625,25 +625,25 @@ func (b *otcE2EBridge) waitTools(t *testing.T, want []string) {
 // {"items":T} with the header; a {"$schema":"otc://1.0"} body → the same as
 // the first with that $schema and every input_schema wrapped in
 // {"parameters": …}. It returns T.
-func (b *otcE2EBridge) tools(t *testing.T) []any {
+func (b *otcfBridge) tools(t *testing.T) []any {
 	t.Helper()
 	oxp := b.get(t, "/tools", nil, nil)
 	flat := b.get(t, "/tools", map[string]string{"OXP-Version": "1.0"}, nil)
 	otc := b.get(t, "/tools", map[string]string{"Content-Type": "application/json"}, []byte(`{"$schema":"otc://1.0"}`))
-	for _, r := range []*otcE2EResp{oxp, flat, otc} {
+	for _, r := range []*otcfResp{oxp, flat, otc} {
 		if r.Status != http.StatusOK {
-			t.Fatalf("GET /tools: HTTP %d: %s", r.Status, otcE2ETrunc(r.Raw))
+			t.Fatalf("GET /tools: HTTP %d: %s", r.Status, otcfTrunc(r.Raw))
 		}
 	}
 	body, _ := oxp.Body.(map[string]any)
 	T, _ := body["items"].([]any)
-	if diffs := otcE2EMatch("oxp", map[string]any{"$schema": "urn:oxp:1.0", "tools": T, "items": T}, oxp.Body); len(diffs) > 0 {
+	if diffs := otcfMatch("oxp", map[string]any{"$schema": "urn:oxp:1.0", "tools": T, "items": T}, oxp.Body); len(diffs) > 0 {
 		t.Errorf("GET /tools (OXP envelope):\n  %s", strings.Join(diffs, "\n  "))
 	}
 	if h := oxp.Header.Get("OXP-Version"); h != "" {
 		t.Errorf("GET /tools without OXP-Version answered OXP-Version %q", h)
 	}
-	if diffs := otcE2EMatch("flat", map[string]any{"items": T}, flat.Body); len(diffs) > 0 {
+	if diffs := otcfMatch("flat", map[string]any{"items": T}, flat.Body); len(diffs) > 0 {
 		t.Errorf("GET /tools (OXP-Version: 1.0):\n  %s", strings.Join(diffs, "\n  "))
 	}
 	if h := flat.Header.Get("OXP-Version"); h != "1.0" {
@@ -655,78 +655,78 @@ func (b *otcE2EBridge) tools(t *testing.T) []any {
 		m["input_schema"] = map[string]any{"parameters": m["input_schema"]}
 		wrapped[i] = m
 	}
-	if diffs := otcE2EMatch("otc", map[string]any{"$schema": "otc://1.0", "tools": wrapped, "items": wrapped}, otc.Body); len(diffs) > 0 {
+	if diffs := otcfMatch("otc", map[string]any{"$schema": "otc://1.0", "tools": wrapped, "items": wrapped}, otc.Body); len(diffs) > 0 {
 		t.Errorf("GET /tools ({\"$schema\":\"otc://1.0\"}):\n  %s", strings.Join(diffs[:min(len(diffs), 10)], "\n  "))
 	}
 	if len(T) == 0 {
-		t.Fatalf("GET /tools lists no tool: %s", otcE2ETrunc(oxp.Raw))
+		t.Fatalf("GET /tools lists no tool: %s", otcfTrunc(oxp.Raw))
 	}
 	return T
 }
 
 // stop sends SIGTERM to the bridge alone (its children are in their own
 // process groups: stopping them is its job), checks that it exits 0 within
-// otcE2EStopBound and that no process of its tree (collected just before)
+// otcfStopBound and that no process of its tree (collected just before)
 // survives. Returns how long the exit took.
-func (b *otcE2EBridge) stop(t *testing.T) time.Duration {
+func (b *otcfBridge) stop(t *testing.T) time.Duration {
 	t.Helper()
-	tree := otcE2ETree(b.p.Pid())
+	tree := otcfTree(b.p.Pid())
 	start := time.Now()
 	if err := syscall.Kill(b.p.Pid(), syscall.SIGTERM); err != nil {
 		t.Fatalf("SIGTERM to the bridge (pid %d): %v", b.p.Pid(), err)
 	}
-	err := b.p.Wait(otcE2EStopBound)
+	err := b.p.Wait(otcfStopBound)
 	took := time.Since(start)
 	if err != nil {
-		t.Errorf("serve-otc after SIGTERM: %v (after %v), want exit status 0 within %v", err, took.Round(time.Millisecond), otcE2EStopBound)
+		t.Errorf("serve-otc after SIGTERM: %v (after %v), want exit status 0 within %v", err, took.Round(time.Millisecond), otcfStopBound)
 	}
-	otcE2ECheckGone(t, tree, 3*time.Second)
+	otcfCheckGone(t, tree, 3*time.Second)
 	return took
 }
 
 // --- processes (/proc) ---------------------------------------------------------------
 
-type otcE2EProc struct {
+type otcfProc struct {
 	Pid, PPid, PGid int
 	State           string
 	Start           string // starttime: tells a process from a later one with the same pid
 	Cmd             string
 }
 
-func otcE2EReadProc(pid int) (otcE2EProc, bool) {
+func otcfReadProc(pid int) (otcfProc, bool) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return otcE2EProc{}, false
+		return otcfProc{}, false
 	}
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 {
-		return otcE2EProc{}, false
+		return otcfProc{}, false
 	}
 	// pid (comm) state ppid pgrp session tty_nr tpgid flags minflt cminflt
 	// majflt cmajflt utime stime cutime cstime priority nice num_threads
 	// itrealvalue starttime …
 	f := strings.Fields(string(b[i+1:]))
 	if len(f) < 20 {
-		return otcE2EProc{}, false
+		return otcfProc{}, false
 	}
 	ppid, _ := strconv.Atoi(f[1])
 	pgid, _ := strconv.Atoi(f[2])
 	cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-	return otcE2EProc{
+	return otcfProc{
 		Pid: pid, PPid: ppid, PGid: pgid, State: f[0], Start: f[19],
 		Cmd: strings.TrimSpace(strings.ReplaceAll(string(cmd), "\x00", " ")),
 	}, true
 }
 
-func otcE2EProcs() []otcE2EProc {
+func otcfProcs() []otcfProc {
 	ents, _ := os.ReadDir("/proc")
-	var out []otcE2EProc
+	var out []otcfProc
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
 			continue
 		}
-		if p, ok := otcE2EReadProc(pid); ok {
+		if p, ok := otcfReadProc(pid); ok {
 			out = append(out, p)
 		}
 	}
@@ -735,20 +735,20 @@ func otcE2EProcs() []otcE2EProc {
 
 // alive reports whether the very process p (same pid and start time) still
 // runs (zombies do not count: an init that does not reap may keep them).
-func (p otcE2EProc) alive() bool {
-	q, ok := otcE2EReadProc(p.Pid)
+func (p otcfProc) alive() bool {
+	q, ok := otcfReadProc(p.Pid)
 	return ok && q.Start == p.Start && q.State != "Z" && q.State != "X"
 }
 
-func (p otcE2EProc) String() string {
-	return fmt.Sprintf("pid %d (ppid %d, pgid %d, %s) %q", p.Pid, p.PPid, p.PGid, p.State, e2eTruncate(p.Cmd, 200))
+func (p otcfProc) String() string {
+	return fmt.Sprintf("pid %d (ppid %d, pgid %d, %s) %q", p.Pid, p.PPid, p.PGid, p.State, truncate(p.Cmd, 200))
 }
 
-// otcE2ETree is the live process root and all its live descendants.
-func otcE2ETree(root int) []otcE2EProc {
-	all := otcE2EProcs()
-	children := map[int][]otcE2EProc{}
-	var out []otcE2EProc
+// otcfTree is the live process root and all its live descendants.
+func otcfTree(root int) []otcfProc {
+	all := otcfProcs()
+	children := map[int][]otcfProc{}
+	var out []otcfProc
 	for _, p := range all {
 		if p.State == "Z" || p.State == "X" {
 			continue
@@ -764,9 +764,9 @@ func otcE2ETree(root int) []otcE2EProc {
 	return out
 }
 
-// otcE2ERChar is how many bytes process pid has read so far (rchar of
+// otcfRChar is how many bytes process pid has read so far (rchar of
 // /proc/pid/io).
-func otcE2ERChar(pid int) (int64, error) {
+func otcfRChar(pid int) (int64, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", pid))
 	if err != nil {
 		return 0, err
@@ -779,15 +779,15 @@ func otcE2ERChar(pid int) (int64, error) {
 	return 0, errors.New("no rchar in /proc/" + strconv.Itoa(pid) + "/io")
 }
 
-// otcE2EChildren are the live direct children of pid.
-func otcE2EChildren(pid int) []otcE2EProc {
-	tree := otcE2ETree(pid)
-	return slices.DeleteFunc(tree, func(p otcE2EProc) bool { return p.PPid != pid })
+// otcfChildren are the live direct children of pid.
+func otcfChildren(pid int) []otcfProc {
+	tree := otcfTree(pid)
+	return slices.DeleteFunc(tree, func(p otcfProc) bool { return p.PPid != pid })
 }
 
-// otcE2ECheckGone fails for each process of procs still alive after grace,
+// otcfCheckGone fails for each process of procs still alive after grace,
 // and for any live process left in their process groups.
-func otcE2ECheckGone(t *testing.T, procs []otcE2EProc, grace time.Duration) {
+func otcfCheckGone(t *testing.T, procs []otcfProc, grace time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(grace)
 	for {
@@ -801,8 +801,8 @@ func otcE2ECheckGone(t *testing.T, procs []otcE2EProc, grace time.Duration) {
 		for _, p := range procs {
 			groups[p.PGid] = true
 		}
-		for _, p := range otcE2EProcs() {
-			if groups[p.PGid] && p.State != "Z" && p.State != "X" && !slices.ContainsFunc(procs, func(q otcE2EProc) bool { return q.Pid == p.Pid }) {
+		for _, p := range otcfProcs() {
+			if groups[p.PGid] && p.State != "Z" && p.State != "X" && !slices.ContainsFunc(procs, func(q otcfProc) bool { return q.Pid == p.Pid }) {
 				left = append(left, "in the group of the tree: "+p.String())
 			}
 		}
@@ -824,7 +824,7 @@ func otcE2ECheckGone(t *testing.T, procs []otcE2EProc, grace time.Duration) {
 
 // --- small helpers ---------------------------------------------------------------------
 
-func otcE2ERandom(t testing.TB) string {
+func otcfRandom(t testing.TB) string {
 	var b [12]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		t.Fatal(err)
@@ -832,21 +832,21 @@ func otcE2ERandom(t testing.TB) string {
 	return hex.EncodeToString(b[:])
 }
 
-// otcE2ETraceparent is a W3C traceparent with a random trace id.
-func otcE2ETraceparent(t testing.TB) string {
-	r := otcE2ERandom(t) + otcE2ERandom(t)
+// otcfTraceparent is a W3C traceparent with a random trace id.
+func otcfTraceparent(t testing.TB) string {
+	r := otcfRandom(t) + otcfRandom(t)
 	return "00-" + r[:32] + "-" + r[32:48] + "-01"
 }
 
-// otcE2ESanitize is the README's id mapping of a name: every character
+// otcfSanitize is the README's id mapping of a name: every character
 // outside [A-Za-z0-9_] replaced by _.
-func otcE2ESanitize(s string) string {
+func otcfSanitize(s string) string {
 	return regexp.MustCompile(`[^A-Za-z0-9_]`).ReplaceAllString(s, "_")
 }
 
-// otcE2EWalkSchema calls visit for every schema in s (s itself and the
+// otcfWalkSchema calls visit for every schema in s (s itself and the
 // subschemas under the JSON Schema keywords that hold schemas).
-func otcE2EWalkSchema(path string, s any, visit func(path string, node map[string]any)) {
+func otcfWalkSchema(path string, s any, visit func(path string, node map[string]any)) {
 	m, ok := s.(map[string]any)
 	if !ok {
 		return
@@ -858,27 +858,27 @@ func otcE2EWalkSchema(path string, s any, visit func(path string, node map[strin
 		case "properties", "patternProperties", "$defs", "definitions", "dependentSchemas":
 			if mm, ok := v.(map[string]any); ok {
 				for _, name := range slices.Sorted(maps.Keys(mm)) {
-					otcE2EWalkSchema(path+"/"+k+"/"+name, mm[name], visit)
+					otcfWalkSchema(path+"/"+k+"/"+name, mm[name], visit)
 				}
 			}
 		case "items", "additionalProperties", "not", "if", "then", "else", "contains", "propertyNames",
 			"unevaluatedProperties", "unevaluatedItems", "additionalItems", "anyOf", "oneOf", "allOf", "prefixItems":
 			if arr, ok := v.([]any); ok {
 				for i, sub := range arr {
-					otcE2EWalkSchema(fmt.Sprintf("%s/%s/%d", path, k, i), sub, visit)
+					otcfWalkSchema(fmt.Sprintf("%s/%s/%d", path, k, i), sub, visit)
 				}
 			} else {
-				otcE2EWalkSchema(path+"/"+k, v, visit)
+				otcfWalkSchema(path+"/"+k, v, visit)
 			}
 		}
 	}
 }
 
-// otcE2ECheckToolDef checks one tool definition of an MCP-backed toolkit
+// otcfCheckToolDef checks one tool definition of an MCP-backed toolkit
 // against the spec's patterns and the README's mapping: id and name
 // patterns, id = toolkit.sanitized@version, name = toolkit_sanitized, every
 // property described, no $ref/$defs anywhere.
-func otcE2ECheckToolDef(t *testing.T, tool any, toolkit, version string) (id, mcpName string) {
+func otcfCheckToolDef(t *testing.T, tool any, toolkit, version string) (id, mcpName string) {
 	t.Helper()
 	m, _ := tool.(map[string]any)
 	id, _ = m["id"].(string)
@@ -886,19 +886,19 @@ func otcE2ECheckToolDef(t *testing.T, tool any, toolkit, version string) (id, mc
 	in, _ := m["input_schema"].(map[string]any)
 	xmcp, _ := in["x-mcp-tool"].(map[string]any)
 	mcpName, _ = xmcp["name"].(string)
-	if !otcE2EToolIDPattern.MatchString(id) {
-		t.Errorf("tool id %q does not match the spec's pattern %s", id, otcE2EToolIDPattern)
+	if !otcfToolIDPattern.MatchString(id) {
+		t.Errorf("tool id %q does not match the spec's pattern %s", id, otcfToolIDPattern)
 	}
-	if !otcE2EToolNamePattern.MatchString(name) {
-		t.Errorf("tool %s: name %q does not match the spec's pattern %s", id, name, otcE2EToolNamePattern)
+	if !otcfToolNamePattern.MatchString(name) {
+		t.Errorf("tool %s: name %q does not match the spec's pattern %s", id, name, otcfToolNamePattern)
 	}
 	if mcpName == "" {
-		t.Errorf("tool %s: no x-mcp-tool.name in its input_schema: %s", id, otcE2EShow(in))
+		t.Errorf("tool %s: no x-mcp-tool.name in its input_schema: %s", id, otcfShow(in))
 	}
-	if want := toolkit + "." + otcE2ESanitize(mcpName) + "@" + version; id != want {
+	if want := toolkit + "." + otcfSanitize(mcpName) + "@" + version; id != want {
 		t.Errorf("tool for MCP %q: id %q, want %q", mcpName, id, want)
 	}
-	if want := toolkit + "_" + otcE2ESanitize(mcpName); name != want {
+	if want := toolkit + "_" + otcfSanitize(mcpName); name != want {
 		t.Errorf("tool %s: name %q, want %q", id, name, want)
 	}
 	if v, _ := m["version"].(string); v != version {
@@ -910,18 +910,18 @@ func otcE2ECheckToolDef(t *testing.T, tool any, toolkit, version string) (id, mc
 	raw, _ := json.Marshal(m)
 	for _, kw := range []string{`"$ref"`, `"$defs"`, `"definitions"`} {
 		if bytes.Contains(raw, []byte(kw)) {
-			t.Errorf("tool %s: %s in its definition: %s", id, kw, otcE2ETrunc(raw))
+			t.Errorf("tool %s: %s in its definition: %s", id, kw, otcfTrunc(raw))
 		}
 	}
 	if in == nil || in["type"] != "object" {
-		t.Errorf("tool %s: input_schema is not an object schema: %s", id, otcE2EShow(m["input_schema"]))
+		t.Errorf("tool %s: input_schema is not an object schema: %s", id, otcfShow(m["input_schema"]))
 	}
-	otcE2EWalkSchema("input_schema", in, func(path string, node map[string]any) {
+	otcfWalkSchema("input_schema", in, func(path string, node map[string]any) {
 		props, _ := node["properties"].(map[string]any)
 		for _, p := range slices.Sorted(maps.Keys(props)) {
 			ps, _ := props[p].(map[string]any)
 			if d, _ := ps["description"].(string); strings.TrimSpace(d) == "" {
-				t.Errorf("tool %s: property %s/properties/%s has no description: %s", id, path, p, otcE2EShow(ps))
+				t.Errorf("tool %s: property %s/properties/%s has no description: %s", id, path, p, otcfShow(ps))
 			}
 		}
 	})
@@ -935,16 +935,16 @@ func otcE2ECheckToolDef(t *testing.T, tool any, toolkit, version string) (id, mc
 // and the sample tools in every dialect.
 func TestE2EOTCFrontSample(t *testing.T) {
 	t.Parallel()
-	b := otcE2EStart(t, nil, nil)
+	b := otcfStart(t, nil, nil)
 	health := b.checkReadyMeansListed(t)
-	if diffs := otcE2EMatch("health", map[string]any{"status": "ok", "upstreams": map[string]any{"sample": "ready"}}, health); len(diffs) > 0 {
+	if diffs := otcfMatch("health", map[string]any{"status": "ok", "upstreams": map[string]any{"sample": "ready"}}, health); len(diffs) > 0 {
 		t.Errorf("GET /health: %s", strings.Join(diffs, "; "))
 	}
 
 	tools := b.tools(t)
 	var ids []string
 	for _, tool := range tools {
-		id, _ := otcE2ECheckToolDef(t, tool, "Sample", "1.0.0")
+		id, _ := otcfCheckToolDef(t, tool, "Sample", "1.0.0")
 		ids = append(ids, id)
 	}
 	if want := []string{"Sample.add@1.0.0", "Sample.echo@1.0.0", "Sample.fail@1.0.0", "Sample.slow@1.0.0"}; !slices.Equal(ids, want) {
@@ -970,22 +970,22 @@ func TestE2EOTCFrontSample(t *testing.T) {
 			"required":   []any{"sum"},
 		},
 	}
-	if diffs := otcE2EMatch("add", wantAdd, tools[0]); len(diffs) > 0 {
+	if diffs := otcfMatch("add", wantAdd, tools[0]); len(diffs) > 0 {
 		t.Errorf("GET /tools: Sample.add differs:\n  %s", strings.Join(diffs, "\n  "))
 	}
 
-	for _, d := range otcE2EDialects {
+	for _, d := range otcfDialects {
 		t.Run(d.name, func(t *testing.T) {
-			otcE2ESampleCalls(t, b, d, "Sample")
+			otcfSampleCalls(t, b, d, "Sample")
 		})
 	}
 
 	t.Run("idempotency", func(t *testing.T) {
-		d := otcE2EDialects[2]
-		callID := "otcE2E-idem-" + otcE2ERandom(t)
+		d := otcfDialects[2]
+		callID := "otcE2E-idem-" + otcfRandom(t)
 		req := map[string]any{"tool_id": "Sample.add", "call_id": callID, "input": map[string]any{"a": 1, "b": 2}}
 		first := b.call(t, context.Background(), d, req, nil)
-		otcE2ECheckAnswer(t, d, req, first, 200, otcE2EOK(map[string]any{"sum": 3}))
+		otcfCheckAnswer(t, d, req, first, 200, otcfOK(map[string]any{"sum": 3}))
 		second := b.call(t, context.Background(), d, req, nil)
 		if second.Status != 200 || !bytes.Equal(first.Raw, second.Raw) {
 			t.Errorf("a repeated call_id: HTTP %d %s, want the first answer again: %s", second.Status, second.Raw, first.Raw)
@@ -1008,22 +1008,22 @@ func TestE2EOTCFrontSample(t *testing.T) {
 	b.checkLogs(t)
 }
 
-// otcE2ESampleCalls calls the sample tools (toolkit tk) in dialect d.
-func otcE2ESampleCalls(t *testing.T, b *otcE2EBridge, d otcE2EDialect, tk string) {
+// otcfSampleCalls calls the sample tools (toolkit tk) in dialect d.
+func otcfSampleCalls(t *testing.T, b *otcfBridge, d otcfDialect, tk string) {
 	msg := "héllo ✓ " + d.name + ` "quoted" <b>`
-	b.expect(t, d, map[string]any{"tool_id": tk + ".echo", "call_id": "otcE2E-" + d.name + "-" + otcE2ERandom(t), "input": map[string]any{"message": msg}}, nil,
-		200, otcE2EOK(msg))
+	b.expect(t, d, map[string]any{"tool_id": tk + ".echo", "call_id": "otcE2E-" + d.name + "-" + otcfRandom(t), "input": map[string]any{"message": msg}}, nil,
+		200, otcfOK(msg))
 	b.expect(t, d, map[string]any{"tool_id": tk + ".add@1.0.0", "input": map[string]any{"a": 2, "b": 3.5}}, nil,
-		200, otcE2EOK(map[string]any{"sum": 5.5}))
+		200, otcfOK(map[string]any{"sum": 5.5}))
 	b.expect(t, d, map[string]any{"tool_id": tk + ".add@1", "input": map[string]any{"a": -1, "b": 0.25}}, nil,
-		200, otcE2EOK(map[string]any{"sum": -0.75}))
+		200, otcfOK(map[string]any{"sum": -0.75}))
 	b.expect(t, d, map[string]any{"tool_id": tk + ".fail", "input": map[string]any{}}, nil,
-		200, otcE2EFailed(map[string]any{"message": "this sample tool always fails"}))
+		200, otcfFailed(map[string]any{"message": "this sample tool always fails"}))
 	b.expect(t, d, map[string]any{"tool_id": tk + ".fail"}, nil, // no input at all
-		200, otcE2EFailed(map[string]any{"message": "this sample tool always fails"}))
+		200, otcfFailed(map[string]any{"message": "this sample tool always fails"}))
 	start := time.Now()
 	b.expect(t, d, map[string]any{"tool_id": tk + ".slow", "input": map[string]any{"seconds": 0.3, "steps": 3}}, nil,
-		200, map[string]any{"success": true, "value": "waited 0.3 seconds in 3 steps", "duration": otcE2EAtLeast(300)})
+		200, map[string]any{"success": true, "value": "waited 0.3 seconds in 3 steps", "duration": otcfAtLeast(300)})
 	if el := time.Since(start); el < 300*time.Millisecond {
 		t.Errorf("slow 0.3 s answered after %v", el)
 	}
@@ -1048,10 +1048,10 @@ func otcE2ESampleCalls(t *testing.T, b *otcE2EBridge, d otcE2EDialect, tk string
 
 // --- 2. server-everything over stdio and streamable HTTP --------------------------------------
 
-// otcE2EEverythingIDs is what the pinned server-everything lists to a client
+// otcfEverythingIDs is what the pinned server-everything lists to a client
 // that declares URL-mode elicitation and neither sampling nor roots (the
 // bridge), as OTC ids.
-var otcE2EEverythingIDs = func() []string {
+var otcfEverythingIDs = func() []string {
 	var ids []string
 	for _, n := range []string{
 		"echo", "get_annotated_message", "get_env", "get_resource_links", "get_resource_reference",
@@ -1064,11 +1064,11 @@ var otcE2EEverythingIDs = func() []string {
 	return ids
 }()
 
-const otcE2EEv = "mcp_servers_everything."
+const otcfEv = "mcp_servers_everything."
 
-// otcE2EEverythingName is server-everything's serverInfo.name: the name the
+// otcfEverythingName is server-everything's serverInfo.name: the name the
 // bridge gives it in logs and health.
-const otcE2EEverythingName = "mcp-servers/everything"
+const otcfEverythingName = "mcp-servers/everything"
 
 // TestE2EOTCFrontEverything: serve-otc in front of server-everything, as a
 // stdio child (run by Node 22) and over streamable HTTP.
@@ -1078,15 +1078,15 @@ func TestE2EOTCFrontEverything(t *testing.T) {
 
 	t.Run("stdio", func(t *testing.T) {
 		t.Parallel()
-		b := otcE2EStart(t, []string{"--", node, everything, "stdio"}, peerEnv(t))
-		otcE2ECheckEverything(t, b, otcE2EEverythingName)
+		b := otcfStart(t, []string{"--", node, everything, "stdio"}, peerEnv(t))
+		otcfCheckEverything(t, b, otcfEverythingName)
 		// The child's stderr reaches the log, in the field "line" of a
 		// record naming the upstream: its serverInfo.name once it has
 		// answered initialize, "mcp-server" before; never a name taken
 		// from its command line.
 		if l := b.waitLogs(1, func(m map[string]any) bool {
 			name := fmt.Sprint(m["upstream"])
-			return m["message"] == "child stderr" && (name == "mcp-server" || name == otcE2EEverythingName) && m["line"] != nil
+			return m["message"] == "child stderr" && (name == "mcp-server" || name == otcfEverythingName) && m["line"] != nil
 		}); len(l) == 0 {
 			t.Errorf("no stderr line of server-everything in the log, with its name")
 		}
@@ -1105,22 +1105,22 @@ func TestE2EOTCFrontEverything(t *testing.T) {
 		port := freePort(t)
 		srv := startPeer(t, context.Background(), "mcp-server-everything", []string{"streamableHttp"}, []string{"PORT=" + strconv.Itoa(port)})
 		u := fmt.Sprintf("http://127.0.0.1:%d/mcp", port)
-		srv.waitHTTP(t, u, otcE2EStartTimeout)
-		b := otcE2EStart(t, []string{"--mcp", u}, nil)
-		otcE2ECheckEverything(t, b, otcE2EEverythingName)
+		srv.waitHTTP(t, u, otcfStartTimeout)
+		b := otcfStart(t, []string{"--mcp", u}, nil)
+		otcfCheckEverything(t, b, otcfEverythingName)
 		took := b.stop(t)
 		t.Logf("stopped in %v", took.Round(time.Millisecond))
 		b.checkLogs(t)
 	})
 }
 
-// otcE2ECheckEverything checks a bridge in front of server-everything,
+// otcfCheckEverything checks a bridge in front of server-everything,
 // whose upstream is named upstream.
-func otcE2ECheckEverything(t *testing.T, b *otcE2EBridge, upstream string) {
+func otcfCheckEverything(t *testing.T, b *otcfBridge, upstream string) {
 	b.checkReadyMeansListed(t)
-	b.waitTools(t, otcE2EEverythingIDs)
+	b.waitTools(t, otcfEverythingIDs)
 	health := b.get(t, "/health", nil, nil)
-	if diffs := otcE2EMatch("health", map[string]any{"status": "ok", "upstreams": map[string]any{upstream: "ready"}}, health.Body); health.Status != 200 || len(diffs) > 0 {
+	if diffs := otcfMatch("health", map[string]any{"status": "ok", "upstreams": map[string]any{upstream: "ready"}}, health.Body); health.Status != 200 || len(diffs) > 0 {
 		t.Errorf("GET /health: HTTP %d %s: %s", health.Status, health.Raw, strings.Join(diffs, "; "))
 	}
 
@@ -1129,18 +1129,18 @@ func otcE2ECheckEverything(t *testing.T, b *otcE2EBridge, upstream string) {
 		var ids []string
 		byID := map[string]map[string]any{}
 		for _, tool := range tools {
-			id, _ := otcE2ECheckToolDef(t, tool, "mcp_servers_everything", "2.0.0")
+			id, _ := otcfCheckToolDef(t, tool, "mcp_servers_everything", "2.0.0")
 			ids = append(ids, id)
 			byID[id] = tool.(map[string]any)
 		}
 		sort.Strings(ids)
-		if !slices.Equal(ids, otcE2EEverythingIDs) {
-			t.Errorf("GET /tools ids:\n  %q\nwant\n  %q", ids, otcE2EEverythingIDs)
+		if !slices.Equal(ids, otcfEverythingIDs) {
+			t.Errorf("GET /tools ids:\n  %q\nwant\n  %q", ids, otcfEverythingIDs)
 		}
 		// The MCP-only fields travel in x-mcp-tool; the output schema is kept.
-		sc := byID[otcE2EEv+"get_structured_content@2.0.0"]
+		sc := byID[otcfEv+"get_structured_content@2.0.0"]
 		want := map[string]any{
-			"id":          otcE2EEv + "get_structured_content@2.0.0",
+			"id":          otcfEv + "get_structured_content@2.0.0",
 			"name":        "mcp_servers_everything_get_structured_content",
 			"description": "Returns structured content along with an output schema for client data validation",
 			"version":     "2.0.0",
@@ -1163,29 +1163,29 @@ func otcE2ECheckEverything(t *testing.T, b *otcE2EBridge, upstream string) {
 				"required": []any{"temperature", "conditions", "humidity"},
 			},
 		}
-		if diffs := otcE2EMatch("get_structured_content", want, sc); len(diffs) > 0 {
+		if diffs := otcfMatch("get_structured_content", want, sc); len(diffs) > 0 {
 			t.Errorf("GET /tools: get_structured_content differs:\n  %s", strings.Join(diffs, "\n  "))
 		}
 	})
 
-	for i, d := range otcE2EDialects {
+	for i, d := range otcfDialects {
 		t.Run(d.name, func(t *testing.T) {
-			b.expect(t, d, map[string]any{"tool_id": otcE2EEv + "get_sum@2.0.0", "call_id": "otcE2E-sum-" + otcE2ERandom(t), "input": map[string]any{"a": 2, "b": 3}}, nil,
-				200, otcE2EOK("The sum of 2 and 3 is 5."))
-			b.expect(t, d, map[string]any{"tool_id": otcE2EEv + "get_sum", "input": map[string]any{"a": "x"}}, nil,
+			b.expect(t, d, map[string]any{"tool_id": otcfEv + "get_sum@2.0.0", "call_id": "otcE2E-sum-" + otcfRandom(t), "input": map[string]any{"a": 2, "b": 3}}, nil,
+				200, otcfOK("The sum of 2 and 3 is 5."))
+			b.expect(t, d, map[string]any{"tool_id": otcfEv + "get_sum", "input": map[string]any{"a": "x"}}, nil,
 				422, map[string]any{
 					"message":          "Some input parameters are invalid: a: Must be a number; b: Is required",
 					"parameter_errors": map[string]any{"a": "Must be a number", "b": "Is required"},
 				})
-			b.expect(t, d, map[string]any{"tool_id": otcE2EEv + "get_sum@2", "input": map[string]any{"a": "x", "b": 3}}, nil,
+			b.expect(t, d, map[string]any{"tool_id": otcfEv + "get_sum@2", "input": map[string]any{"a": "x", "b": 3}}, nil,
 				422, map[string]any{
 					"message":          "Some input parameters are invalid: a: Must be a number",
 					"parameter_errors": map[string]any{"a": "Must be a number"},
 				})
-			b.expect(t, d, map[string]any{"tool_id": otcE2EEv + "no_such_tool", "input": map[string]any{}}, nil,
-				400, map[string]any{"message": "Tool '" + otcE2EEv + "no_such_tool' was not found", "developer_message": "<string>"})
-			b.expect(t, d, map[string]any{"tool_id": otcE2EEv + "get_sum@9.9.9", "input": map[string]any{"a": 1, "b": 2}}, nil,
-				400, map[string]any{"message": "Tool '" + otcE2EEv + "get_sum@9.9.9' was not found", "developer_message": "~available versions of " + otcE2EEv + "get_sum: 2.0.0"})
+			b.expect(t, d, map[string]any{"tool_id": otcfEv + "no_such_tool", "input": map[string]any{}}, nil,
+				400, map[string]any{"message": "Tool '" + otcfEv + "no_such_tool' was not found", "developer_message": "<string>"})
+			b.expect(t, d, map[string]any{"tool_id": otcfEv + "get_sum@9.9.9", "input": map[string]any{"a": 1, "b": 2}}, nil,
+				400, map[string]any{"message": "Tool '" + otcfEv + "get_sum@9.9.9' was not found", "developer_message": "~available versions of " + otcfEv + "get_sum: 2.0.0"})
 			b.expect(t, d, map[string]any{"tool_id": "other_kit.get_sum", "input": map[string]any{"a": 1, "b": 2}}, nil,
 				400, map[string]any{"message": "Tool 'other_kit.get_sum' was not found", "developer_message": "<string>"})
 
@@ -1194,8 +1194,8 @@ func otcE2ECheckEverything(t *testing.T, b *otcE2EBridge, upstream string) {
 			// not put the url it was given in its -32042: it asks for a
 			// prerequisite at https://modelcontextprotocol.io (a fixed URL,
 			// so that a client does not loop), with a fresh elicitation id.
-			elicitURL := "https://example.com/otc-e2e/authorize?dialect=" + d.name + "&n=" + otcE2ERandom(t)
-			urlReq := map[string]any{"tool_id": otcE2EEv + "trigger_url_elicitation", "input": map[string]any{"url": elicitURL, "errorPath": true}}
+			elicitURL := "https://example.com/otc-e2e/authorize?dialect=" + d.name + "&n=" + otcfRandom(t)
+			urlReq := map[string]any{"tool_id": otcfEv + "trigger_url_elicitation", "input": map[string]any{"url": elicitURL, "errorPath": true}}
 			b.expect(t, d, urlReq, nil, 400, map[string]any{
 				"message":           "Authorization is required: open the authorization URL, then call the tool again",
 				"developer_message": "~-32042",
@@ -1206,7 +1206,7 @@ func otcE2ECheckEverything(t *testing.T, b *otcE2EBridge, upstream string) {
 			// The retry with the same arguments takes the server's request
 			// path: an elicitation/create during the call, which the bridge
 			// answers cancel (URL mode) and logs.
-			b.expect(t, d, urlReq, nil, 200, otcE2EOK([]any{
+			b.expect(t, d, urlReq, nil, 200, otcfOK([]any{
 				map[string]any{"type": "text", "text": "~^⚠️ User cancelled the URL elicitation \\(Elicitation ID: [0-9a-f-]{36}\\)\\.$"},
 				map[string]any{"type": "text", "text": "~Raw result: \\{\\s*\"action\": \"cancel\"\\s*\\}"},
 			}))
@@ -1219,34 +1219,34 @@ func otcE2ECheckEverything(t *testing.T, b *otcE2EBridge, upstream string) {
 			// One dialect each for the rest.
 			switch i {
 			case 0:
-				b.expect(t, d, map[string]any{"tool_id": otcE2EEv + "get_structured_content", "input": map[string]any{"location": "Chicago"}}, nil,
-					200, otcE2EOK(map[string]any{"temperature": 36, "conditions": "Light rain / drizzle", "humidity": 82}))
-				b.expect(t, d, map[string]any{"tool_id": otcE2EEv + "echo", "input": map[string]any{"message": "ünïcødé ✓ \u2028 \"q\""}}, nil,
-					200, otcE2EOK("Echo: ünïcødé ✓ \u2028 \"q\""))
+				b.expect(t, d, map[string]any{"tool_id": otcfEv + "get_structured_content", "input": map[string]any{"location": "Chicago"}}, nil,
+					200, otcfOK(map[string]any{"temperature": 36, "conditions": "Light rain / drizzle", "humidity": 82}))
+				b.expect(t, d, map[string]any{"tool_id": otcfEv + "echo", "input": map[string]any{"message": "ünïcødé ✓ \u2028 \"q\""}}, nil,
+					200, otcfOK("Echo: ünïcødé ✓ \u2028 \"q\""))
 			case 1:
-				b.expect(t, d, map[string]any{"tool_id": otcE2EEv + "get_tiny_image", "input": map[string]any{}}, nil,
-					200, otcE2EOK([]any{
+				b.expect(t, d, map[string]any{"tool_id": otcfEv + "get_tiny_image", "input": map[string]any{}}, nil,
+					200, otcfOK([]any{
 						map[string]any{"type": "text", "text": "Here's the image you requested:"},
-						map[string]any{"type": "image", "mimeType": "image/png", "data": func(v any) string { return otcE2ECheckPNG(t, v) }},
+						map[string]any{"type": "image", "mimeType": "image/png", "data": func(v any) string { return otcfCheckPNG(t, v) }},
 						map[string]any{"type": "text", "text": "The image above is the MCP logo."},
 					}))
-				b.expect(t, d, map[string]any{"tool_id": otcE2EEv + "trigger_elicitation_request", "input": map[string]any{}}, nil,
-					200, otcE2EOK([]any{
+				b.expect(t, d, map[string]any{"tool_id": otcfEv + "trigger_elicitation_request", "input": map[string]any{}}, nil,
+					200, otcfOK([]any{
 						map[string]any{"type": "text", "text": "❌ User declined to provide the requested information."},
 						map[string]any{"type": "text", "text": "~Raw result: \\{\\s*\"action\": \"decline\"\\s*\\}"},
 					}))
 			case 2:
 				// A resource's blob (gzip of what was sent) passes intact.
-				text := "hello from the OTC e2e tests ✓ " + otcE2ERandom(t)
-				b.expect(t, d, map[string]any{"tool_id": otcE2EEv + "gzip_file_as_resource", "input": map[string]any{
+				text := "hello from the OTC e2e tests ✓ " + otcfRandom(t)
+				b.expect(t, d, map[string]any{"tool_id": otcfEv + "gzip_file_as_resource", "input": map[string]any{
 					"data": "data:text/plain;base64," + base64.StdEncoding.EncodeToString([]byte(text)), "name": "otc-e2e.txt.gz", "outputType": "resource",
-				}}, nil, 200, otcE2EOK([]any{map[string]any{"type": "resource", "resource": map[string]any{
+				}}, nil, 200, otcfOK([]any{map[string]any{"type": "resource", "resource": map[string]any{
 					"uri": "demo://resource/session/otc-e2e.txt.gz", "mimeType": "application/gzip",
-					"blob": func(v any) string { return otcE2ECheckGzip(v, text) },
+					"blob": func(v any) string { return otcfCheckGzip(v, text) },
 				}}}))
 				start := time.Now()
-				b.expect(t, d, map[string]any{"tool_id": otcE2EEv + "trigger_long_running_operation", "input": map[string]any{"duration": 1, "steps": 2}}, nil,
-					200, map[string]any{"success": true, "value": "Long running operation completed. Duration: 1 seconds, Steps: 2.", "duration": otcE2EAtLeast(1000)})
+				b.expect(t, d, map[string]any{"tool_id": otcfEv + "trigger_long_running_operation", "input": map[string]any{"duration": 1, "steps": 2}}, nil,
+					200, map[string]any{"success": true, "value": "Long running operation completed. Duration: 1 seconds, Steps: 2.", "duration": otcfAtLeast(1000)})
 				if el := time.Since(start); el < time.Second {
 					t.Errorf("trigger_long_running_operation of 1 s answered after %v", el)
 				}
@@ -1255,8 +1255,8 @@ func otcE2ECheckEverything(t *testing.T, b *otcE2EBridge, upstream string) {
 	}
 }
 
-// otcE2ECheckGzip checks that v is base64 of a gzip of text.
-func otcE2ECheckGzip(v any, text string) string {
+// otcfCheckGzip checks that v is base64 of a gzip of text.
+func otcfCheckGzip(v any, text string) string {
 	s, _ := v.(string)
 	raw, err := base64.StdEncoding.DecodeString(s)
 	if err != nil {
@@ -1273,13 +1273,13 @@ func otcE2ECheckGzip(v any, text string) string {
 	return ""
 }
 
-// otcE2ECheckPNG checks that v is base64 of a PNG, the very bytes of
+// otcfCheckPNG checks that v is base64 of a PNG, the very bytes of
 // server-everything's MCP_TINY_IMAGE. (That PNG has a bad chunk CRC, so
 // image/png decodes only its header.)
-func otcE2ECheckPNG(t *testing.T, v any) string {
+func otcfCheckPNG(t *testing.T, v any) string {
 	s, ok := v.(string)
 	if !ok || s == "" {
-		return "want base64 image data, got " + otcE2EShow(v)
+		return "want base64 image data, got " + otcfShow(v)
 	}
 	raw, err := base64.StdEncoding.DecodeString(s)
 	if err != nil {
@@ -1308,9 +1308,9 @@ func otcE2ECheckPNG(t *testing.T, v any) string {
 
 // --- 2b. a client that disconnects mid-call -------------------------------------------------
 
-// otcE2EWire returns the JSON-RPC messages the bridge has sent its upstream
+// otcfWire returns the JSON-RPC messages the bridge has sent its upstream
 // so far, and their raw text.
-type otcE2EWire func() ([]map[string]any, string)
+type otcfWire func() ([]map[string]any, string)
 
 // TestE2EOTCFrontCancel: an OTC client that disconnects during a call
 // makes the bridge send notifications/cancelled for that very request, and
@@ -1329,8 +1329,8 @@ func TestE2EOTCFrontCancel(t *testing.T) {
 		t.Parallel()
 		wire := filepath.Join(t.TempDir(), "to-child.jsonl")
 		// sh -c 'tee -a FILE | exec node everything stdio' FILE node everything
-		b := otcE2EStart(t, []string{"--idempotency-ttl", "0", "--", "/bin/sh", "-c", `tee -a "$0" | exec "$1" "$2" stdio`, wire, node, everything}, peerEnv(t))
-		otcE2ECheckCancel(t, b, func() ([]map[string]any, string) {
+		b := otcfStart(t, []string{"--idempotency-ttl", "0", "--", "/bin/sh", "-c", `tee -a "$0" | exec "$1" "$2" stdio`, wire, node, everything}, peerEnv(t))
+		otcfCheckCancel(t, b, func() ([]map[string]any, string) {
 			raw, _ := os.ReadFile(wire)
 			var msgs []map[string]any
 			for _, line := range strings.Split(string(raw), "\n") {
@@ -1350,7 +1350,7 @@ func TestE2EOTCFrontCancel(t *testing.T) {
 		port := freePort(t)
 		srv := startPeer(t, context.Background(), "mcp-server-everything", []string{"streamableHttp"}, []string{"PORT=" + strconv.Itoa(port)})
 		target := fmt.Sprintf("http://127.0.0.1:%d", port)
-		srv.waitHTTP(t, target+"/mcp", otcE2EStartTimeout)
+		srv.waitHTTP(t, target+"/mcp", otcfStartTimeout)
 		var mu sync.Mutex
 		var msgs []map[string]any
 		var text strings.Builder
@@ -1373,8 +1373,8 @@ func TestE2EOTCFrontCancel(t *testing.T) {
 			proxy.ServeHTTP(w, r)
 		}))
 		t.Cleanup(ps.Close)
-		b := otcE2EStart(t, []string{"--idempotency-ttl", "0", "--mcp", ps.URL + "/mcp"}, nil)
-		otcE2ECheckCancel(t, b, func() ([]map[string]any, string) {
+		b := otcfStart(t, []string{"--idempotency-ttl", "0", "--mcp", ps.URL + "/mcp"}, nil)
+		otcfCheckCancel(t, b, func() ([]map[string]any, string) {
 			mu.Lock()
 			defer mu.Unlock()
 			return slices.Clone(msgs), text.String()
@@ -1389,15 +1389,15 @@ func TestE2EOTCFrontCancel(t *testing.T) {
 	})
 }
 
-func otcE2ECheckCancel(t *testing.T, b *otcE2EBridge, wire otcE2EWire) {
-	b.waitHealthy(t, otcE2EStartTimeout)
-	b.waitTools(t, []string{otcE2EEv + "trigger_long_running_operation@2.0.0", otcE2EEv + "get_sum@2.0.0"})
-	d := otcE2EDialects[0]
-	token, secret := "otcE2E-token-"+otcE2ERandom(t), "otcE2E-secret-"+otcE2ERandom(t)
-	trace := otcE2ETraceparent(t)
-	callID := "otcE2E-cancel-" + otcE2ERandom(t)
+func otcfCheckCancel(t *testing.T, b *otcfBridge, wire otcfWire) {
+	b.waitHealthy(t, otcfStartTimeout)
+	b.waitTools(t, []string{otcfEv + "trigger_long_running_operation@2.0.0", otcfEv + "get_sum@2.0.0"})
+	d := otcfDialects[0]
+	token, secret := "otcE2E-token-"+otcfRandom(t), "otcE2E-secret-"+otcfRandom(t)
+	trace := otcfTraceparent(t)
+	callID := "otcE2E-cancel-" + otcfRandom(t)
 	req := map[string]any{
-		"tool_id": otcE2EEv + "trigger_long_running_operation", "call_id": callID, "trace_id": trace,
+		"tool_id": otcfEv + "trigger_long_running_operation", "call_id": callID, "trace_id": trace,
 		"input":   map[string]any{"duration": 6, "steps": 6},
 		"context": map[string]any{"authorization": []any{map[string]any{"id": "github", "token": token}}, "secrets": []any{map[string]any{"id": "k", "value": secret}}},
 	}
@@ -1407,7 +1407,7 @@ func otcE2ECheckCancel(t *testing.T, b *otcE2EBridge, wire otcE2EWire) {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() {
-		_, err := otcE2EDo(ctx, http.MethodPost, b.base+"/tools/call", hdr, body)
+		_, err := otcfDo(ctx, http.MethodPost, b.base+"/tools/call", hdr, body)
 		done <- err
 	}()
 
@@ -1422,9 +1422,9 @@ func otcE2ECheckCancel(t *testing.T, b *otcE2EBridge, wire otcE2EWire) {
 				reqID = m["id"]
 				meta, _ := p["_meta"].(map[string]any)
 				if meta["traceparent"] != trace {
-					t.Errorf("tools/call _meta %s: want traceparent %s", otcE2EShow(p["_meta"]), trace)
+					t.Errorf("tools/call _meta %s: want traceparent %s", otcfShow(p["_meta"]), trace)
 				}
-				if diffs := otcE2EMatch("arguments", map[string]any{"duration": 6, "steps": 6}, p["arguments"]); len(diffs) > 0 {
+				if diffs := otcfMatch("arguments", map[string]any{"duration": 6, "steps": 6}, p["arguments"]); len(diffs) > 0 {
 					t.Errorf("tools/call arguments: %s", strings.Join(diffs, "; "))
 				}
 			}
@@ -1434,7 +1434,7 @@ func otcE2ECheckCancel(t *testing.T, b *otcE2EBridge, wire otcE2EWire) {
 		}
 		if time.Now().After(deadline) {
 			_, raw := wire()
-			t.Fatalf("no tools/call of trigger-long-running-operation reached the upstream within 10 s; wire:\n%s", e2eTruncate(raw, 4000))
+			t.Fatalf("no tools/call of trigger-long-running-operation reached the upstream within 10 s; wire:\n%s", truncate(raw, 4000))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -1463,11 +1463,11 @@ func otcE2ECheckCancel(t *testing.T, b *otcE2EBridge, wire otcE2EWire) {
 			}
 		}
 		if found != nil {
-			t.Logf("upstream got notifications/cancelled %s for request %v", otcE2EShow(found), reqID)
+			t.Logf("upstream got notifications/cancelled %s for request %v", otcfShow(found), reqID)
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no notifications/cancelled for request %v reached the upstream within 5 s of the disconnect; wire:\n%s", reqID, e2eTruncate(raw, 4000))
+			t.Fatalf("no notifications/cancelled for request %v reached the upstream within 5 s of the disconnect; wire:\n%s", reqID, truncate(raw, 4000))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -1475,9 +1475,9 @@ func otcE2ECheckCancel(t *testing.T, b *otcE2EBridge, wire otcE2EWire) {
 	// The next call works at once (the upstream is still busy with the
 	// abandoned operation: server-everything ignores cancellation).
 	start := time.Now()
-	b.expect(t, d, map[string]any{"tool_id": otcE2EEv + "get_sum", "input": map[string]any{"a": 20, "b": 22},
+	b.expect(t, d, map[string]any{"tool_id": otcfEv + "get_sum", "input": map[string]any{"a": 20, "b": 22},
 		"context": map[string]any{"authorization": []any{map[string]any{"id": "github", "token": token}}}}, nil,
-		200, otcE2EOK("The sum of 20 and 22 is 42."))
+		200, otcfOK("The sum of 20 and 22 is 42."))
 	if el := time.Since(start); el > 3*time.Second {
 		t.Errorf("the call after a cancelled one took %v", el)
 	}
@@ -1488,7 +1488,7 @@ func otcE2ECheckCancel(t *testing.T, b *otcE2EBridge, wire otcE2EWire) {
 		t.Errorf("%d call log lines for the cancelled call %s, want 1", len(l), callID)
 	}
 	for _, l := range l {
-		t.Logf("log of the cancelled call: %s", otcE2EShow(l))
+		t.Logf("log of the cancelled call: %s", otcfShow(l))
 	}
 	_, raw := wire()
 	for _, s := range []string{token, secret} {
@@ -1505,20 +1505,20 @@ func otcE2ECheckCancel(t *testing.T, b *otcE2EBridge, wire otcE2EWire) {
 // or as a bearer token on /tools and /tools/call; /health stays open.
 func TestE2EOTCFrontAPIKey(t *testing.T) {
 	t.Parallel()
-	key := "otcE2E-key-" + otcE2ERandom(t)
-	b := otcE2EStart(t, []string{"--api-key-env", "OTCE2E_API_KEY"}, []string{"OTCE2E_API_KEY=" + key})
+	key := "otcE2E-key-" + otcfRandom(t)
+	b := otcfStart(t, []string{"--api-key-env", "OTCE2E_API_KEY"}, []string{"OTCE2E_API_KEY=" + key})
 	b.auth = map[string]string{"OXP-API-Key": key}
-	b.waitHealthy(t, otcE2EStartTimeout)
+	b.waitHealthy(t, otcfStartTimeout)
 	b.waitTools(t, []string{"Sample.add@1.0.0"})
 	b.auth = nil
 	unauthorized := map[string]any{"message": "Unauthorized: send the API key in the OXP-API-Key header or a bearer token"}
-	check401 := func(t *testing.T, r *otcE2EResp, want map[string]any, what string) {
+	check401 := func(t *testing.T, r *otcfResp, want map[string]any, what string) {
 		t.Helper()
 		if r.Status != http.StatusUnauthorized {
-			t.Errorf("%s: HTTP %d, want 401: %s", what, r.Status, otcE2ETrunc(r.Raw))
+			t.Errorf("%s: HTTP %d, want 401: %s", what, r.Status, otcfTrunc(r.Raw))
 			return
 		}
-		if diffs := otcE2EMatch("body", want, r.Body); len(diffs) > 0 {
+		if diffs := otcfMatch("body", want, r.Body); len(diffs) > 0 {
 			t.Errorf("%s: 401 body: %s", what, strings.Join(diffs, "; "))
 		}
 		if h := r.Header.Get("WWW-Authenticate"); !strings.HasPrefix(h, "Bearer") {
@@ -1530,10 +1530,10 @@ func TestE2EOTCFrontAPIKey(t *testing.T) {
 	check401(t, r, unauthorized, "GET /tools without a key")
 	r = b.get(t, "/tools", map[string]string{"OXP-API-Key": key}, nil)
 	if r.Status != 200 {
-		t.Errorf("GET /tools with OXP-API-Key: HTTP %d %s", r.Status, otcE2ETrunc(r.Raw))
+		t.Errorf("GET /tools with OXP-API-Key: HTTP %d %s", r.Status, otcfTrunc(r.Raw))
 	}
 
-	for _, d := range otcE2EDialects {
+	for _, d := range otcfDialects {
 		t.Run(d.name, func(t *testing.T) {
 			req := map[string]any{"tool_id": "Sample.add", "input": map[string]any{"a": 40, "b": 2}}
 			check401(t, b.call(t, context.Background(), d, req, nil), unauthorized, "no key")
@@ -1543,25 +1543,25 @@ func TestE2EOTCFrontAPIKey(t *testing.T) {
 				map[string]any{"message": "Unauthorized: the bearer token is not valid"}, "a wrong bearer")
 			check401(t, b.call(t, context.Background(), d, req, map[string]string{"Authorization": "Basic " + base64.StdEncoding.EncodeToString([]byte("u:"+key))}),
 				unauthorized, "the key as Basic credentials")
-			b.expect(t, d, req, map[string]string{"OXP-API-Key": key}, 200, otcE2EOK(map[string]any{"sum": 42}))
-			b.expect(t, d, req, map[string]string{"Authorization": "Bearer " + key}, 200, otcE2EOK(map[string]any{"sum": 42}))
-			b.expect(t, d, req, map[string]string{"authorization": "bearer " + key}, 200, otcE2EOK(map[string]any{"sum": 42}))
+			b.expect(t, d, req, map[string]string{"OXP-API-Key": key}, 200, otcfOK(map[string]any{"sum": 42}))
+			b.expect(t, d, req, map[string]string{"Authorization": "Bearer " + key}, 200, otcfOK(map[string]any{"sum": 42}))
+			b.expect(t, d, req, map[string]string{"authorization": "bearer " + key}, 200, otcfOK(map[string]any{"sum": 42}))
 		})
 	}
 
 	// /health stays open.
 	r = b.get(t, "/health", nil, nil)
 	if r.Status != 200 {
-		t.Errorf("GET /health without a key: HTTP %d %s, want 200", r.Status, otcE2ETrunc(r.Raw))
+		t.Errorf("GET /health without a key: HTTP %d %s, want 200", r.Status, otcfTrunc(r.Raw))
 	}
 	// 401s are logged without the key.
 	b.stop(t)
 	b.checkLogs(t, key)
 }
 
-// otcE2EJWT is a JWT signed with HMAC-SHA256 (alg as given: a wrong alg
+// otcfJWT is a JWT signed with HMAC-SHA256 (alg as given: a wrong alg
 // makes a token the bridge must refuse).
-func otcE2EJWT(t testing.TB, alg, secret string, claims map[string]any) string {
+func otcfJWT(t testing.TB, alg, secret string, claims map[string]any) string {
 	enc := func(v any) string {
 		b, err := json.Marshal(v)
 		if err != nil {
@@ -1579,37 +1579,37 @@ func otcE2EJWT(t testing.TB, alg, secret string, claims map[string]any) string {
 // and --jwt-audience the audiences their aud may name.
 func TestE2EOTCFrontJWT(t *testing.T) {
 	t.Parallel()
-	secret := "otcE2E-jwt-" + otcE2ERandom(t)
-	b := otcE2EStart(t, []string{"--jwt-secret-env", "OTCE2E_JWT_SECRET", "--jwt-audience", "otc-e2e,other"}, []string{"OTCE2E_JWT_SECRET=" + secret})
+	secret := "otcE2E-jwt-" + otcfRandom(t)
+	b := otcfStart(t, []string{"--jwt-secret-env", "OTCE2E_JWT_SECRET", "--jwt-audience", "otc-e2e,other"}, []string{"OTCE2E_JWT_SECRET=" + secret})
 	now := time.Now().Unix()
-	good := otcE2EJWT(t, "HS256", secret, map[string]any{"sub": "e2e", "aud": "otc-e2e", "exp": now + 300})
+	good := otcfJWT(t, "HS256", secret, map[string]any{"sub": "e2e", "aud": "otc-e2e", "exp": now + 300})
 	b.auth = map[string]string{"Authorization": "Bearer " + good}
-	b.waitHealthy(t, otcE2EStartTimeout)
+	b.waitHealthy(t, otcfStartTimeout)
 	b.waitTools(t, []string{"Sample.add@1.0.0"})
-	d := otcE2EDialects[0]
+	d := otcfDialects[0]
 	req := map[string]any{"tool_id": "Sample.add", "input": map[string]any{"a": 1, "b": 2}}
 	for _, c := range []struct {
 		name, token string
 		ok          bool
 	}{
 		{"valid", good, true},
-		{"aud list", otcE2EJWT(t, "HS256", secret, map[string]any{"aud": []any{"x", "other"}, "exp": now + 300}), true},
-		{"no aud", otcE2EJWT(t, "HS256", secret, map[string]any{"exp": now + 300}), true},
-		{"expired", otcE2EJWT(t, "HS256", secret, map[string]any{"aud": "otc-e2e", "exp": now - 3600}), false},
-		{"no exp", otcE2EJWT(t, "HS256", secret, map[string]any{"aud": "otc-e2e"}), false},
-		{"wrong aud", otcE2EJWT(t, "HS256", secret, map[string]any{"aud": "someone-else", "exp": now + 300}), false},
-		{"wrong secret", otcE2EJWT(t, "HS256", secret+"x", map[string]any{"aud": "otc-e2e", "exp": now + 300}), false},
-		{"alg none", strings.Join(strings.Split(otcE2EJWT(t, "none", secret, map[string]any{"aud": "otc-e2e", "exp": now + 300}), ".")[:2], ".") + ".", false},
-		{"alg HS512 label", otcE2EJWT(t, "HS512", secret, map[string]any{"aud": "otc-e2e", "exp": now + 300}), false},
+		{"aud list", otcfJWT(t, "HS256", secret, map[string]any{"aud": []any{"x", "other"}, "exp": now + 300}), true},
+		{"no aud", otcfJWT(t, "HS256", secret, map[string]any{"exp": now + 300}), true},
+		{"expired", otcfJWT(t, "HS256", secret, map[string]any{"aud": "otc-e2e", "exp": now - 3600}), false},
+		{"no exp", otcfJWT(t, "HS256", secret, map[string]any{"aud": "otc-e2e"}), false},
+		{"wrong aud", otcfJWT(t, "HS256", secret, map[string]any{"aud": "someone-else", "exp": now + 300}), false},
+		{"wrong secret", otcfJWT(t, "HS256", secret+"x", map[string]any{"aud": "otc-e2e", "exp": now + 300}), false},
+		{"alg none", strings.Join(strings.Split(otcfJWT(t, "none", secret, map[string]any{"aud": "otc-e2e", "exp": now + 300}), ".")[:2], ".") + ".", false},
+		{"alg HS512 label", otcfJWT(t, "HS512", secret, map[string]any{"aud": "otc-e2e", "exp": now + 300}), false},
 	} {
 		r := b.call(t, context.Background(), d, req, map[string]string{"Authorization": "Bearer " + c.token})
 		switch {
 		case c.ok:
-			otcE2ECheckAnswer(t, d, req, r, 200, otcE2EOK(map[string]any{"sum": 3}))
+			otcfCheckAnswer(t, d, req, r, 200, otcfOK(map[string]any{"sum": 3}))
 		case r.Status != 401:
-			t.Errorf("%s token: HTTP %d, want 401: %s", c.name, r.Status, otcE2ETrunc(r.Raw))
+			t.Errorf("%s token: HTTP %d, want 401: %s", c.name, r.Status, otcfTrunc(r.Raw))
 		default:
-			if diffs := otcE2EMatch("body", map[string]any{"message": "~^Unauthorized: the bearer token is not valid"}, r.Body); len(diffs) > 0 {
+			if diffs := otcfMatch("body", map[string]any{"message": "~^Unauthorized: the bearer token is not valid"}, r.Body); len(diffs) > 0 {
 				t.Errorf("%s token: %s", c.name, strings.Join(diffs, "; "))
 			}
 		}
@@ -1625,19 +1625,19 @@ func TestE2EOTCFrontJWT(t *testing.T) {
 // client.
 func TestE2EOTCFrontChildEnv(t *testing.T) {
 	t.Parallel()
-	key, jwtSecret := "otcE2E-key-"+otcE2ERandom(t), "otcE2E-jwt-"+otcE2ERandom(t)
+	key, jwtSecret := "otcE2E-key-"+otcfRandom(t), "otcE2E-jwt-"+otcfRandom(t)
 	node, everything := nodeBin(t), peerBin(t, "mcp-server-everything")
-	b := otcE2EStart(t, []string{"--api-key-env", "OTCE2E_API_KEY", "--jwt-secret-env", "OTCE2E_JWT_SECRET", "--", node, everything, "stdio"},
+	b := otcfStart(t, []string{"--api-key-env", "OTCE2E_API_KEY", "--jwt-secret-env", "OTCE2E_JWT_SECRET", "--", node, everything, "stdio"},
 		append(peerEnv(t), "OTCE2E_API_KEY="+key, "OTCE2E_JWT_SECRET="+jwtSecret, "OTCE2E_PLAIN=visible"))
 	b.auth = map[string]string{"OXP-API-Key": key}
-	b.waitHealthy(t, otcE2EStartTimeout)
-	b.waitTools(t, []string{otcE2EEv + "get_env@2.0.0"})
-	d := otcE2EDialects[2]
-	out := b.expect(t, d, map[string]any{"tool_id": otcE2EEv + "get_env", "input": map[string]any{}}, map[string]string{"OXP-API-Key": key},
-		200, otcE2EOK("<string>"))
+	b.waitHealthy(t, otcfStartTimeout)
+	b.waitTools(t, []string{otcfEv + "get_env@2.0.0"})
+	d := otcfDialects[2]
+	out := b.expect(t, d, map[string]any{"tool_id": otcfEv + "get_env", "input": map[string]any{}}, map[string]string{"OXP-API-Key": key},
+		200, otcfOK("<string>"))
 	env, _ := out["value"].(string)
 	if !strings.Contains(env, "OTCE2E_PLAIN") {
-		t.Fatalf("get_env does not show the child's environment: %s", e2eTruncate(env, 500))
+		t.Fatalf("get_env does not show the child's environment: %s", truncate(env, 500))
 	}
 	for name, s := range map[string]string{"OTCE2E_API_KEY (--api-key-env)": key, "OTCE2E_JWT_SECRET (--jwt-secret-env)": jwtSecret} {
 		if strings.Contains(env, s) {
@@ -1658,12 +1658,12 @@ func TestE2EOTCFrontChildEnv(t *testing.T) {
 func TestE2EOTCFrontChildKilled(t *testing.T) {
 	t.Parallel()
 	bin := buildMcpotc(t)
-	b := otcE2EStart(t, []string{"--", bin, "sample-mcp"}, nil)
+	b := otcfStart(t, []string{"--", bin, "sample-mcp"}, nil)
 	b.checkReadyMeansListed(t)
 	b.waitTools(t, []string{"mcpotc_sample.slow@1.0.0", "mcpotc_sample.add@1.0.0"})
-	d := otcE2EDialects[2]
+	d := otcfDialects[2]
 
-	kids := otcE2EChildren(b.p.Pid())
+	kids := otcfChildren(b.p.Pid())
 	if len(kids) != 1 || !strings.HasSuffix(kids[0].Cmd, " sample-mcp") {
 		t.Fatalf("the bridge's children: %v, want one `mcpotc sample-mcp`", kids)
 	}
@@ -1672,7 +1672,7 @@ func TestE2EOTCFrontChildKilled(t *testing.T) {
 		t.Errorf("the child %v does not lead its own process group", child)
 	}
 	if l := b.waitLogs(1, func(m map[string]any) bool { return m["message"] == "upstream child started" }); len(l) != 1 || l[0]["pid"] != float64(child.Pid) {
-		t.Errorf("log: upstream child started %s, want one line with pid %d", otcE2EShow(l), child.Pid)
+		t.Errorf("log: upstream child started %s, want one line with pid %d", otcfShow(l), child.Pid)
 	}
 
 	// /health, sampled every 5 ms from before the kill until it is 200 again.
@@ -1692,7 +1692,7 @@ func TestE2EOTCFrontChildKilled(t *testing.T) {
 		seen503 := false
 		for hctx.Err() == nil {
 			rctx, cancel := context.WithTimeout(hctx, 2*time.Second)
-			r, err := otcE2EDo(rctx, http.MethodGet, b.base+"/health", nil, nil)
+			r, err := otcfDo(rctx, http.MethodGet, b.base+"/health", nil, nil)
 			cancel()
 			if err == nil {
 				hmu.Lock()
@@ -1707,16 +1707,16 @@ func TestE2EOTCFrontChildKilled(t *testing.T) {
 		}
 	}()
 
-	callID := "otcE2E-killed-" + otcE2ERandom(t)
+	callID := "otcE2E-killed-" + otcfRandom(t)
 	req := map[string]any{"tool_id": "mcpotc_sample.slow", "call_id": callID, "input": map[string]any{"seconds": 5, "steps": 5}}
-	rchar, rcharErr := otcE2ERChar(child.Pid)
-	answer := make(chan *otcE2EResp, 1)
+	rchar, rcharErr := otcfRChar(child.Pid)
+	answer := make(chan *otcfResp, 1)
 	start := time.Now()
 	go func() {
 		body, hdr := d.request(t, req)
-		ctx, cancel := context.WithTimeout(context.Background(), otcE2ECallTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), otcfCallTimeout)
 		defer cancel()
-		r, err := otcE2EDo(ctx, http.MethodPost, b.base+"/tools/call", hdr, body)
+		r, err := otcfDo(ctx, http.MethodPost, b.base+"/tools/call", hdr, body)
 		if err != nil {
 			t.Errorf("the slow call: %v", err)
 		}
@@ -1727,7 +1727,7 @@ func TestE2EOTCFrontChildKilled(t *testing.T) {
 	if rcharErr == nil {
 		deadline := time.Now().Add(10 * time.Second)
 		for {
-			n, err := otcE2ERChar(child.Pid)
+			n, err := otcfRChar(child.Pid)
 			if err != nil || n > rchar {
 				break
 			}
@@ -1746,7 +1746,7 @@ func TestE2EOTCFrontChildKilled(t *testing.T) {
 	}
 	killedAt := time.Now()
 
-	var r *otcE2EResp
+	var r *otcfResp
 	select {
 	case r = <-answer:
 	case <-time.After(10 * time.Second):
@@ -1757,11 +1757,11 @@ func TestE2EOTCFrontChildKilled(t *testing.T) {
 		if time.Since(start) >= 5*time.Second {
 			t.Errorf("the call answered only after %v: it waited for its full 5 s although its server had died", time.Since(start))
 		}
-		otcE2ECheckAnswer(t, d, req, r, 200, otcE2EFailed(map[string]any{
+		otcfCheckAnswer(t, d, req, r, 200, otcfFailed(map[string]any{
 			"message":           "The tool server did not answer; the call may or may not have run",
 			"developer_message": "<string>",
 			"can_retry":         true,
-			"retry_after_ms":    otcE2EAtLeast(1),
+			"retry_after_ms":    otcfAtLeast(1),
 		}))
 	}
 
@@ -1769,7 +1769,7 @@ func TestE2EOTCFrontChildKilled(t *testing.T) {
 	// (The gap lasts at least the first backoff, 125 ms, plus the new
 	// child's start; should the restart be faster, the call just succeeds.)
 	if r := b.call(t, context.Background(), d, map[string]any{"tool_id": "mcpotc_sample.add", "input": map[string]any{"a": 1, "b": 1}}, nil); r.Status == 400 {
-		otcE2ECheckAnswer(t, d, map[string]any{"tool_id": "mcpotc_sample.add"}, r, 400, map[string]any{
+		otcfCheckAnswer(t, d, map[string]any{"tool_id": "mcpotc_sample.add"}, r, 400, map[string]any{
 			"message": "Tool server temporarily unavailable", "developer_message": "<string>",
 		})
 	} else {
@@ -1799,19 +1799,19 @@ func TestE2EOTCFrontChildKilled(t *testing.T) {
 	}
 	for _, s := range gap {
 		want := map[string]any{"status": "unavailable", "upstreams": map[string]any{mcpsample.Name: "~^restarting after signal: killed \\(restart 1\\)$"}}
-		if diffs := otcE2EMatch("health", want, s.body); s.status != 503 || len(diffs) > 0 {
-			t.Errorf("GET /health during the gap: HTTP %d %s: %s", s.status, otcE2EShow(s.body), strings.Join(diffs, "; "))
+		if diffs := otcfMatch("health", want, s.body); s.status != 503 || len(diffs) > 0 {
+			t.Errorf("GET /health during the gap: HTTP %d %s: %s", s.status, otcfShow(s.body), strings.Join(diffs, "; "))
 			break
 		}
 	}
 	if last.status != 200 {
-		t.Fatalf("GET /health not 200 again within 20 s of the kill; last: %d %s", last.status, otcE2EShow(last.body))
+		t.Fatalf("GET /health not 200 again within 20 s of the kill; last: %d %s", last.status, otcfShow(last.body))
 	}
 	t.Logf("/health: %d samples, %d during the gap", len(samples), len(gap))
 
-	b.expect(t, d, map[string]any{"tool_id": "mcpotc_sample.add", "input": map[string]any{"a": 1, "b": 2}}, nil, 200, otcE2EOK(map[string]any{"sum": 3}))
-	b.expect(t, otcE2EDialects[0], map[string]any{"tool_id": "mcpotc_sample.echo", "input": map[string]any{"message": "again"}}, nil, 200, otcE2EOK("again"))
-	kids = otcE2EChildren(b.p.Pid())
+	b.expect(t, d, map[string]any{"tool_id": "mcpotc_sample.add", "input": map[string]any{"a": 1, "b": 2}}, nil, 200, otcfOK(map[string]any{"sum": 3}))
+	b.expect(t, otcfDialects[0], map[string]any{"tool_id": "mcpotc_sample.echo", "input": map[string]any{"message": "again"}}, nil, 200, otcfOK("again"))
+	kids = otcfChildren(b.p.Pid())
 	if len(kids) != 1 || kids[0].Pid == child.Pid || !strings.HasSuffix(kids[0].Cmd, " sample-mcp") {
 		t.Errorf("after the restart the bridge's children are %v; want one new `mcpotc sample-mcp` (the old pid was %d)", kids, child.Pid)
 	}
@@ -1819,7 +1819,7 @@ func TestE2EOTCFrontChildKilled(t *testing.T) {
 		t.Errorf("the killed child %v is still alive", child)
 	}
 	if l := b.waitLogs(1, func(m map[string]any) bool { return m["message"] == "upstream connection lost" }); len(l) != 1 || l[0]["cause"] != "signal: killed" {
-		t.Errorf("log: upstream connection lost %s, want one line with cause signal: killed", otcE2EShow(l))
+		t.Errorf("log: upstream connection lost %s, want one line with cause signal: killed", otcfShow(l))
 	}
 	took := b.stop(t)
 	t.Logf("stopped in %v", took.Round(time.Millisecond))
@@ -1828,11 +1828,11 @@ func TestE2EOTCFrontChildKilled(t *testing.T) {
 
 // --- 5. shutdown ------------------------------------------------------------------------------------
 
-// otcE2EStubbornChild is a stdio child that ignores SIGTERM, survives its
+// otcfStubbornChild is a stdio child that ignores SIGTERM, survives its
 // stdin's end and leaves a grandchild that ignores SIGTERM too. (A trap
 // does not survive `exec mcpotc`: Go programs catch SIGTERM again, and
 // sample-mcp ends with its stdin anyway; so the shell stays, as the parent.)
-const otcE2EStubbornChild = `#!/bin/sh
+const otcfStubbornChild = `#!/bin/sh
 trap '' TERM
 sleep 300 &
 echo "otcE2E stubborn child: grandchild $!" >&2
@@ -1848,20 +1848,20 @@ func TestE2EOTCFrontShutdown(t *testing.T) {
 	t.Parallel()
 	bin := buildMcpotc(t)
 	script := filepath.Join(t.TempDir(), "stubborn-child.sh")
-	if err := os.WriteFile(script, []byte(otcE2EStubbornChild), 0o755); err != nil {
+	if err := os.WriteFile(script, []byte(otcfStubbornChild), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	b := otcE2EStart(t, []string{"--name", "stubborn", "--", "/bin/sh", script}, []string{"OTCE2E_MCPOTC=" + bin})
-	b.waitHealthy(t, otcE2EStartTimeout)
+	b := otcfStart(t, []string{"--name", "stubborn", "--", "/bin/sh", script}, []string{"OTCE2E_MCPOTC=" + bin})
+	b.waitHealthy(t, otcfStartTimeout)
 	b.waitTools(t, []string{"stubborn.slow@1.0.0"})
-	otcE2EWaitLog(t, b.p, 10*time.Second, "the child's grandchild", func(m map[string]any) bool {
+	otcfWaitLog(t, b.p, 10*time.Second, "the child's grandchild", func(m map[string]any) bool {
 		return m["message"] == "child stderr" && m["upstream"] == "stubborn" && strings.HasPrefix(fmt.Sprint(m["line"]), "otcE2E stubborn child: grandchild ")
 	})
-	d := otcE2EDialects[1]
-	b.expect(t, d, map[string]any{"tool_id": "stubborn.add", "input": map[string]any{"a": 1, "b": 1}}, nil, 200, otcE2EOK(map[string]any{"sum": 2}))
+	d := otcfDialects[1]
+	b.expect(t, d, map[string]any{"tool_id": "stubborn.add", "input": map[string]any{"a": 1, "b": 1}}, nil, 200, otcfOK(map[string]any{"sum": 2}))
 
-	tree := otcE2ETree(b.p.Pid())
-	var sh otcE2EProc
+	tree := otcfTree(b.p.Pid())
+	var sh otcfProc
 	for _, p := range tree {
 		if p.PPid == b.p.Pid() {
 			sh = p
@@ -1886,12 +1886,12 @@ func TestE2EOTCFrontShutdown(t *testing.T) {
 
 	// A call in flight when SIGTERM arrives is let finish.
 	req := map[string]any{"tool_id": "stubborn.slow", "input": map[string]any{"seconds": 1.5, "steps": 3}}
-	answer := make(chan *otcE2EResp, 1)
+	answer := make(chan *otcfResp, 1)
 	go func() {
 		body, hdr := d.request(t, req)
-		ctx, cancel := context.WithTimeout(context.Background(), otcE2ECallTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), otcfCallTimeout)
 		defer cancel()
-		r, err := otcE2EDo(ctx, http.MethodPost, b.base+"/tools/call", hdr, body)
+		r, err := otcfDo(ctx, http.MethodPost, b.base+"/tools/call", hdr, body)
 		if err != nil {
 			t.Errorf("the call in flight during shutdown: %v", err)
 		}
@@ -1907,7 +1907,7 @@ func TestE2EOTCFrontShutdown(t *testing.T) {
 	refused := false
 	for i := 0; i < 100 && !refused; i++ {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		_, err := otcE2EDo(ctx, http.MethodGet, b.base+"/health", nil, nil)
+		_, err := otcfDo(ctx, http.MethodGet, b.base+"/health", nil, nil)
 		cancel()
 		refused = err != nil
 		time.Sleep(10 * time.Millisecond)
@@ -1918,19 +1918,19 @@ func TestE2EOTCFrontShutdown(t *testing.T) {
 	select {
 	case r := <-answer:
 		if r != nil {
-			otcE2ECheckAnswer(t, d, req, r, 200, otcE2EOK("waited 1.5 seconds in 3 steps"))
+			otcfCheckAnswer(t, d, req, r, 200, otcfOK("waited 1.5 seconds in 3 steps"))
 		}
-	case <-time.After(otcE2EStopBound):
-		t.Errorf("the call in flight did not answer within %v of SIGTERM", otcE2EStopBound)
+	case <-time.After(otcfStopBound):
+		t.Errorf("the call in flight did not answer within %v of SIGTERM", otcfStopBound)
 	}
-	err := b.p.Wait(otcE2EStopBound)
+	err := b.p.Wait(otcfStopBound)
 	took := time.Since(start)
 	t.Logf("serve-otc exited %v after SIGTERM: %v", took.Round(time.Millisecond), err)
 	if err != nil {
 		t.Errorf("serve-otc after SIGTERM: %v, want exit status 0", err)
 	}
-	otcE2ECheckGone(t, tree, 3*time.Second)
-	if e2eGroupAlive(sh.PGid) {
+	otcfCheckGone(t, tree, 3*time.Second)
+	if groupAlive(sh.PGid) {
 		t.Errorf("a process of the child's group %d is alive after the bridge exited", sh.PGid)
 	}
 
@@ -1961,9 +1961,9 @@ func TestE2EOTCFrontShutdown(t *testing.T) {
 func TestE2EOTCFrontLogs(t *testing.T) {
 	t.Parallel()
 	bin := buildMcpotc(t)
-	b := otcE2EStart(t, []string{"--name", "kid", "--", "/bin/sh", "-c",
+	b := otcfStart(t, []string{"--name", "kid", "--", "/bin/sh", "-c",
 		`echo "otcE2E child says: hello" >&2; echo '{"not":"a log line of ours"} ünï' >&2; exec "$0" sample-mcp`, bin}, nil)
-	b.waitHealthy(t, otcE2EStartTimeout)
+	b.waitHealthy(t, otcfStartTimeout)
 	b.waitTools(t, []string{"kid.echo@1.0.0"})
 
 	var secrets []string
@@ -1973,8 +1973,8 @@ func TestE2EOTCFrontLogs(t *testing.T) {
 		success               bool
 	}
 	var calls []sent
-	for _, d := range otcE2EDialects {
-		token, secret, user := "otcE2E-token-"+otcE2ERandom(t), "otcE2E-secret-"+otcE2ERandom(t), "otcE2E-user-"+otcE2ERandom(t)
+	for _, d := range otcfDialects {
+		token, secret, user := "otcE2E-token-"+otcfRandom(t), "otcE2E-secret-"+otcfRandom(t), "otcE2E-user-"+otcfRandom(t)
 		secrets = append(secrets, token, secret)
 		ctxt := map[string]any{
 			"authorization": []any{map[string]any{"id": "github", "token": token}, map[string]any{"id": "google", "token": token + "-2"}},
@@ -1988,21 +1988,21 @@ func TestE2EOTCFrontLogs(t *testing.T) {
 			success bool
 			want    map[string]any
 		}{
-			{"kid.echo", map[string]any{"message": "hi " + d.name}, 200, true, otcE2EOK("hi " + d.name)},
-			{"kid.fail", map[string]any{}, 200, false, otcE2EFailed(map[string]any{"message": "this sample tool always fails"})},
+			{"kid.echo", map[string]any{"message": "hi " + d.name}, 200, true, otcfOK("hi " + d.name)},
+			{"kid.fail", map[string]any{}, 200, false, otcfFailed(map[string]any{"message": "this sample tool always fails"})},
 			{"kid.add", map[string]any{"a": token}, 422, false, map[string]any{"message": "<string>", "parameter_errors": "<any>"}},
 			{"kid.nope", map[string]any{}, 400, false, map[string]any{"message": "<string>", "developer_message": "<string>"}},
 		} {
-			s := sent{callID: "otcE2E-log-" + otcE2ERandom(t), toolID: c.tool, trace: otcE2ETraceparent(t), status: c.status, success: c.success}
+			s := sent{callID: "otcE2E-log-" + otcfRandom(t), toolID: c.tool, trace: otcfTraceparent(t), status: c.status, success: c.success}
 			calls = append(calls, s)
 			b.expect(t, d, map[string]any{"tool_id": c.tool, "call_id": s.callID, "trace_id": s.trace, "input": c.input, "context": ctxt}, nil, c.status, c.want)
 		}
 	}
 	// A malformed body carrying a token is logged without it as well.
-	token := "otcE2E-token-" + otcE2ERandom(t)
+	token := "otcE2E-token-" + otcfRandom(t)
 	secrets = append(secrets, token)
-	ctx, cancel := context.WithTimeout(context.Background(), otcE2ECallTimeout)
-	r, err := otcE2EDo(ctx, http.MethodPost, b.base+"/tools/call", map[string]string{"Content-Type": "application/json", "OXP-Version": "1.0"},
+	ctx, cancel := context.WithTimeout(context.Background(), otcfCallTimeout)
+	r, err := otcfDo(ctx, http.MethodPost, b.base+"/tools/call", map[string]string{"Content-Type": "application/json", "OXP-Version": "1.0"},
 		[]byte(`{"tool_id":"kid.echo","context":{"authorization":[{"id":"x","token":"`+token+`"}]},"input":{"message":"x"},}`))
 	cancel()
 	if err != nil || r.Status != 400 {
@@ -2032,7 +2032,7 @@ func TestE2EOTCFrontLogs(t *testing.T) {
 		if c.status == 200 && !c.success {
 			delete(want, "developer_message") // the sample's isError has no developer message
 		}
-		if diffs := otcE2EMatch("log", want, l[0]); len(diffs) > 0 {
+		if diffs := otcfMatch("log", want, l[0]); len(diffs) > 0 {
 			t.Errorf("log line of %s %s:\n  %s", c.toolID, c.callID, strings.Join(diffs, "\n  "))
 		}
 	}
@@ -2041,10 +2041,10 @@ func TestE2EOTCFrontLogs(t *testing.T) {
 	for _, text := range []string{"otcE2E child says: hello", `{"not":"a log line of ours"} ünï`} {
 		l := b.logs(func(m map[string]any) bool { return m["message"] == "child stderr" && m["line"] == text })
 		if len(l) != 1 || l[0]["upstream"] != "kid" || l[0]["level"] != "info" {
-			t.Errorf("log: child stderr line %q: %s, want one line {upstream: kid, message: \"child stderr\", line: …}", text, otcE2EShow(l))
+			t.Errorf("log: child stderr line %q: %s, want one line {upstream: kid, message: \"child stderr\", line: …}", text, otcfShow(l))
 		}
 	}
 	if l := b.logs(func(m map[string]any) bool { return m["message"] == "upstream child started" }); len(l) != 1 || l[0]["command"] != "sh" || l[0]["upstream"] != "kid" {
-		t.Errorf("log: upstream child started: %s, want one line with command sh (the base name only) and upstream kid", otcE2EShow(l))
+		t.Errorf("log: upstream child started: %s, want one line with command sh (the base name only) and upstream kid", otcfShow(l))
 	}
 }

@@ -1,6 +1,6 @@
 //go:build e2e
 
-package main
+package e2e
 
 // End-to-end tests of issue 9's OTC-front hardening through the built
 // binary (`mcpotc sample-otc`, which serves through the same otc.Handler as

@@ -1,6 +1,6 @@
 //go:build e2e
 
-package main
+package e2e
 
 // Chained fronts lose nothing: two bridges back to back are invisible.
 //
@@ -90,7 +90,7 @@ func chainMustDecode(t testing.TB, raw []byte) any {
 	t.Helper()
 	v, err := chainDecode(raw)
 	if err != nil {
-		t.Fatalf("not JSON (%v): %s", err, e2eTruncate(string(raw), 2000))
+		t.Fatalf("not JSON (%v): %s", err, truncate(string(raw), 2000))
 	}
 	return v
 }
@@ -157,7 +157,7 @@ func chainShow(v any) string {
 	if err != nil {
 		return fmt.Sprintf("%#v", v)
 	}
-	return e2eTruncate(string(b), 1200)
+	return truncate(string(b), 1200)
 }
 
 // chainMapStrings returns v with f applied to every string value (keys
@@ -463,7 +463,7 @@ func chainMCPObserve(t *testing.T, ctx context.Context, name, url string) *chain
 		Capabilities:   &sdk.ClientCapabilities{Elicitation: &sdk.ElicitationCapabilities{URL: &sdk.URLElicitationCapabilities{}}},
 		MultiRoundTrip: &sdk.MultiRoundTripOptions{Disabled: true},
 	})
-	cctx, cancel := context.WithTimeout(ctx, e2eCallTimeout)
+	cctx, cancel := context.WithTimeout(ctx, callTimeout)
 	cs, err := client.Connect(cctx, &sdk.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: rec}},
 		&sdk.ClientSessionOptions{ProtocolVersion: chainProtocol})
 	cancel()
@@ -481,7 +481,7 @@ func chainMCPObserve(t *testing.T, ctx context.Context, name, url string) *chain
 	obs.init, _ = frame["result"].(map[string]any)
 
 	mark := rec.mark()
-	lctx, cancel := context.WithTimeout(ctx, e2eCallTimeout)
+	lctx, cancel := context.WithTimeout(ctx, callTimeout)
 	for _, err := range cs.Tools(lctx, nil) { // every page
 		if err != nil {
 			cancel()
@@ -498,7 +498,7 @@ func chainMCPObserve(t *testing.T, ctx context.Context, name, url string) *chain
 		res, _ := frame["result"].(map[string]any)
 		tools, _ := res["tools"].([]any)
 		if res == nil {
-			t.Fatalf("%s: tools/list answered %s", name, e2eTruncate(string(p), 2000))
+			t.Fatalf("%s: tools/list answered %s", name, truncate(string(p), 2000))
 		}
 		for _, tool := range tools {
 			n, _ := tool.(map[string]any)["name"].(string)
@@ -563,7 +563,7 @@ func chainWaitOTCTools(t *testing.T, base string, n int) {
 	deadline := time.Now().Add(chainReady)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		r, err := otcE2EDo(ctx, http.MethodGet, base+"/tools", map[string]string{"OXP-Version": "1.0"}, nil)
+		r, err := otcfDo(ctx, http.MethodGet, base+"/tools", map[string]string{"OXP-Version": "1.0"}, nil)
 		cancel()
 		var got int
 		if err == nil {
@@ -588,7 +588,7 @@ func chainWaitMCPTools(t *testing.T, ctx context.Context, url string, n int) {
 	})
 	deadline := time.Now().Add(chainReady)
 	for {
-		cctx, cancel := context.WithTimeout(ctx, e2eCallTimeout)
+		cctx, cancel := context.WithTimeout(ctx, callTimeout)
 		got := -1
 		cs, err := client.Connect(cctx, &sdk.StreamableClientTransport{Endpoint: url}, &sdk.ClientSessionOptions{ProtocolVersion: chainProtocol})
 		if err == nil {
@@ -653,11 +653,11 @@ func TestE2EChainMCP(t *testing.T) {
 	for _, kind := range []string{"stdio", "streamableHttp"} {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
-			var otcb *otcE2EBridge
+			var otcb *otcfBridge
 			if kind == "stdio" {
-				otcb = otcE2EStart(t, []string{"--", node, everything, "stdio"}, peerEnv(t))
+				otcb = otcfStart(t, []string{"--", node, everything, "stdio"}, peerEnv(t))
 			} else {
-				otcb = otcE2EStart(t, []string{"--mcp", chainStartEverything(t, ctx)}, nil)
+				otcb = otcfStart(t, []string{"--mcp", chainStartEverything(t, ctx)}, nil)
 			}
 			chainWaitOTCTools(t, otcb.base, len(direct.names))
 			mcpb := startBridge(t, ctx, "http", []string{"--otc", otcb.base, "--refresh", "1s"}, nil)
@@ -792,7 +792,7 @@ func chainHasFlag(t *testing.T, bin, command, flag string) bool {
 
 // chainStartServeOTCConfig starts `serve-otc --config FILE`; it returns
 // an error (and no bridge) when serve-otc exits before listening.
-func chainStartServeOTCConfig(t *testing.T, config map[string]any) (*otcE2EBridge, error) {
+func chainStartServeOTCConfig(t *testing.T, config map[string]any) (*otcfBridge, error) {
 	t.Helper()
 	bin := buildMcpotc(t)
 	file := filepath.Join(t.TempDir(), "serve-otc.json")
@@ -806,21 +806,21 @@ func chainStartServeOTCConfig(t *testing.T, config map[string]any) (*otcE2EBridg
 	p := startProcess(t, context.Background(), bin, []string{"serve-otc", "--listen", "127.0.0.1:0", "--config", file}, nil)
 	deadline := time.Now().Add(chainReady)
 	for {
-		lines, _ := otcE2ELogLines(p.Stderr())
+		lines, _ := otcfLogLines(p.Stderr())
 		for _, l := range lines {
 			if l["message"] == "serving OTC for MCP servers" {
 				if addr, _ := l["addr"].(string); addr != "" {
-					return &otcE2EBridge{p: p, base: "http://" + addr, bin: bin}, nil
+					return &otcfBridge{p: p, base: "http://" + addr, bin: bin}, nil
 				}
 			}
 		}
 		select {
 		case <-p.Done():
-			return nil, fmt.Errorf("serve-otc --config %s exited before listening (%v): %s", b, p.waitErr, e2eTruncate(p.Stderr(), 2000))
+			return nil, fmt.Errorf("serve-otc --config %s exited before listening (%v): %s", b, p.waitErr, truncate(p.Stderr(), 2000))
 		case <-time.After(20 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("serve-otc --config: not listening within %v: %s", chainReady, e2eTruncate(p.Stderr(), 2000))
+			t.Fatalf("serve-otc --config: not listening within %v: %s", chainReady, truncate(p.Stderr(), 2000))
 		}
 	}
 }
@@ -830,7 +830,7 @@ func chainStartServeOTCConfig(t *testing.T, config map[string]any) (*otcE2EBridg
 func chainWaitCallLog(p *proc, callID string) map[string]any {
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		lines, _ := otcE2ELogLines(p.Stderr())
+		lines, _ := otcfLogLines(p.Stderr())
 		for _, l := range lines {
 			if l["message"] == "call" && l["call_id"] == callID {
 				return l
@@ -985,7 +985,7 @@ func TestE2EChainOTC(t *testing.T) {
 	}
 
 	// The direct catalog, then the chain's once it has as many tools.
-	r, err := otcE2EDo(ctx, http.MethodGet, direct+"/tools", map[string]string{"OXP-Version": "1.0"}, nil)
+	r, err := otcfDo(ctx, http.MethodGet, direct+"/tools", map[string]string{"OXP-Version": "1.0"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -994,9 +994,9 @@ func TestE2EChainOTC(t *testing.T) {
 
 	get := func(base string, hdr map[string]string, body []byte) chainOTCAnswer {
 		t.Helper()
-		cctx, cancel := context.WithTimeout(ctx, otcE2ECallTimeout)
+		cctx, cancel := context.WithTimeout(ctx, otcfCallTimeout)
 		defer cancel()
-		r, err := otcE2EDo(cctx, http.MethodGet, base+"/tools", hdr, body)
+		r, err := otcfDo(cctx, http.MethodGet, base+"/tools", hdr, body)
 		if err != nil {
 			t.Fatalf("GET %s/tools: %v", base, err)
 		}
@@ -1019,7 +1019,7 @@ func TestE2EChainOTC(t *testing.T) {
 		}
 	})
 
-	for _, d := range otcE2EDialects {
+	for _, d := range otcfDialects {
 		t.Run(d.name, func(t *testing.T) {
 			for i, c := range chainOTCCalls {
 				answer := func(base, suffix string) (chainOTCAnswer, []string) {
@@ -1032,9 +1032,9 @@ func TestE2EChainOTC(t *testing.T) {
 						req["call_id"] = sent
 					}
 					body, hdr := d.request(t, req)
-					cctx, cancel := context.WithTimeout(ctx, otcE2ECallTimeout)
+					cctx, cancel := context.WithTimeout(ctx, otcfCallTimeout)
 					defer cancel()
-					r, err := otcE2EDo(cctx, http.MethodPost, base+"/tools/call", hdr, body)
+					r, err := otcfDo(cctx, http.MethodPost, base+"/tools/call", hdr, body)
 					if err != nil {
 						t.Fatalf("%s %s: %v", d.name, c.label, err)
 					}

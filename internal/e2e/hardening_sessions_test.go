@@ -1,6 +1,6 @@
 //go:build e2e
 
-package main
+package e2e
 
 // End-to-end tests of the MCP front's sessions and request hardening
 // (issue 9, points 2–4 on the MCP side) through the built binary: session
@@ -26,18 +26,18 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-const e2eInitBody = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"e2e","version":"0"}}}`
+const initializeBody = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"e2e","version":"0"}}}`
 
-// e2ePost sends one POST to the streamable HTTP endpoint url and returns
+// postMessage sends one POST to the streamable HTTP endpoint url and returns
 // status, headers and body.
-func e2ePost(t *testing.T, url, body string, header http.Header) (int, http.Header, string) {
+func postMessage(t *testing.T, url, body string, header http.Header) (int, http.Header, string) {
 	t.Helper()
-	return e2eHTTP(t, http.MethodPost, url, body, header)
+	return httpDo(t, http.MethodPost, url, body, header)
 }
 
-func e2eHTTP(t *testing.T, method, url, body string, header http.Header) (int, http.Header, string) {
+func httpDo(t *testing.T, method, url, body string, header http.Header) (int, http.Header, string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), e2eCallTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 	defer cancel()
 	var rd io.Reader
 	if body != "" {
@@ -61,14 +61,14 @@ func e2eHTTP(t *testing.T, method, url, body string, header http.Header) (int, h
 	return resp.StatusCode, resp.Header, string(b)
 }
 
-func e2eSameJSON(t *testing.T, what, got, want string) {
+func sameJSON(t *testing.T, what, got, want string) {
 	t.Helper()
 	if !reflect.DeepEqual(mustDataOr(got), mustData(want)) {
 		t.Errorf("%s:\n got: %s\nwant: %s", what, got, want)
 	}
 }
 
-const e2eTooMany = `{"jsonrpc":"2.0","id":null,"error":{"code":-32003,"message":"too many sessions: the server holds its maximum of 3 sessions; retry later, or end an unused session with DELETE"}}`
+const tooMany = `{"jsonrpc":"2.0","id":null,"error":{"code":-32003,"message":"too many sessions: the server holds its maximum of 3 sessions; retry later, or end an unused session with DELETE"}}`
 
 // --max-sessions 3: the 4th initialize is 503 with the JSON-RPC error and
 // Retry-After; DELETE makes room, and so does idle expiry
@@ -79,7 +79,7 @@ func TestE2EHardeningSessionsBound(t *testing.T) {
 	b := startBridge(t, ctx, "http", []string{"--max-sessions", "3", "--session-idle-ttl", "2s"}, nil)
 	initialize := func() string {
 		t.Helper()
-		status, header, body := e2ePost(t, b.url, e2eInitBody, nil)
+		status, header, body := postMessage(t, b.url, initializeBody, nil)
 		id := header.Get("Mcp-Session-Id")
 		if status != http.StatusOK || id == "" || !strings.Contains(body, `"protocolVersion":"2025-11-25"`) {
 			t.Fatalf("initialize: %d session %q: %s", status, id, body)
@@ -88,16 +88,16 @@ func TestE2EHardeningSessionsBound(t *testing.T) {
 	}
 	refused := func(what string) {
 		t.Helper()
-		status, header, body := e2ePost(t, b.url, e2eInitBody, nil)
+		status, header, body := postMessage(t, b.url, initializeBody, nil)
 		if status != http.StatusServiceUnavailable || header.Get("Retry-After") != "5" || header.Get("Content-Type") != "application/json" {
 			t.Fatalf("%s: %d Retry-After=%q %q: %s", what, status, header.Get("Retry-After"), header.Get("Content-Type"), body)
 		}
-		e2eSameJSON(t, what, body, e2eTooMany)
+		sameJSON(t, what, body, tooMany)
 	}
 	sessions := []string{initialize(), initialize(), initialize()}
 	refused("the 4th initialize")
 
-	status, _, body := e2eHTTP(t, http.MethodDelete, b.url, "", http.Header{"Mcp-Session-Id": {sessions[0]}, "Mcp-Protocol-Version": {"2025-11-25"}})
+	status, _, body := httpDo(t, http.MethodDelete, b.url, "", http.Header{"Mcp-Session-Id": {sessions[0]}, "Mcp-Protocol-Version": {"2025-11-25"}})
 	if status != http.StatusOK {
 		t.Fatalf("DELETE: %d %s", status, body)
 	}
@@ -108,7 +108,7 @@ func TestE2EHardeningSessionsBound(t *testing.T) {
 	// every TTL/2, at least every second); then initialize works again.
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		status, header, _ := e2ePost(t, b.url, e2eInitBody, nil)
+		status, header, _ := postMessage(t, b.url, initializeBody, nil)
 		if status == http.StatusOK && header.Get("Mcp-Session-Id") != "" {
 			break
 		}
@@ -117,7 +117,7 @@ func TestE2EHardeningSessionsBound(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	status, _, body = e2ePost(t, b.url, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`,
+	status, _, body = postMessage(t, b.url, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`,
 		http.Header{"Mcp-Session-Id": {sessions[1]}, "Mcp-Protocol-Version": {"2025-11-25"}})
 	if status != http.StatusNotFound {
 		t.Errorf("POST in an expired session: %d %s", status, body)
@@ -161,7 +161,7 @@ func TestE2EHardeningSessionsStateless(t *testing.T) {
 
 	rec := &sessionRecorder{base: http.DefaultTransport}
 	client := sdk.NewClient(&sdk.Implementation{Name: "mcpotc-e2e-go-sdk", Version: "0.0.0"}, nil)
-	cctx, ccancel := context.WithTimeout(ctx, e2eCallTimeout)
+	cctx, ccancel := context.WithTimeout(ctx, callTimeout)
 	defer ccancel()
 	// Two clients at once, beyond --max-sessions 1: nothing is held.
 	var css []*sdk.ClientSession
@@ -194,7 +194,7 @@ func TestE2EHardeningSessionsStateless(t *testing.T) {
 	}
 	rec.mu.Unlock()
 
-	status, header, body := e2ePost(t, b.url,
+	status, header, body := postMessage(t, b.url,
 		`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"Calculator_Add","arguments":{"a":1,"b":2}}}`,
 		http.Header{"Mcp-Protocol-Version": {"2025-11-25"}})
 	if status != http.StatusOK || header.Get("Mcp-Session-Id") != "" {
@@ -203,13 +203,13 @@ func TestE2EHardeningSessionsStateless(t *testing.T) {
 	if !strings.Contains(body, `"id":7`) || !strings.Contains(body, `"structuredContent":{"sum":3}`) {
 		t.Errorf("tools/call without initialize: %s", body)
 	}
-	status, header, body = e2eHTTP(t, http.MethodGet, b.url, "", http.Header{"Mcp-Protocol-Version": {"2025-11-25"}})
+	status, header, body = httpDo(t, http.MethodGet, b.url, "", http.Header{"Mcp-Protocol-Version": {"2025-11-25"}})
 	if status != http.StatusMethodNotAllowed || header.Get("Allow") != "POST" {
 		t.Errorf("GET: %d Allow=%q %s", status, header.Get("Allow"), body)
 	}
 }
 
-var e2eInvalid = []struct{ name, frame, want string }{
+var invalid = []struct{ name, frame, want string }{
 	{"object id", `{"jsonrpc":"2.0","id":{"a":1},"method":"tools/list"}`,
 		`{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request: the id must be a string or a number, not an object"}}`},
 	{"array id", `{"jsonrpc":"2.0","id":[1],"method":"tools/list"}`,
@@ -229,34 +229,34 @@ func TestE2EHardeningSessionsInvalidRequests(t *testing.T) {
 	defer cancel()
 	t.Run("http", func(t *testing.T) {
 		b := startBridge(t, ctx, "http", nil, nil)
-		_, header, _ := e2ePost(t, b.url, e2eInitBody, nil)
+		_, header, _ := postMessage(t, b.url, initializeBody, nil)
 		session := http.Header{"Mcp-Session-Id": {header.Get("Mcp-Session-Id")}, "Mcp-Protocol-Version": {"2025-11-25"}}
-		for _, tc := range e2eInvalid {
+		for _, tc := range invalid {
 			for _, h := range []http.Header{session, nil} {
-				status, header, body := e2ePost(t, b.url, tc.frame, h)
+				status, header, body := postMessage(t, b.url, tc.frame, h)
 				if status != http.StatusBadRequest || header.Get("Content-Type") != "application/json" {
 					t.Errorf("%s: %d %q", tc.name, status, header.Get("Content-Type"))
 				}
-				e2eSameJSON(t, tc.name, body, tc.want)
+				sameJSON(t, tc.name, body, tc.want)
 			}
 		}
 	})
 	t.Run("stdio", func(t *testing.T) {
 		b := startBridge(t, ctx, "stdio", nil, nil)
-		b.p.rpcCall(t, 1, "initialize", mustData(`{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"e2e","version":"0"}}`), e2eCallTimeout)
+		b.p.rpcCall(t, 1, "initialize", mustData(`{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"e2e","version":"0"}}`), callTimeout)
 		b.p.rpcNotify(t, "notifications/initialized", nil)
-		for _, tc := range e2eInvalid {
+		for _, tc := range invalid {
 			if err := b.p.WriteLine(tc.frame); err != nil {
 				t.Fatal(err)
 			}
-			line, err := b.p.ReadLine(e2eCallTimeout)
+			line, err := b.p.ReadLine(callTimeout)
 			if err != nil {
 				t.Fatalf("%s: no answer: %v", tc.name, err)
 			}
-			e2eSameJSON(t, tc.name, line, tc.want)
+			sameJSON(t, tc.name, line, tc.want)
 		}
 		// Serving goes on.
-		if got := b.p.rpcCall(t, 2, "ping", nil, e2eCallTimeout); string(got) != "{}" {
+		if got := b.p.rpcCall(t, 2, "ping", nil, callTimeout); string(got) != "{}" {
 			t.Errorf("ping: %s", got)
 		}
 	})
@@ -274,19 +274,19 @@ func TestE2EHardeningSessionsBodyTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(e2eCallTimeout))
+	_ = conn.SetDeadline(time.Now().Add(callTimeout))
 	fmt.Fprintf(conn, "POST /mcp HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: %d\r\n\r\n",
-		addr, len(e2eInitBody))
+		addr, len(initializeBody))
 	stop := make(chan struct{})
 	defer close(stop)
 	go func() {
-		for i := range len(e2eInitBody) {
+		for i := range len(initializeBody) {
 			select {
 			case <-stop:
 				return
 			case <-time.After(300 * time.Millisecond):
 			}
-			if _, err := conn.Write([]byte{e2eInitBody[i]}); err != nil {
+			if _, err := conn.Write([]byte{initializeBody[i]}); err != nil {
 				return
 			}
 		}
@@ -299,7 +299,7 @@ func TestE2EHardeningSessionsBodyTimeout(t *testing.T) {
 	if resp.StatusCode != http.StatusRequestTimeout || string(body) != "request timeout: the body was not received within 1s\n" {
 		t.Errorf("slow body: %d %q", resp.StatusCode, body)
 	}
-	if status, header, body := e2ePost(t, b.url, e2eInitBody, nil); status != http.StatusOK || header.Get("Mcp-Session-Id") == "" {
+	if status, header, body := postMessage(t, b.url, initializeBody, nil); status != http.StatusOK || header.Get("Mcp-Session-Id") == "" {
 		t.Errorf("normal body: %d %s", status, body)
 	}
 	if !strings.Contains(b.p.Stderr(), "request body not received in time") {
@@ -312,7 +312,7 @@ func TestE2EHardeningSessionsAllowedHost(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	do := func(url, host string) (int, string) {
-		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(e2eInitBody))
+		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(initializeBody))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Accept", "application/json, text/event-stream")
 		req.Host = host
@@ -359,7 +359,7 @@ func TestE2EHardeningSessionsFlagErrors(t *testing.T) {
 		{[]string{"--transport", "http", "--session-idle-ttl", "-1s"}, "--session-idle-ttl must not be negative"},
 		{[]string{"--transport", "http", "--body-timeout", "0s"}, "--body-timeout must be positive"},
 	} {
-		ctx, cancel := context.WithTimeout(context.Background(), e2eCallTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 		cmd := exec.CommandContext(ctx, bin, append([]string{"serve-mcp", "--listen", "127.0.0.1:0"}, tc.args...)...)
 		out, err := cmd.CombinedOutput()
 		cancel()

@@ -1,6 +1,6 @@
 //go:build e2e
 
-package main
+package e2e
 
 // End-to-end tests of MCP tasks through the OTC front (README, "OTC front",
 // tasks): server-everything's simulate-research-query has
@@ -44,7 +44,7 @@ const tasksE2EReport = "# Research Report: bridges\n\n## Research Parameters\n- 
 	"- Elicitation requests use `relatedTask` to queue via tasks/result (works on all transports)\n\n" +
 	"*This is a simulated research report from the Everything MCP Server.*\n"
 
-const tasksE2ETool = otcE2EEv + "simulate_research_query"
+const tasksE2ETool = otcfEv + "simulate_research_query"
 
 // tasksE2ERecorder is a reverse proxy in front of a streamable HTTP MCP
 // server that records the JSON-RPC requests the bridge sends it.
@@ -100,7 +100,7 @@ func TestE2EHardeningTasksOTCFront(t *testing.T) {
 	port := freePort(t)
 	srv := startPeer(t, context.Background(), "mcp-server-everything", []string{"streamableHttp"}, []string{"PORT=" + strconv.Itoa(port)})
 	upURL := fmt.Sprintf("http://127.0.0.1:%d/mcp", port)
-	srv.waitHTTP(t, upURL, otcE2EStartTimeout)
+	srv.waitHTTP(t, upURL, otcfStartTimeout)
 	target, _ := url.Parse(fmt.Sprintf("http://127.0.0.1:%d", port))
 	rec := &tasksE2ERecorder{}
 	proxy := httptest.NewServer(rec.wrap(target))
@@ -108,9 +108,9 @@ func TestE2EHardeningTasksOTCFront(t *testing.T) {
 
 	// The task takes 4 s (4 stages of 1 s): the call timeout of 10 s
 	// covers it.
-	b := otcE2EStart(t, []string{"--call-timeout", "10s", "--mcp", proxy.URL + "/mcp"}, nil)
+	b := otcfStart(t, []string{"--call-timeout", "10s", "--mcp", proxy.URL + "/mcp"}, nil)
 	b.waitTools(t, []string{tasksE2ETool + "@2.0.0"})
-	d := otcE2EDialects[2]
+	d := otcfDialects[2]
 
 	t.Run("catalog", func(t *testing.T) {
 		var tool map[string]any
@@ -133,15 +133,15 @@ func TestE2EHardeningTasksOTCFront(t *testing.T) {
 				"inputSchema": "<any>", "execution": map[string]any{"taskSupport": "required"},
 			},
 		}
-		if diffs := otcE2EMatch("input_schema", want, schema); len(diffs) > 0 {
-			t.Errorf("simulate-research-query's input_schema:\n  %s\ngot %s", strings.Join(diffs, "\n  "), otcE2EShow(schema))
+		if diffs := otcfMatch("input_schema", want, schema); len(diffs) > 0 {
+			t.Errorf("simulate-research-query's input_schema:\n  %s\ngot %s", strings.Join(diffs, "\n  "), otcfShow(schema))
 		}
 	})
 
 	t.Run("call", func(t *testing.T) {
 		before := len(rec.requests("tools/call"))
 		req := map[string]any{"tool_id": tasksE2ETool, "call_id": "tasks-e2e-1", "input": map[string]any{"topic": "bridges"}}
-		b.expect(t, d, req, nil, http.StatusOK, otcE2EOK(tasksE2EReport))
+		b.expect(t, d, req, nil, http.StatusOK, otcfOK(tasksE2EReport))
 
 		// At the upstream: one tools/call with params.task.ttl = the call
 		// timeout, tasks/get polls, one tasks/result for the task created.
@@ -155,7 +155,7 @@ func TestE2EHardeningTasksOTCFront(t *testing.T) {
 			Task      map[string]any `json:"task"`
 		}
 		_ = json.Unmarshal(calls[0].Params, &p)
-		if diffs := otcE2EMatch("params", map[string]any{"name": "simulate-research-query", "arguments": map[string]any{"topic": "bridges"}, "task": map[string]any{"ttl": 10000.0}},
+		if diffs := otcfMatch("params", map[string]any{"name": "simulate-research-query", "arguments": map[string]any{"topic": "bridges"}, "task": map[string]any{"ttl": 10000.0}},
 			map[string]any{"name": p.Name, "arguments": p.Arguments, "task": p.Task}); len(diffs) > 0 {
 			t.Errorf("tools/call params: %s: %s", strings.Join(diffs, "; "), calls[0].Params)
 		}
@@ -186,22 +186,22 @@ func TestE2EHardeningTasksOTCFront(t *testing.T) {
 		// elicitation the task asks through tasks/result is declined, and
 		// the task completes with the default interpretation.
 		req := map[string]any{"tool_id": tasksE2ETool, "input": map[string]any{"topic": "python", "ambiguous": true}}
-		resp := b.expect(t, d, req, nil, http.StatusOK, otcE2EOK("<string>"))
+		resp := b.expect(t, d, req, nil, http.StatusOK, otcfOK("<string>"))
 		if v, _ := resp["value"].(string); !strings.HasPrefix(v, "# Research Report: python (User declined - using default interpretation)\n") {
-			t.Errorf("value %q, want the report of a declined clarification", e2eTruncate(v, 200))
+			t.Errorf("value %q, want the report of a declined clarification", truncate(v, 200))
 		}
 	})
 
 	t.Run("timeout", func(t *testing.T) {
-		short := otcE2EStart(t, []string{"--call-timeout", "1500ms", "--mcp", proxy.URL + "/mcp"}, nil)
+		short := otcfStart(t, []string{"--call-timeout", "1500ms", "--mcp", proxy.URL + "/mcp"}, nil)
 		short.waitTools(t, []string{tasksE2ETool + "@2.0.0"})
 		before := len(rec.requests("tasks/cancel"))
 		req := map[string]any{"tool_id": tasksE2ETool, "input": map[string]any{"topic": "slow"}}
-		short.expect(t, d, req, nil, http.StatusOK, otcE2EFailed(map[string]any{
+		short.expect(t, d, req, nil, http.StatusOK, otcfFailed(map[string]any{
 			"message":           "The tool server did not answer; the call may or may not have run",
 			"developer_message": "<string>",
 			"can_retry":         true,
-			"retry_after_ms":    otcE2EAtLeast(1),
+			"retry_after_ms":    otcfAtLeast(1),
 		}))
 		// tasks/cancel reaches the server for the task the call created.
 		deadline := time.Now().Add(10 * time.Second)
@@ -239,10 +239,10 @@ func TestE2EHardeningTasksOTCFront(t *testing.T) {
 func TestE2EHardeningTasksStdio(t *testing.T) {
 	t.Parallel()
 	node, everything := nodeBin(t), peerBin(t, "mcp-server-everything")
-	b := otcE2EStart(t, []string{"--", node, everything, "stdio"}, peerEnv(t))
+	b := otcfStart(t, []string{"--", node, everything, "stdio"}, peerEnv(t))
 	b.waitTools(t, []string{tasksE2ETool + "@2.0.0"})
 	req := map[string]any{"tool_id": tasksE2ETool, "input": map[string]any{"topic": "bridges"}}
-	b.expect(t, otcE2EDialects[0], req, nil, http.StatusOK, otcE2EOK(tasksE2EReport))
+	b.expect(t, otcfDialects[0], req, nil, http.StatusOK, otcfOK(tasksE2EReport))
 	b.stop(t)
 	b.checkLogs(t)
 }
@@ -257,14 +257,14 @@ func tasksE2EListed(t *testing.T, p *proc) map[string]any {
 		"protocolVersion": "2025-11-25",
 		"capabilities":    map[string]any{"elicitation": map[string]any{"url": map[string]any{}}},
 		"clientInfo":      map[string]any{"name": "tasks-e2e", "version": "0.0.0"},
-	}, otcE2EStartTimeout)
+	}, otcfStartTimeout)
 	p.rpcNotify(t, "notifications/initialized", nil)
-	deadline := time.Now().Add(otcE2EStartTimeout)
+	deadline := time.Now().Add(otcfStartTimeout)
 	for id := 2; ; id++ {
 		var res struct {
 			Tools []map[string]any `json:"tools"`
 		}
-		if err := json.Unmarshal(p.rpcCall(t, id, "tools/list", nil, otcE2ECallTimeout), &res); err != nil {
+		if err := json.Unmarshal(p.rpcCall(t, id, "tools/list", nil, otcfCallTimeout), &res); err != nil {
 			t.Fatalf("%s: tools/list: %v", p.name, err)
 		}
 		for _, tool := range res.Tools {
@@ -273,7 +273,7 @@ func tasksE2EListed(t *testing.T, p *proc) map[string]any {
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s does not list simulate-research-query within %v", p.name, otcE2EStartTimeout)
+			t.Fatalf("%s does not list simulate-research-query within %v", p.name, otcfStartTimeout)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -287,7 +287,7 @@ func tasksE2ERawCall(t *testing.T, p *proc, id int, params map[string]any) map[s
 	if err := p.WriteLine(string(b)); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(otcE2ECallTimeout)
+	deadline := time.Now().Add(otcfCallTimeout)
 	for {
 		line, err := p.ReadLine(time.Until(deadline))
 		if err != nil {
@@ -317,14 +317,14 @@ func TestE2EHardeningTasksChainExecution(t *testing.T) {
 		t.Fatalf("server-everything lists simulate-research-query with execution %v, want taskSupport required", direct["execution"])
 	}
 
-	otcb := otcE2EStart(t, []string{"--", node, everything, "stdio"}, peerEnv(t))
+	otcb := otcfStart(t, []string{"--", node, everything, "stdio"}, peerEnv(t))
 	otcb.waitTools(t, []string{tasksE2ETool + "@2.0.0"})
 	mcpb := startProcess(t, ctx, buildMcpotc(t), []string{"serve-mcp", "--transport", "stdio", "--otc", otcb.base}, nil)
 	chained := tasksE2EListed(t, mcpb)
-	if diffs := otcE2EMatch("execution", direct["execution"], chained["execution"]); len(diffs) > 0 || chained["execution"] == nil {
-		t.Errorf("the chain lists execution %s, server-everything %s: %s", otcE2EShow(chained["execution"]), otcE2EShow(direct["execution"]), strings.Join(diffs, "; "))
+	if diffs := otcfMatch("execution", direct["execution"], chained["execution"]); len(diffs) > 0 || chained["execution"] == nil {
+		t.Errorf("the chain lists execution %s, server-everything %s: %s", otcfShow(chained["execution"]), otcfShow(direct["execution"]), strings.Join(diffs, "; "))
 	}
-	if diffs := otcE2EMatch("tool", direct, chained); len(diffs) > 0 {
+	if diffs := otcfMatch("tool", direct, chained); len(diffs) > 0 {
 		t.Errorf("the chain lists simulate-research-query otherwise than server-everything:\n  %s", strings.Join(diffs, "\n  "))
 	}
 
@@ -335,7 +335,7 @@ func TestE2EHardeningTasksChainExecution(t *testing.T) {
 		frame := tasksE2ERawCall(t, mcpb, 100+i, params)
 		errObj, _ := frame["error"].(map[string]any)
 		if errObj == nil || fmt.Sprint(errObj["code"]) != "-32601" || !strings.Contains(fmt.Sprint(errObj["message"]), "requires task augmentation") {
-			t.Errorf("tools/call %s through the chain: %s, want -32601 requires task augmentation", otcE2EShow(params), otcE2EShow(frame))
+			t.Errorf("tools/call %s through the chain: %s, want -32601 requires task augmentation", otcfShow(params), otcfShow(frame))
 		}
 	}
 	otcb.stop(t)
