@@ -5,6 +5,9 @@
 // DNS-rebinding protection, request-body timeouts and a graceful shutdown
 // that delivers the answers of calls in flight.
 //
+// What it works around in mcp-go v1.2.1 is listed in mcpgo_compat.go, each
+// with a canary test that fails when mcp-go changes.
+//
 // It imports only the standard library and mcp-go, and logs through the
 // *slog.Logger given in Options. The MCP front (package bridge) is its
 // user: it registers tools and answers their calls.
