@@ -7,6 +7,8 @@
 // bounds every message (ErrTooLarge), and classifies failures by whether a
 // call may have reached the tool (ErrUnavailable, ErrLost, *Error).
 //
+// What it works around in mcp-go v1.2.1 is listed in mcpgo_compat.go.
+//
 // It imports only the standard library and mcp-go, and logs through the
 // *slog.Logger given in Options. The OTC front (package bridge) is its user.
 package upstream

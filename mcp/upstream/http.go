@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"maps"
 	"mime"
 	"net/http"
@@ -293,44 +292,6 @@ func (u *Upstream) headerFunc(ctx context.Context) map[string]string {
 		m[ck] = strings.Join(vs, ", ")
 	}
 	return m
-}
-
-// transportLogger is the logger given to mcp-go's transports: their lines
-// go out at debug level (they retry on their own and would be noisy), with
-// the error key of every other line ("err" in mcp-go v1.2.1, "error"
-// here), and each error as safeError gives it: mcp-go logs errors that
-// hold the server's URL, query and all.
-func (u *Upstream) transportLogger() *slog.Logger {
-	return slog.New(debugHandler{u.log.Handler()})
-}
-
-type debugHandler struct{ h slog.Handler }
-
-func (d debugHandler) Enabled(ctx context.Context, _ slog.Level) bool {
-	return d.h.Enabled(ctx, slog.LevelDebug)
-}
-
-func (d debugHandler) Handle(ctx context.Context, r slog.Record) error {
-	out := slog.NewRecord(r.Time, slog.LevelDebug, r.Message, r.PC)
-	r.Attrs(func(a slog.Attr) bool {
-		if a.Key == "err" {
-			a.Key = "error"
-		}
-		if err, ok := a.Value.Any().(error); ok && a.Value.Kind() == slog.KindAny {
-			a.Value = slog.StringValue(safeError(err))
-		}
-		out.AddAttrs(a)
-		return true
-	})
-	return d.h.Handle(ctx, out)
-}
-
-func (d debugHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
-	return debugHandler{d.h.WithAttrs(attrs)}
-}
-
-func (d debugHandler) WithGroup(name string) slog.Handler {
-	return debugHandler{d.h.WithGroup(name)}
 }
 
 // safeError is the text of a transport error fit for logs, status and

@@ -1,0 +1,64 @@
+package upstream
+
+import (
+	"context"
+	"log/slog"
+)
+
+// What mcp-go v1.2.1's client transports do that the upstream works
+// around, each with where the workaround lives and, where mcp-go's side can
+// be shown alone, the canary test that fails when mcp-go changes:
+//
+//   - Stdio.readResponses (client/transport/stdio.go) reads a line however
+//     long it is and skips a line it cannot decode: lineBounder (limit.go)
+//     bounds the lines and cuts one over the limit with an undecodable
+//     byte (TestUpstreamCanaryMCPGoStdioSkipsUndecodableLine).
+//   - StreamableHTTP.SendRequest (client/transport/streamable_http.go)
+//     reads a JSON answer, an error body or an event whole: limitBody
+//     (http.go) bounds each message (TestUpstreamCanaryMCPGoReadsHTTPAnswersWhole).
+//   - SSE.readSSE (client/transport/sse.go) reads a line however long it
+//     is and cannot answer server→client requests: sseBody (http.go)
+//     bounds the events and answers those requests itself.
+//   - StreamableHTTP answers ErrSessionTerminated once the server forgets
+//     the session (HTTP 404) and leaves a new initialize to its caller:
+//     connection.reinitialize (conn.go).
+//   - The transports log at info and error level, the error under "err",
+//     holding the server's URL with its query: transportLogger (below).
+
+// transportLogger is the logger given to mcp-go's transports: their lines
+// go out at debug level (they retry on their own and would be noisy), with
+// the error key of every other line ("err" in mcp-go v1.2.1, "error"
+// here), and each error as safeError gives it: mcp-go logs errors that
+// hold the server's URL, query and all.
+func (u *Upstream) transportLogger() *slog.Logger {
+	return slog.New(debugHandler{u.log.Handler()})
+}
+
+type debugHandler struct{ h slog.Handler }
+
+func (d debugHandler) Enabled(ctx context.Context, _ slog.Level) bool {
+	return d.h.Enabled(ctx, slog.LevelDebug)
+}
+
+func (d debugHandler) Handle(ctx context.Context, r slog.Record) error {
+	out := slog.NewRecord(r.Time, slog.LevelDebug, r.Message, r.PC)
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "err" {
+			a.Key = "error"
+		}
+		if err, ok := a.Value.Any().(error); ok && a.Value.Kind() == slog.KindAny {
+			a.Value = slog.StringValue(safeError(err))
+		}
+		out.AddAttrs(a)
+		return true
+	})
+	return d.h.Handle(ctx, out)
+}
+
+func (d debugHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return debugHandler{d.h.WithAttrs(attrs)}
+}
+
+func (d debugHandler) WithGroup(name string) slog.Handler {
+	return debugHandler{d.h.WithGroup(name)}
+}
