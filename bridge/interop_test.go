@@ -33,7 +33,6 @@ import (
 	"mime"
 	"net/http"
 	"net/http/httptest"
-	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -42,6 +41,7 @@ import (
 	"time"
 
 	"github.com/mcpotc/mcpotc/bridge"
+	"github.com/mcpotc/mcpotc/internal/wiretest"
 	"github.com/mcpotc/mcpotc/mcp/front"
 	mcpsample "github.com/mcpotc/mcpotc/mcp/sample"
 	"github.com/mcpotc/mcpotc/mcp/upstream"
@@ -181,149 +181,11 @@ func interopCell(t *testing.T, m *interopMatrix, row, col string, check func() [
 
 // --- matching JSON as data ----------------------------------------------------------
 
-// interopMatch lists how got (decoded with UseNumber) differs from want.
-// Objects must have the same keys, except that a want key "?k" is
-// optional, a want member "<open>": true allows any other member, and
-// members named "x-…" in got are extensions: tolerated, and recorded in
-// ext. Arrays must have the same length. In want, "<any>" matches any value
-// (the member must be there), "<string>" a non-empty string, "<number>" a
-// number ≥ 0, "<uuid>" a UUID, "~RE" a string matching RE; a func(any)
-// string checks the value itself ("" when right). Numbers compare by exact
-// value.
+// interopMatch lists how got (decoded with UseNumber) differs from want
+// (wiretest.Like); members named "x-…" in got are extensions: tolerated,
+// and recorded in ext.
 func interopMatch(path string, want, got any, ext *[]string) []string {
-	bad := func(format string, args ...any) []string {
-		return []string{path + ": " + fmt.Sprintf(format, args...)}
-	}
-	switch w := want.(type) {
-	case func(any) string:
-		if msg := w(got); msg != "" {
-			return bad("%s", msg)
-		}
-		return nil
-	case string:
-		g, isString := got.(string)
-		switch {
-		case w == "<any>":
-		case w == "<string>":
-			if !isString || g == "" {
-				return bad("want a non-empty string, got %s", interopShow(got))
-			}
-		case w == "<number>":
-			n, ok := got.(json.Number)
-			if f, err := n.Float64(); !ok || err != nil || f < 0 {
-				return bad("want a number ≥ 0, got %s", interopShow(got))
-			}
-		case w == "<uuid>":
-			if !isString || !interopUUID.MatchString(g) {
-				return bad("want a UUID, got %s", interopShow(got))
-			}
-		case strings.HasPrefix(w, "~"):
-			if !isString || !regexp.MustCompile(w[1:]).MatchString(g) {
-				return bad("want a string matching %q, got %s", w[1:], interopShow(got))
-			}
-		default:
-			if !isString || g != w {
-				return bad("want %s, got %s", interopShow(w), interopShow(got))
-			}
-		}
-		return nil
-	case map[string]any:
-		g, ok := got.(map[string]any)
-		if !ok {
-			return bad("want an object, got %s", interopShow(got))
-		}
-		var diffs []string
-		open := w["<open>"] == true
-		for _, k := range slices.Sorted(maps.Keys(w)) {
-			if k == "<open>" {
-				continue
-			}
-			name, optional := strings.CutPrefix(k, "?")
-			gv, present := g[name]
-			if !present {
-				if !optional {
-					diffs = append(diffs, fmt.Sprintf("%s.%s: missing (want %s)", path, name, interopShow(interopPrintable(w[k]))))
-				}
-				continue
-			}
-			diffs = append(diffs, interopMatch(path+"."+name, w[k], gv, ext)...)
-		}
-		for _, k := range slices.Sorted(maps.Keys(g)) {
-			_, plain := w[k]
-			_, optional := w["?"+k]
-			switch {
-			case plain || optional || open:
-			case strings.HasPrefix(k, "x-"):
-				if ext != nil {
-					*ext = append(*ext, fmt.Sprintf("%s.%s = %s", path, k, interopShow(g[k])))
-				}
-			default:
-				diffs = append(diffs, fmt.Sprintf("%s.%s: unexpected member %s", path, k, interopShow(g[k])))
-			}
-		}
-		return diffs
-	case []any:
-		g, ok := got.([]any)
-		if !ok || len(g) != len(w) {
-			return bad("want an array of %d, got %s", len(w), interopShow(got))
-		}
-		var diffs []string
-		for i := range w {
-			diffs = append(diffs, interopMatch(fmt.Sprintf("%s[%d]", path, i), w[i], g[i], ext)...)
-		}
-		return diffs
-	case nil:
-		if got != nil {
-			return bad("want null, got %s", interopShow(got))
-		}
-		return nil
-	case bool:
-		if g, ok := got.(bool); !ok || g != w {
-			return bad("want %v, got %s", w, interopShow(got))
-		}
-		return nil
-	case int:
-		return interopMatch(path, json.Number(fmt.Sprint(w)), got, ext)
-	case float64:
-		return interopMatch(path, json.Number(fmt.Sprint(w)), got, ext)
-	case json.Number:
-		g, ok := got.(json.Number)
-		if !ok || !interopSameNumber(w, g) {
-			return bad("want %s, got %s", w, interopShow(got))
-		}
-		return nil
-	default:
-		return bad("unsupported expectation %T", want)
-	}
-}
-
-var interopUUID = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
-
-func interopSameNumber(a, b json.Number) bool {
-	x, okx := new(big.Rat).SetString(string(a))
-	y, oky := new(big.Rat).SetString(string(b))
-	return okx && oky && x.Cmp(y) == 0
-}
-
-// interopPrintable replaces check functions by a placeholder, for messages.
-func interopPrintable(v any) any {
-	switch w := v.(type) {
-	case func(any) string:
-		return "<check>"
-	case map[string]any:
-		out := map[string]any{}
-		for k, x := range w {
-			out[k] = interopPrintable(x)
-		}
-		return out
-	case []any:
-		out := make([]any, len(w))
-		for i, x := range w {
-			out[i] = interopPrintable(x)
-		}
-		return out
-	}
-	return v
+	return wiretest.Like{Tolerate: func(_, k string) bool { return strings.HasPrefix(k, "x-") }, Ext: ext}.Diff(path, want, got)
 }
 
 func interopShow(v any) string {

@@ -37,6 +37,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/mcpotc/mcpotc/internal/wiretest"
 	mcpsample "github.com/mcpotc/mcpotc/mcp/sample"
 	"image/png"
 	"io"
@@ -73,7 +74,6 @@ const (
 var (
 	otcfToolIDPattern   = regexp.MustCompile(`^[A-Za-z0-9_]+\.[A-Za-z0-9_]+(@([0-9]+|[0-9]+\.[0-9]+\.[0-9]+))?$`)
 	otcfToolNamePattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
-	otcfUUIDPattern     = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
 )
 
 var otcfHTTP = &http.Client{Timeout: 2 * otcfCallTimeout}
@@ -189,133 +189,14 @@ func otcfShow(v any) string {
 
 // --- matching JSON as data ----------------------------------------------------------
 
-// otcfMatch lists how got (decoded JSON) differs from want. Maps must
-// have exactly the same keys and arrays the same length. In want, the
-// string "<any>" matches any value, "<string>" a non-empty string,
-// "<number>" a number ≥ 0, "<uuid>" a random UUID, and "~RE" a string
-// matching the regular expression RE; a func(any) string checks the value
-// itself (it returns "" when the value is right).
+// otcfMatch lists how got (decoded JSON) differs from want (wiretest.Like).
+// The round-trip carriers (README, Round trips) are extension members OTC
+// clients ignore: tolerated; their content is asserted by the otc_front
+// conformance vectors and the chain tests.
 func otcfMatch(path string, want, got any) []string {
-	bad := func(format string, args ...any) []string {
-		return []string{path + ": " + fmt.Sprintf(format, args...)}
-	}
-	switch w := want.(type) {
-	case func(any) string:
-		if msg := w(got); msg != "" {
-			return bad("%s", msg)
-		}
-		return nil
-	case string:
-		g, isString := got.(string)
-		switch {
-		case w == "<any>":
-			return nil
-		case w == "<string>":
-			if !isString || g == "" {
-				return bad("want a non-empty string, got %s", otcfShow(got))
-			}
-		case w == "<number>":
-			if n, ok := got.(float64); !ok || n < 0 {
-				return bad("want a number ≥ 0, got %s", otcfShow(got))
-			}
-		case w == "<uuid>":
-			if !isString || !otcfUUIDPattern.MatchString(g) {
-				return bad("want a UUID, got %s", otcfShow(got))
-			}
-		case strings.HasPrefix(w, "~"):
-			if !isString || !regexp.MustCompile(w[1:]).MatchString(g) {
-				return bad("want a string matching %q, got %s", w[1:], otcfShow(got))
-			}
-		default:
-			if !isString || g != w {
-				return bad("want %s, got %s", otcfShow(w), otcfShow(got))
-			}
-		}
-		return nil
-	case map[string]any:
-		g, ok := got.(map[string]any)
-		if !ok {
-			return bad("want an object, got %s", otcfShow(got))
-		}
-		var diffs []string
-		keys := slices.Sorted(maps.Keys(w))
-		for _, k := range keys {
-			gv, ok := g[k]
-			if !ok {
-				diffs = append(diffs, fmt.Sprintf("%s.%s: missing (want %s)", path, k, otcfShow(otcfPrintable(w[k]))))
-				continue
-			}
-			diffs = append(diffs, otcfMatch(path+"."+k, w[k], gv)...)
-		}
-		for _, k := range slices.Sorted(maps.Keys(g)) {
-			// The round-trip carriers (README, Round trips) are extension
-			// members OTC clients ignore; their content is asserted by the
-			// otc_front conformance vectors and the chain tests.
-			if strings.HasPrefix(k, "x-mcp-") || strings.Contains(path, ".x-mcp-") {
-				continue
-			}
-			if _, ok := w[k]; !ok {
-				diffs = append(diffs, fmt.Sprintf("%s.%s: unexpected member %s", path, k, otcfShow(g[k])))
-			}
-		}
-		return diffs
-	case []any:
-		g, ok := got.([]any)
-		if !ok || len(g) != len(w) {
-			return bad("want an array of %d, got %s", len(w), otcfShow(got))
-		}
-		var diffs []string
-		for i := range w {
-			diffs = append(diffs, otcfMatch(fmt.Sprintf("%s[%d]", path, i), w[i], g[i])...)
-		}
-		return diffs
-	case []string:
-		a := make([]any, len(w))
-		for i, s := range w {
-			a[i] = s
-		}
-		return otcfMatch(path, a, got)
-	case nil:
-		if got != nil {
-			return bad("want null, got %s", otcfShow(got))
-		}
-		return nil
-	case bool:
-		if g, ok := got.(bool); !ok || g != w {
-			return bad("want %v, got %s", w, otcfShow(got))
-		}
-		return nil
-	case int:
-		return otcfMatch(path, float64(w), got)
-	case float64:
-		if g, ok := got.(float64); !ok || g != w {
-			return bad("want %v, got %s", w, otcfShow(got))
-		}
-		return nil
-	default:
-		return bad("unsupported expectation %T", want)
-	}
-}
-
-// otcfPrintable replaces check functions by a placeholder, for messages.
-func otcfPrintable(v any) any {
-	switch w := v.(type) {
-	case func(any) string:
-		return "<check>"
-	case map[string]any:
-		out := map[string]any{}
-		for k, x := range w {
-			out[k] = otcfPrintable(x)
-		}
-		return out
-	case []any:
-		out := make([]any, len(w))
-		for i, x := range w {
-			out[i] = otcfPrintable(x)
-		}
-		return out
-	}
-	return v
+	return wiretest.Like{Tolerate: func(path, k string) bool {
+		return strings.HasPrefix(k, "x-mcp-") || strings.Contains(path, ".x-mcp-")
+	}}.Diff(path, want, got)
 }
 
 // otcfAtLeast checks a number ≥ min.

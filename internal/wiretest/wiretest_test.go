@@ -76,3 +76,37 @@ func TestWriter(t *testing.T) {
 		t.Errorf("oneLine = %q, %v", line, ok)
 	}
 }
+
+func TestLike(t *testing.T) {
+	var ext []string
+	l := Like{Tolerate: func(_, k string) bool { return strings.HasPrefix(k, "x-") }, Ext: &ext}
+	want := map[string]any{"id": "<uuid>", "n": 2, "f": 1.5, "s": "<string>", "re": "~^a+$", "?opt": true,
+		"list": []string{"a"}, "any": "<any>", "m": map[string]any{"<open>": true, "k": "<number>"},
+		"chk": func(v any) string {
+			if v != "ok" {
+				return "not ok"
+			}
+			return ""
+		}}
+	for _, got := range []map[string]any{
+		{"id": "0b3d2f0e-8c1a-4c55-9a47-6f2b0c9d1e2f", "n": json.Number("2.0"), "f": 1.5, "s": "x", "re": "aaa", "list": []any{"a"}, "any": nil, "m": map[string]any{"k": 0.0, "other": 1}, "chk": "ok", "x-ext": 1},
+		{"id": "0b3d2f0e-8c1a-4c55-9a47-6f2b0c9d1e2f", "n": 2.0, "f": json.Number("15e-1"), "s": "x", "re": "aaa", "?opt": nil, "opt": true, "list": []any{"a"}, "any": 1, "m": map[string]any{"k": json.Number("3")}, "chk": "ok"},
+	} {
+		if d := l.Diff("", want, got); len(d) != 0 {
+			t.Errorf("%v: %q", got, d)
+		}
+	}
+	if !slices.Equal(ext, []string{".x-ext = 1"}) {
+		t.Errorf("ext = %q", ext)
+	}
+	bad := map[string]any{"id": "nope", "n": 3, "f": "1.5", "s": "", "re": "b", "list": []any{}, "m": map[string]any{"k": -1.0}, "chk": "no", "extra": 1}
+	got := l.Diff("", want, bad)
+	wantDiffs := []string{
+		`.any: missing (want "<any>")`, `.chk: not ok`, `.f: want 1.5, got "1.5"`, `.id: want a UUID, got "nope"`,
+		`.list: want an array of 1, got []`, `.m.k: want a number ≥ 0, got -1`, `.n: want 2, got 3`,
+		`.re: want a string matching "^a+$", got "b"`, `.s: want a non-empty string, got ""`, `.extra: unexpected member 1`,
+	}
+	if !slices.Equal(got, wantDiffs) {
+		t.Errorf("diffs:\n%q\nwant\n%q", got, wantDiffs)
+	}
+}
