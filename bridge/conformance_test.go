@@ -151,25 +151,7 @@ func TestMCPFrontConformance(t *testing.T) {
 				t.Fatal(err)
 			}
 			problems := runScenario(t, sc)
-			kd := sc.opts.KnownDeviation
-			if kd == nil {
-				for _, p := range problems {
-					t.Error(p)
-				}
-				return
-			}
-			known := 0
-			for _, p := range problems {
-				if strings.Contains(p, kd.Match) {
-					known++
-					t.Logf("known deviation (%s): %s", kd.What, p)
-				} else {
-					t.Error(p)
-				}
-			}
-			if known == 0 {
-				t.Errorf("known deviation %q no longer occurs: remove known_deviation from options.json", kd.What)
-			}
+			wiretest.Report(t, problems, sc.opts.KnownDeviation)
 		})
 	}
 }
@@ -204,14 +186,7 @@ type vectorOptions struct {
 	// /NAME with the same GET /tools answer (for prefixes and name clashes).
 	Mirrors []mirrorOptions `json:"mirrors"`
 	// KnownDeviation says how the front deviates from the contract here.
-	KnownDeviation *knownDeviation `json:"known_deviation"`
-}
-
-// knownDeviation tolerates the problems that contain Match (and only
-// those), and fails when none occurs any more.
-type knownDeviation struct {
-	What  string `json:"what"`
-	Match string `json:"match"`
+	KnownDeviation *wiretest.KnownDeviation `json:"known_deviation"`
 }
 
 type mirrorOptions struct {
@@ -518,8 +493,8 @@ func parseScenario(data []byte, updating bool) (*scenario, error) {
 
 func (sc *scenario) parseOptions() error {
 	o := &sc.opts
-	if kd := o.KnownDeviation; kd != nil && (strings.TrimSpace(kd.What) == "" || strings.TrimSpace(kd.Match) == "") {
-		return errors.New(`known_deviation: want {"what": "how the front deviates", "match": "text of the problems it causes"}`)
+	if err := o.KnownDeviation.Check(); err != nil {
+		return err
 	}
 	if _, err := otc.ParseDialect(o.Dialect); err != nil {
 		return err

@@ -15,7 +15,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -175,25 +174,7 @@ func TestOTCFrontConformance(t *testing.T) {
 				}
 			}
 			problems := otcfRunScenario(t, sc)
-			kd := sc.opts.KnownDeviation
-			if kd == nil {
-				for _, p := range problems {
-					t.Error(p)
-				}
-				return
-			}
-			known := 0
-			for _, p := range problems {
-				if slices.ContainsFunc(kd.Match, func(m string) bool { return strings.Contains(p, m) }) {
-					known++
-					t.Logf("known deviation (%s): %s", kd.What, p)
-				} else {
-					t.Error(p)
-				}
-			}
-			if known == 0 {
-				t.Errorf("known deviation %q no longer occurs: remove known_deviation from options.json", kd.What)
-			}
+			wiretest.Report(t, problems, sc.opts.KnownDeviation)
 		})
 	}
 }
@@ -219,19 +200,12 @@ type otcfOptions struct {
 	IdempotencyTTL string `json:"idempotency_ttl"`
 	CallTimeout    string `json:"call_timeout"`
 	// KnownDeviation says how the front deviates from the contract here.
-	KnownDeviation *otcfDeviation `json:"known_deviation"`
+	KnownDeviation *wiretest.KnownDeviation `json:"known_deviation"`
 }
 
 type otcfServerInfo struct {
 	Name    string `json:"name"`
 	Version string `json:"version"`
-}
-
-// otcfDeviation tolerates the problems that contain one of Match (and only
-// those), and fails when none occurs any more.
-type otcfDeviation struct {
-	What  string   `json:"what"`
-	Match []string `json:"match"`
 }
 
 // otcfUpstreamStep is N.upstream: the tools/call the upstream must receive
@@ -498,8 +472,8 @@ func (sc *otcfScenario) checkOptions(hasTools bool) error {
 			return fmt.Errorf("options.json: idempotency_ttl %q: want a positive Go duration", o.IdempotencyTTL)
 		}
 	}
-	if kd := o.KnownDeviation; kd != nil && (kd.What == "" || len(kd.Match) == 0 || slices.Contains(kd.Match, "")) {
-		return errors.New("options.json: known_deviation needs what and non-empty match texts")
+	if err := o.KnownDeviation.Check(); err != nil {
+		return fmt.Errorf("options.json: %w", err)
 	}
 	return nil
 }

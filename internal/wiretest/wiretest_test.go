@@ -110,3 +110,28 @@ func TestLike(t *testing.T) {
 		t.Errorf("diffs:\n%q\nwant\n%q", got, wantDiffs)
 	}
 }
+
+func TestKnownDeviation(t *testing.T) {
+	for _, tc := range []struct {
+		in  string
+		err bool
+	}{
+		{`{"what":"w","match":"m"}`, false},
+		{`{"what":"w","match":["a","b"]}`, false},
+		{`{"what":"w","match":[]}`, true},
+		{`{"what":"","match":"m"}`, true},
+		{`{"what":"w","match":["a",""]}`, true},
+	} {
+		var kd KnownDeviation
+		if err := json.Unmarshal([]byte(tc.in), &kd); err != nil {
+			t.Fatal(err)
+		}
+		if err := kd.Check(); (err != nil) != tc.err {
+			t.Errorf("%s: Check = %v", tc.in, err)
+		}
+	}
+	kd := &KnownDeviation{What: "w", Match: Matches{"tolerated"}}
+	if !kd.tolerates("a tolerated problem") || kd.tolerates("another") {
+		t.Error("tolerates")
+	}
+}
