@@ -58,9 +58,6 @@ const (
 	otcfHangLimit = 2 * otcfWait
 )
 
-// otcfDialects are the file-name suffixes of dialect-specific vectors.
-var otcfDialects = []string{"otc-1.0", "oxp-1.0", "oxp-flat"}
-
 // TestOTCFrontConformance runs the wire-level vectors of the OTC front
 // (README.md: "What OTC clients see", "How MCP names become OTC ids",
 // "Round trips") in
@@ -147,36 +144,14 @@ var otcfDialects = []string{"otc-1.0", "oxp-1.0", "oxp-flat"}
 // and the placeholders that still match ({{captures}} are written out as
 // values); vectors with a known deviation are never rewritten.
 func TestOTCFrontConformance(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join(otcfVectorDir, "*.txtar"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(files) == 0 {
-		t.Fatalf("no vectors in %s", otcfVectorDir)
-	}
-	names := map[string]bool{}
-	for _, f := range files {
-		names[filepath.Base(f)] = true
-	}
-	for _, f := range files {
-		name := filepath.Base(f)
-		t.Run(strings.TrimSuffix(name, ".txtar"), func(t *testing.T) {
-			t.Parallel()
-			sc, err := otcfLoadFile(f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if sc.dialect != "" {
-				for _, d := range otcfDialects {
-					if sib := sc.name + "." + d + ".txtar"; !names[sib] {
-						t.Errorf("%s has no sibling %s: a dialect scenario is written in every dialect", name, sib)
-					}
-				}
-			}
-			problems := otcfRunScenario(t, sc)
-			wiretest.Report(t, problems, sc.opts.KnownDeviation)
-		})
-	}
+	wiretest.RunVectors(t, otcfVectorDir, func(t *testing.T, path string) {
+		sc, err := otcfLoadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		problems := otcfRunScenario(t, sc)
+		wiretest.Report(t, problems, sc.opts.KnownDeviation)
+	})
 }
 
 // otcfOptions is options.json.
@@ -277,8 +252,7 @@ type otcfStep struct {
 var otcfMatcher = wiretest.Matcher{Root: "(body)"}
 
 var (
-	otcfSectionName  = regexp.MustCompile(`^([1-9][0-9]*)\.(request|response|upstream)$`)
-	otcfScenarioName = regexp.MustCompile(`^[a-z0-9_]+$`)
+	otcfSectionName = regexp.MustCompile(`^([1-9][0-9]*)\.(request|response|upstream)$`)
 )
 
 func otcfLoadFile(path string) (*otcfScenario, error) {
@@ -297,20 +271,11 @@ func otcfLoadFile(path string) (*otcfScenario, error) {
 // otcfParseScenario loads one vector strictly.
 func otcfParseScenario(file string, data []byte) (*otcfScenario, error) {
 	sc := &otcfScenario{archive: txtar.Parse(data)}
-	base, ok := strings.CutSuffix(file, ".txtar")
-	if !ok {
-		return nil, errors.New("a vector's name ends in .txtar")
+	name, dialect, err := wiretest.VectorName(file)
+	if err != nil {
+		return nil, err
 	}
-	for _, d := range otcfDialects {
-		if name, ok := strings.CutSuffix(base, "."+d); ok {
-			base, sc.dialect = name, d
-			break
-		}
-	}
-	if !otcfScenarioName.MatchString(base) {
-		return nil, fmt.Errorf("name %q: want scenario.txtar or scenario.DIALECT.txtar with scenario in [a-z0-9_] and DIALECT one of %s", file, strings.Join(otcfDialects, ", "))
-	}
-	sc.name = base
+	sc.name, sc.dialect = name, dialect
 	if len(bytes.TrimSpace(sc.archive.Comment)) == 0 {
 		return nil, errors.New("no comment header: say what the scenario shows and which contract row it covers")
 	}

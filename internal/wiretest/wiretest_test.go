@@ -135,3 +135,18 @@ func TestKnownDeviation(t *testing.T) {
 		t.Error("tolerates")
 	}
 }
+
+func TestVectorName(t *testing.T) {
+	for _, tc := range []struct{ file, scenario, dialect, err string }{
+		{"call_ok.txtar", "call_ok", "", ""},
+		{"call_ok.oxp-flat.txtar", "call_ok", "oxp-flat", ""},
+		{"Call.txtar", "", "", "want scenario.txtar"},
+		{"call.json", "", "", "ends in .txtar"},
+		{"call.oxp-2.0.txtar", "", "", "want scenario.txtar"},
+	} {
+		s, d, err := VectorName(tc.file)
+		if s != tc.scenario || d != tc.dialect || (err == nil) != (tc.err == "") || err != nil && !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("%s: %q %q %v", tc.file, s, d, err)
+		}
+	}
+}

@@ -31,9 +31,6 @@ const vectorDir = "../../testdata/conformance/otc"
 // clock is the fixed instant of every conformance server.
 var clock = time.Date(2025, 3, 17, 12, 0, 0, 0, time.UTC)
 
-// dialects are the file-name suffixes of dialect-specific vectors.
-var dialects = []string{"otc-1.0", "oxp-1.0", "oxp-flat"}
-
 // TestConformance runs the wire-level conformance vectors against the sample
 // toolkit's OTC server. Each file in testdata/conformance/otc is one
 // scenario, in txtar form:
@@ -96,42 +93,20 @@ var dialects = []string{"otc-1.0", "oxp-1.0", "oxp-flat"}
 // sections from what the server answered, keeping the listed headers and,
 // where they still match, the placeholders.
 func TestConformance(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join(vectorDir, "*.txtar"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(files) == 0 {
-		t.Fatalf("no vectors in %s", vectorDir)
-	}
-	names := map[string]bool{}
-	for _, f := range files {
-		names[filepath.Base(f)] = true
-	}
-	for _, f := range files {
-		name := filepath.Base(f)
-		t.Run(strings.TrimSuffix(name, ".txtar"), func(t *testing.T) {
-			t.Parallel()
-			sc, err := loadFile(f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if sc.dialect != "" {
-				for _, d := range dialects {
-					if sib := sc.name + "." + d + ".txtar"; !names[sib] {
-						t.Errorf("%s has no sibling %s: a dialect scenario is written in every dialect", name, sib)
-					}
-				}
-			}
-			runScenario(t, sc)
-		})
-	}
+	wiretest.RunVectors(t, vectorDir, func(t *testing.T, path string) {
+		sc, err := loadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runScenario(t, sc)
+	})
 }
 
 // scenario is one loaded vector file.
 type scenario struct {
 	path      string
 	name      string // file name without dialect and .txtar
-	dialect   string // "" or one of dialects
+	dialect   string // "" or one of wiretest.Dialects
 	archive   *txtar.Archive
 	options   *otc.Options
 	exchanges []*exchange
@@ -160,8 +135,7 @@ type vectorOptions struct {
 var matcher = wiretest.Matcher{Root: "(body)"}
 
 var (
-	sectionName  = regexp.MustCompile(`^([1-9][0-9]*)\.(request|response)$`)
-	scenarioName = regexp.MustCompile(`^[a-z0-9_]+$`)
+	sectionName = regexp.MustCompile(`^([1-9][0-9]*)\.(request|response)$`)
 )
 
 func loadFile(path string) (*scenario, error) {
@@ -180,20 +154,11 @@ func loadFile(path string) (*scenario, error) {
 // parseScenario loads one vector strictly.
 func parseScenario(file string, data []byte) (*scenario, error) {
 	sc := &scenario{archive: txtar.Parse(data)}
-	base, ok := strings.CutSuffix(file, ".txtar")
-	if !ok {
-		return nil, errors.New("a vector's name ends in .txtar")
+	name, dialect, err := wiretest.VectorName(file)
+	if err != nil {
+		return nil, err
 	}
-	for _, d := range dialects {
-		if name, ok := strings.CutSuffix(base, "."+d); ok {
-			base, sc.dialect = name, d
-			break
-		}
-	}
-	if !scenarioName.MatchString(base) {
-		return nil, fmt.Errorf("name %q: want scenario.txtar or scenario.DIALECT.txtar with scenario in [a-z0-9_] and DIALECT one of %s", file, strings.Join(dialects, ", "))
-	}
-	sc.name = base
+	sc.name, sc.dialect = name, dialect
 	if len(bytes.TrimSpace(sc.archive.Comment)) == 0 {
 		return nil, errors.New("no comment header: say what the scenario shows and which spec rule it covers")
 	}

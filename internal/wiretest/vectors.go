@@ -1,0 +1,67 @@
+package wiretest
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// Dialects are the file-name suffixes of dialect-specific OTC vectors:
+// scenario.DIALECT.txtar, written once for each.
+var Dialects = []string{"otc-1.0", "oxp-1.0", "oxp-flat"}
+
+var scenarioName = regexp.MustCompile(`^[a-z0-9_]+$`)
+
+// VectorName splits a vector's file name into its scenario and its
+// dialect ("" when it is for every dialect).
+func VectorName(file string) (scenario, dialect string, err error) {
+	base, ok := strings.CutSuffix(file, ".txtar")
+	if !ok {
+		return "", "", errors.New("a vector's name ends in .txtar")
+	}
+	for _, d := range Dialects {
+		if name, ok := strings.CutSuffix(base, "."+d); ok {
+			base, dialect = name, d
+			break
+		}
+	}
+	if !scenarioName.MatchString(base) {
+		return "", "", fmt.Errorf("name %q: want scenario.txtar or scenario.DIALECT.txtar with scenario in [a-z0-9_] and DIALECT one of %s", file, strings.Join(Dialects, ", "))
+	}
+	return base, dialect, nil
+}
+
+// RunVectors runs each vector (*.txtar) of dir as a parallel subtest named
+// after its file, failing when there is none, and checks that a dialect
+// vector is there in every dialect.
+func RunVectors(t *testing.T, dir string, run func(t *testing.T, path string)) {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*.txtar"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) == 0 {
+		t.Fatalf("no vectors in %s", dir)
+	}
+	names := map[string]bool{}
+	for _, f := range files {
+		names[filepath.Base(f)] = true
+	}
+	for _, f := range files {
+		name := filepath.Base(f)
+		t.Run(strings.TrimSuffix(name, ".txtar"), func(t *testing.T) {
+			t.Parallel()
+			if scenario, dialect, err := VectorName(name); err == nil && dialect != "" {
+				for _, d := range Dialects {
+					if sib := scenario + "." + d + ".txtar"; !names[sib] {
+						t.Errorf("%s has no sibling %s: a dialect scenario is written in every dialect", name, sib)
+					}
+				}
+			}
+			run(t, f)
+		})
+	}
+}
