@@ -203,6 +203,12 @@ func (u *Upstream) callFailed(conn *connection, name string, r sendResult) error
 		e := *tooLarge
 		e.Tool = name
 		return &e
+	case authorizationURL(r.err) != "":
+		return &callError{class: ErrUnauthorized, extra: r.err, msg: fmt.Sprintf("call to %q: %s", name, safeError(r.err))}
+	case u.cfg.Auth != nil && r.status == 0 && !r.sent:
+		// The Authorizer failed before the request went (a token refresh,
+		// the vault): nothing reached the tool.
+		return &callError{class: ErrUnavailable, extra: r.err, msg: fmt.Sprintf("call to %q not sent to upstream %q: %s", name, u.Name(), safeError(r.err))}
 	case errors.As(r.err, &authErr):
 		return u.statusError(name, http.StatusUnauthorized)
 	case !r.sent:

@@ -89,6 +89,9 @@ func (u *Upstream) connect() (*connection, string, error) {
 	if err != nil {
 		c.teardown(u.hurry)
 		var authErr *mcptransport.AuthorizationRequiredError
+		if authorizationURL(err) != "" {
+			return nil, "waiting for a user to authorize the bridge (OAuth)", err
+		}
 		if errors.As(err, &authErr) {
 			return nil, "the server refused the bridge's credentials (HTTP 401)", err
 		}
@@ -317,6 +320,10 @@ func (c *connection) initialize(ctx context.Context) (string, error) {
 	case r.err == nil:
 	case errors.Is(r.err, context.DeadlineExceeded), ctx.Err() != nil:
 		return fmt.Sprintf("initialize timed out after %s", c.u.cfg.InitTimeout), r.err
+	case authorizationURL(r.err) != "":
+		return "waiting for a user to authorize the bridge (OAuth)", r.err
+	case c.u.cfg.Auth != nil && (errors.As(r.err, &authErr) || r.status == http.StatusUnauthorized || r.status == http.StatusForbidden):
+		return fmt.Sprintf("the server refused the bridge's credentials (HTTP %d): %s", max(r.status, http.StatusUnauthorized), safeError(r.err)), r.err
 	case errors.As(r.err, &authErr), r.status == http.StatusUnauthorized, r.status == http.StatusForbidden:
 		return fmt.Sprintf("the server refused the bridge's credentials (HTTP %d)", max(r.status, http.StatusUnauthorized)), r.err
 	case errors.Is(r.err, mcptransport.ErrLegacySSEServer):
@@ -531,6 +538,9 @@ func (c *connection) listTools(ctx context.Context) ([]json.RawMessage, error) {
 			}
 			if errors.Is(r.err, ErrTooLarge) {
 				return nil, r.err
+			}
+			if authorizationURL(r.err) != "" {
+				return nil, &callError{class: ErrUnauthorized, extra: r.err, msg: "tools/list: " + safeError(r.err)}
 			}
 			return nil, errors.New(safeError(r.err))
 		}

@@ -44,6 +44,69 @@ type roundTripper struct {
 }
 
 func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
+	auth := rt.u.cfg.Auth
+	if auth == nil {
+		return rt.roundTrip(req)
+	}
+	// Config.Auth: the request carries the caller's token, and a 401 or
+	// 403 goes to the Authorizer, which may get a token at once (then the
+	// request is sent again, once) or return why it cannot.
+	sent, err := auth.Authorization(req.Context())
+	if err != nil {
+		return nil, err
+	}
+	resp, err := rt.roundTrip(withAuthorization(req, sent))
+	if err != nil || (resp.StatusCode != http.StatusUnauthorized && resp.StatusCode != http.StatusForbidden) {
+		return resp, err
+	}
+	retry, aerr := auth.Unauthorized(req.Context(), sent, resp)
+	switch {
+	case aerr != nil:
+		drain(resp.Body)
+		return nil, aerr
+	case !retry || (req.Body != nil && req.GetBody == nil):
+		return resp, nil
+	}
+	again, err := auth.Authorization(req.Context())
+	if err != nil || again == "" || again == sent {
+		return resp, nil
+	}
+	drain(resp.Body)
+	req2 := withAuthorization(req, again)
+	if req.GetBody != nil {
+		if req2.Body, err = req.GetBody(); err != nil {
+			return nil, err
+		}
+	}
+	resp, err = rt.roundTrip(req2)
+	if p, _ := req.Context().Value(probeKey{}).(*sendProbe); p != nil && resp != nil {
+		p.status.Store(int32(resp.StatusCode)) // the answer that counts
+	}
+	return resp, err
+}
+
+// withAuthorization is req with its Authorization header set to h (none
+// when h is "").
+func withAuthorization(req *http.Request, h string) *http.Request {
+	if h == "" {
+		return req
+	}
+	r := req.Clone(req.Context())
+	r.Header.Set("Authorization", h)
+	return r
+}
+
+// drain reads a little of an unused body, so that its connection can be
+// reused, and closes it.
+func drain(b io.ReadCloser) {
+	if b == nil {
+		return
+	}
+	_, _ = io.CopyN(io.Discard, b, 64<<10)
+	_ = b.Close()
+}
+
+func (rt *roundTripper) roundTrip(req *http.Request) (*http.Response, error) {
 	var resp *http.Response
 	var err error
 	p, _ := req.Context().Value(probeKey{}).(*sendProbe)

@@ -22,6 +22,15 @@ import (
 //   - StreamableHTTP answers ErrSessionTerminated once the server forgets
 //     the session (HTTP 404) and leaves a new initialize to its caller:
 //     connection.reinitialize (conn.go).
+//   - OAuthHandler (client/transport/oauth.go) is not used: Config.Auth
+//     (package mcp/oauth, with the official MCP Go SDK's oauthex and
+//     golang.org/x/oauth2) authorizes the requests in roundTripper
+//     (http.go). OAuthHandler keeps one token (TokenStore has no key) and
+//     one expected state per handler, so one pending authorization at a
+//     time (TestUpstreamCanaryMCPGoOAuthOneExpectedState), and it has no
+//     client ID metadata documents, RFC 9207 iss check, scope from the
+//     challenge or scopes_supported, step-up, root protected resource
+//     metadata fallback, PKCE S256 check, or client credentials grant.
 //   - The transports log at info and error level, the error under "err",
 //     holding the server's URL with its query: transportLogger (below).
 

@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -32,5 +33,19 @@ func TestUpstreamCanaryMCPGoReadsHTTPAnswersWhole(t *testing.T) {
 	resp, err := tr.SendRequest(ctx, mcptransport.JSONRPCRequest{JSONRPC: mcpgo.JSONRPC_VERSION, ID: mcpgo.NewRequestId(int64(1)), Method: "tools/list"})
 	if err != nil || resp == nil || len(resp.Result) < len(big) {
 		t.Fatalf("mcp-go no longer reads a %d-byte answer whole (%v): reconsider limitBody", len(big), err)
+	}
+}
+
+// Config.Auth: mcp-go's OAuthHandler remembers one expected state, so a
+// second authorization started for another user makes the first one's
+// callback fail.
+func TestUpstreamCanaryMCPGoOAuthOneExpectedState(t *testing.T) {
+	t.Parallel()
+	h := mcptransport.NewOAuthHandler(mcptransport.OAuthConfig{ClientID: "c", RedirectURI: "http://127.0.0.1/cb", PKCEEnabled: true})
+	h.SetExpectedState("state-of-user-a")
+	h.SetExpectedState("state-of-user-b")
+	err := h.ProcessAuthorizationResponse(context.Background(), "code", "state-of-user-a", "verifier")
+	if !errors.Is(err, mcptransport.ErrInvalidState) {
+		t.Fatalf("mcp-go's OAuthHandler now keeps more than one pending authorization (%v): reconsider package mcp/oauth", err)
 	}
 }

@@ -106,6 +106,13 @@ type Config struct {
 	// (Content-Type, Accept, Mcp-Session-Id, Mcp-Protocol-Version, Host,
 	// Content-Length, Last-Event-ID) are ignored. Zero: none.
 	Headers http.Header
+	// Auth authorizes the HTTP requests (OAuth: package mcp/oauth): it
+	// gives each request its Authorization header and handles the
+	// upstream's 401 and 403 answers. Its errors fail the request as they
+	// are (wrapped): a call fails with ErrUnauthorized, and an error with an
+	// AuthorizationURL() string method puts that URL in Status. Zero: only
+	// Headers.
+	Auth Authorizer
 	// HTTPClient sends the HTTP requests; its Timeout must be zero (streams
 	// are long-lived). Zero: a client with pooled connections made for this
 	// upstream.
@@ -156,6 +163,29 @@ type Config struct {
 	// StderrLineMax bounds one logged line of a stdio child's stderr; the
 	// rest of a longer line is dropped. Zero: DefaultStderrLineMax.
 	StderrLineMax int
+}
+
+// Authorizer gives an HTTP upstream's requests their credentials (see
+// Config.Auth). Both methods get the request's context, which carries the
+// call's own values (the user, for a per-user authorizer).
+type Authorizer interface {
+	// Authorization returns the Authorization header of a request, "" for
+	// none.
+	Authorization(ctx context.Context) (string, error)
+	// Unauthorized is given a 401 or 403 answer to a request sent with the
+	// Authorization sent. retry: send the request again (once), with a new
+	// Authorization. A non-nil error fails the request; nil and no retry
+	// leaves the answer as it is.
+	Unauthorized(ctx context.Context, sent string, resp *http.Response) (retry bool, err error)
+}
+
+// authorizationURL returns the URL a user must open for err, if any.
+func authorizationURL(err error) string {
+	var a interface{ AuthorizationURL() string }
+	if errors.As(err, &a) {
+		return a.AuthorizationURL()
+	}
+	return ""
 }
 
 // Options wire an Upstream into the program. A nil *Options
@@ -229,6 +259,9 @@ type Status struct {
 	// Restarts counts how often a connection was lost and the upstream
 	// restarted (stdio) or reconnected (HTTP).
 	Restarts int
+	// AuthorizationURL is set while the upstream waits for a user to
+	// authorize the bridge (Config.Auth): the URL to open.
+	AuthorizationURL string
 }
 
 type connKind int
@@ -277,10 +310,12 @@ type Upstream struct {
 	unwatch      func() bool // stops watching Start's context; guarded by mu
 
 	relist chan struct{} // one slot: re-read the tool list
+	retry  chan struct{} // one slot: end the current backoff wait (Retry)
 
 	mu       sync.Mutex
 	conn     *connection // the ready connection, nil when not ready
 	reason   string
+	authErr  error // the Authorizer's error of the latest failed connection, if it gives an AuthorizationURL
 	server   ServerInfo
 	protocol string
 	restarts int
@@ -310,6 +345,7 @@ func Start(ctx context.Context, cfg *Config, opts *Options) (*Upstream, error) {
 		opts:    o,
 		reason:  "starting",
 		relist:  make(chan struct{}, 1),
+		retry:   make(chan struct{}, 1),
 		done:    make(chan struct{}),
 		hurry:   make(chan struct{}),
 		changed: make(chan struct{}),
@@ -473,6 +509,7 @@ func (u *Upstream) Status() Status {
 	if !s.Ready {
 		s.Reason = u.reason
 	}
+	s.AuthorizationURL = authorizationURL(u.authErr)
 	return s
 }
 
@@ -600,6 +637,9 @@ func (u *Upstream) acquire() (*connection, error) {
 	switch {
 	case u.closing:
 		return nil, u.unavailable("closed")
+	case u.conn == nil && u.authErr != nil:
+		// Waiting for an authorization: the caller gets its URL.
+		return nil, &callError{class: ErrUnavailable, extra: u.authErr, msg: fmt.Sprintf("upstream %q unavailable: %s", u.Name(), u.reason)}
 	case u.conn == nil:
 		return nil, u.unavailable(u.reason)
 	}
@@ -651,8 +691,40 @@ func (u *Upstream) sleep(d time.Duration) bool {
 	select {
 	case <-t.C:
 		return true
+	case <-u.retry:
+		return true
 	case <-u.ctx.Done():
 		return false
+	}
+}
+
+// Retry cuts short the wait before the next connection attempt, if the
+// upstream is waiting, and reads the tool list again: for example once a
+// user authorized the bridge.
+func (u *Upstream) Retry() {
+	select {
+	case u.retry <- struct{}{}:
+	default:
+	}
+	u.triggerRelist()
+}
+
+// AuthorizationError is the Authorizer's error that keeps the upstream
+// from serving (it gives Status.AuthorizationURL), nil when there is none.
+func (u *Upstream) AuthorizationError() error {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.authErr
+}
+
+// setAuthErr records (or clears, nil) the Authorizer's error that keeps the
+// upstream from serving: Status.AuthorizationURL.
+func (u *Upstream) setAuthErr(err error) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.authErr != err {
+		u.authErr = err
+		u.changedLocked()
 	}
 }
 
@@ -677,6 +749,10 @@ func (u *Upstream) supervise() {
 			u.mu.Lock()
 			if !u.closing {
 				u.reason = reason
+				u.authErr = nil
+				if authorizationURL(err) != "" {
+					u.authErr = err
+				}
 			}
 			u.changedLocked()
 			u.mu.Unlock()
@@ -752,6 +828,7 @@ func (u *Upstream) publish(conn *connection) {
 	u.conn = conn
 	if !u.closing {
 		u.reason = ""
+		u.authErr = nil
 	}
 	u.server = server
 	u.serverName.Store(&server.Name)
@@ -817,6 +894,15 @@ func (u *Upstream) catalog() {
 				_ = conn.reinitialize(ctx, epoch) // lists again when it succeeds
 				cancel()
 				continue
+			case authorizationURL(err) != "":
+				// Connected, but the tool list needs an authorization: wait
+				// for it (Retry lists again), asking now and then.
+				u.setAuthErr(err)
+				d := u.backoff(failures)
+				u.log.Info("tools/list needs an authorization; waiting for it", "retry_in", d.String())
+				failures++
+				retry.Reset(d)
+				continue
 			default:
 				d := u.backoff(failures)
 				if u.opts.waited != nil {
@@ -830,6 +916,7 @@ func (u *Upstream) catalog() {
 			}
 		}
 		failures = 0
+		u.setAuthErr(nil)
 		u.tools.Store(&tools)
 		u.log.Debug("tool list read", "tools", len(tools))
 		if cb := u.opts.OnToolsChanged; cb != nil {
@@ -842,7 +929,7 @@ func (u *Upstream) catalog() {
 // ErrLost…) and/or a context error, whose text carries no secret.
 type callError struct {
 	class error
-	extra error // context.Canceled, context.DeadlineExceeded, or nil
+	extra error // context.Canceled, context.DeadlineExceeded, the Authorizer's error, or nil
 	msg   string
 }
 

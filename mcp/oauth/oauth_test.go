@@ -1,0 +1,314 @@
+package oauth
+
+import (
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+	"github.com/modelcontextprotocol/go-sdk/oauthex"
+)
+
+func TestPRMURLs(t *testing.T) {
+	t.Parallel()
+	got := prmURLs("https://mcp.example.com/meta", "https://mcp.example.com/v1/mcp?x=1")
+	want := []prmURL{
+		{"https://mcp.example.com/meta", "https://mcp.example.com/v1/mcp?x=1"},
+		{"https://mcp.example.com/.well-known/oauth-protected-resource/v1/mcp", "https://mcp.example.com/v1/mcp?x=1"},
+		{"https://mcp.example.com/.well-known/oauth-protected-resource", "https://mcp.example.com"},
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("prmURLs =\n%v\nwant\n%v", got, want)
+	}
+	if got := prmURLs("", "http://127.0.0.1:9/"); len(got) != 1 || got[0].url != "http://127.0.0.1:9/.well-known/oauth-protected-resource" {
+		t.Errorf("root server: %v", got)
+	}
+}
+
+func TestScopeSelection(t *testing.T) {
+	t.Parallel()
+	srv := &server{scopesSupported: []string{"a", "b"}}
+	for _, tc := range []struct {
+		name       string
+		challenge  []string
+		configured []string
+		want       []string
+	}{
+		{"challenge first", []string{"x"}, []string{"c"}, []string{"x"}},
+		{"then configured", nil, []string{"c"}, []string{"c"}},
+		{"then scopes_supported", nil, nil, []string{"a", "b"}},
+	} {
+		c := &Client{cfg: Config{Scopes: tc.configured}}
+		if got := c.scopes(challengeParams{scopes: tc.challenge}, srv); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	if got := c0().scopes(challengeParams{}, &server{}); got != nil {
+		t.Errorf("nothing anywhere: %v, want no scope", got)
+	}
+	if got := union([]string{"a", "b"}, []string{"b", "c"}); !slices.Equal(got, []string{"a", "b", "c"}) {
+		t.Errorf("union = %v", got)
+	}
+}
+
+func c0() *Client { return &Client{} }
+
+func TestParseChallenge(t *testing.T) {
+	t.Parallel()
+	resp := &http.Response{Header: http.Header{"Www-Authenticate": {
+		`Basic realm="x", Bearer error="insufficient_scope", scope="files:read files:write", resource_metadata="https://r.example/.well-known/oauth-protected-resource"`,
+	}}}
+	got := parseChallenge(resp)
+	if got.err != "insufficient_scope" || !slices.Equal(got.scopes, []string{"files:read", "files:write"}) ||
+		got.resourceMetadata != "https://r.example/.well-known/oauth-protected-resource" {
+		t.Errorf("parseChallenge = %+v", got)
+	}
+}
+
+func TestSecretMethod(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		supported []string
+		want      string
+	}{
+		{nil, "client_secret_basic"},
+		{[]string{"client_secret_post"}, "client_secret_post"},
+		{[]string{"client_secret_post", "client_secret_basic"}, "client_secret_basic"},
+		{[]string{"none"}, "client_secret_basic"},
+	} {
+		if got := secretMethod(tc.supported); got != tc.want {
+			t.Errorf("secretMethod(%v) = %s, want %s", tc.supported, got, tc.want)
+		}
+	}
+}
+
+// The client assertion of private_key_jwt verifies with the public key,
+// names the client as iss and sub and the authorization server as aud,
+// and expires.
+func TestClientAssertion(t *testing.T) {
+	t.Parallel()
+	ec, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	rs, _ := rsa.GenerateKey(rand.Reader, 2048)
+	_, ed, _ := ed25519.GenerateKey(rand.Reader)
+	now := time.Now()
+	for name, k := range map[string]any{"ES256": ec, "RS256": rs, "EdDSA": ed} {
+		s := k.(crypto.Signer)
+		tok, err := clientAssertion(s, "client-1", "https://as.example", now)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		parsed, err := jwt.Parse(tok, func(*jwt.Token) (any, error) { return s.Public(), nil },
+			jwt.WithValidMethods([]string{name}), jwt.WithAudience("https://as.example"), jwt.WithIssuer("client-1"), jwt.WithSubject("client-1"), jwt.WithExpirationRequired())
+		if err != nil || !parsed.Valid {
+			t.Errorf("%s: the assertion does not verify: %v", name, err)
+		}
+	}
+	p384, _ := ecdsa.GenerateKey(elliptic.P384(), rand.Reader)
+	if _, err := clientAssertion(p384, "c", "a", now); err == nil {
+		t.Error("a P-384 key was accepted for ES256")
+	}
+}
+
+func TestParsePrivateKey(t *testing.T) {
+	t.Parallel()
+	ec, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	der, _ := x509.MarshalPKCS8PrivateKey(ec)
+	good := pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})
+	if _, err := ParsePrivateKey(good); err != nil {
+		t.Fatalf("PKCS #8 EC key: %v", err)
+	}
+	secretish := "sk_live_DO_NOT_ECHO"
+	for _, bad := range []string{secretish, "-----BEGIN PRIVATE KEY-----\n" + secretish + "\n-----END PRIVATE KEY-----\n"} {
+		_, err := ParsePrivateKey([]byte(bad))
+		if err == nil {
+			t.Fatalf("%q was accepted", bad)
+		}
+		if strings.Contains(err.Error(), "DO_NOT_ECHO") {
+			t.Errorf("the error quotes the input: %v", err)
+		}
+	}
+}
+
+// newTestManager is a Manager whose pending authorization for user "u"
+// of upstream "up" is ready for its callback, with an authorization
+// server that must never be reached (the tests stop before the exchange).
+func newTestManager(t *testing.T, asm *oauthex.AuthServerMeta) (*Manager, *Client, *AuthorizationRequired) {
+	t.Helper()
+	m, err := NewManager(&Options{PublicURL: "http://bridge.test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := m.Client(Config{Upstream: "up", ServerURL: "http://mcp.test/mcp", PerUser: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &server{resource: "http://mcp.test/mcp", asm: asm, client: registration{ID: "cid", Method: "none"}}
+	err = m.challenge(c, "u", srv, []string{"read"})
+	r, ok := err.(*AuthorizationRequired)
+	if !ok {
+		t.Fatalf("challenge: %v", err)
+	}
+	return m, c, r
+}
+
+func get(t *testing.T, h http.Handler, target string) *httptest.ResponseRecorder {
+	t.Helper()
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, target, nil))
+	return w
+}
+
+func checkStatus(t *testing.T, m *Manager, checkURL string) string {
+	t.Helper()
+	w := get(t, m, checkURL)
+	var c struct{ Status, Error string }
+	if err := json.Unmarshal(w.Body.Bytes(), &c); err != nil {
+		t.Fatalf("check_url: %v: %s", err, w.Body)
+	}
+	return c.Status
+}
+
+// The challenge: an opaque URL of the bridge that redirects to the
+// authorization server with PKCE S256, the resource and the state; a
+// second challenge for the same user and scopes is the same one.
+func TestChallengeAndAuthorizeRedirect(t *testing.T) {
+	t.Parallel()
+	asm := &oauthex.AuthServerMeta{Issuer: "http://as.test", AuthorizationEndpoint: "http://as.test/authorize", TokenEndpoint: "http://as.test/token"}
+	m, c, r := newTestManager(t, asm)
+	if !strings.HasPrefix(r.URL, "http://bridge.test/oauth/authorize/") || !strings.HasPrefix(r.CheckURL, "http://bridge.test/oauth/check/") {
+		t.Fatalf("challenge URLs: %+v", r)
+	}
+	state := strings.TrimPrefix(r.URL, "http://bridge.test/oauth/authorize/")
+	if len(state) < 40 {
+		t.Errorf("state %q is too short to be unguessable", state)
+	}
+	again := m.challenge(c, "u", m.pending[state].srv, []string{"read"}).(*AuthorizationRequired)
+	if again.URL != r.URL {
+		t.Errorf("a second challenge for the same user made a new authorization: %s", again.URL)
+	}
+	other := m.challenge(c, "v", m.pending[state].srv, []string{"read"}).(*AuthorizationRequired)
+	if other.URL == r.URL {
+		t.Error("two users share one authorization")
+	}
+	w := get(t, m, strings.TrimPrefix(r.URL, "http://bridge.test"))
+	if w.Code != http.StatusFound {
+		t.Fatalf("authorize: %d %s", w.Code, w.Body)
+	}
+	loc, _ := url.Parse(w.Header().Get("Location"))
+	q := loc.Query()
+	if loc.Host != "as.test" || q.Get("state") != state || q.Get("code_challenge_method") != "S256" || q.Get("code_challenge") == "" ||
+		q.Get("resource") != "http://mcp.test/mcp" || q.Get("client_id") != "cid" || q.Get("redirect_uri") != "http://bridge.test/oauth/callback" ||
+		q.Get("scope") != "read" {
+		t.Errorf("redirect: %s", loc)
+	}
+	if strings.Contains(loc.String(), m.pending[state].verifier) {
+		t.Error("the PKCE verifier is in the authorization URL")
+	}
+	if got := checkStatus(t, m, strings.TrimPrefix(r.CheckURL, "http://bridge.test")); got != "pending" {
+		t.Errorf("check_url: %s, want pending", got)
+	}
+	if got := checkStatus(t, m, "/oauth/check/nope"); got != "failed" {
+		t.Errorf("unknown state: %s, want failed", got)
+	}
+}
+
+// The callback refuses an unknown state, an iss that names another server
+// (RFC 9207), and a missing iss its server promised; the state is single
+// use.
+func TestCallbackChecks(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name      string
+		supported bool
+		query     string
+		want      string
+	}{
+		{"wrong iss", false, "&iss=http://evil.test&code=c", "another issuer"},
+		{"missing iss", true, "&code=c", "lacks the iss"},
+		{"error", false, "&error=access_denied", "access_denied"},
+		{"no code", false, "", "no code"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			asm := &oauthex.AuthServerMeta{Issuer: "http://as.test", AuthorizationEndpoint: "http://as.test/authorize", TokenEndpoint: "http://127.0.0.1:1/token",
+				AuthorizationResponseIssParameterSupported: tc.supported}
+			m, _, r := newTestManager(t, asm)
+			state := strings.TrimPrefix(r.URL, "http://bridge.test/oauth/authorize/")
+			w := get(t, m, "/oauth/callback?state="+state+tc.query)
+			if w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), tc.want) {
+				t.Errorf("callback: %d %s, want 400 saying %q", w.Code, w.Body, tc.want)
+			}
+			if got := checkStatus(t, m, "/oauth/check/"+state); got != "failed" {
+				t.Errorf("check_url after a refused callback: %s", got)
+			}
+			w = get(t, m, "/oauth/callback?state="+state+"&code=c")
+			if w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), "Unknown or expired") {
+				t.Errorf("second callback: %d %s", w.Code, w.Body)
+			}
+			if w := get(t, m, "/oauth/authorize/"+state); w.Code != http.StatusGone {
+				t.Errorf("authorize after the end: %d", w.Code)
+			}
+		})
+	}
+	m, _ := NewManager(&Options{PublicURL: "http://bridge.test"})
+	if w := get(t, m, "/oauth/callback?state=nope&code=c"); w.Code != http.StatusBadRequest {
+		t.Errorf("unknown state: %d", w.Code)
+	}
+}
+
+// Pending authorizations expire, and their number is bounded.
+func TestPendingBounds(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1_000_000, 0)
+	m, err := NewManager(&Options{PublicURL: "http://bridge.test", Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.maxPending = 100
+	c, _ := m.Client(Config{Upstream: "up", ServerURL: "http://mcp.test/mcp", PerUser: true})
+	srv := &server{asm: &oauthex.AuthServerMeta{Issuer: "http://as.test", AuthorizationEndpoint: "http://as.test/a", TokenEndpoint: "http://as.test/t"}}
+	first := m.challenge(c, "u0", srv, nil).(*AuthorizationRequired)
+	for i := 1; i < m.maxPending; i++ {
+		if err := m.challenge(c, fmt.Sprint("user-", i), srv, nil); err == nil {
+			t.Fatal("no challenge")
+		}
+	}
+	if err := m.challenge(c, "one-too-many", srv, nil); err == nil || !strings.Contains(err.Error(), "too many") {
+		t.Fatalf("past the bound: %v", err)
+	}
+	now = now.Add(PendingTTL)
+	if w := get(t, m, strings.TrimPrefix(first.URL, "http://bridge.test")); w.Code != http.StatusGone {
+		t.Errorf("an expired authorization URL answered %d", w.Code)
+	}
+	if err, ok := m.challenge(c, "after-expiry", srv, nil).(*AuthorizationRequired); !ok {
+		t.Errorf("after expiry the old ones are swept: %v", err)
+	}
+}
+
+// The client ID metadata document names the bridge's callback.
+func TestClientMetadataDocument(t *testing.T) {
+	t.Parallel()
+	m, _ := NewManager(&Options{PublicURL: "https://bridge.example/"})
+	w := get(t, m, "/oauth/client-metadata.json")
+	var doc map[string]any
+	if err := json.Unmarshal(w.Body.Bytes(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc["client_id"] != "https://bridge.example/oauth/client-metadata.json" || doc["token_endpoint_auth_method"] != "none" ||
+		doc["redirect_uris"].([]any)[0] != "https://bridge.example/oauth/callback" {
+		t.Errorf("document: %v", doc)
+	}
+}
