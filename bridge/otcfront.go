@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"regexp"
 	"slices"
@@ -15,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mcpotc/mcpotc/mapping"
+	"github.com/mcpotc/mcpotc/mcp/oauth"
 	"github.com/mcpotc/mcpotc/mcp/upstream"
 	"github.com/mcpotc/mcpotc/otc"
 )
@@ -39,6 +41,10 @@ type MCPUpstream struct {
 	// id) in _meta[mapping.MetaOTCRequest] to an MCP front that restored
 	// OTC tools, which uses it only when configured to accept it. Zero: never.
 	ForwardContext bool
+	// OAuth makes the bridge an OAuth client of this HTTP upstream
+	// (package mcp/oauth); Upstream and ServerURL are filled in from
+	// Config. Needs OTCFrontOptions.OAuth. Nil: Config.Headers only.
+	OAuth *oauth.Config
 }
 
 // OTCFrontOptions configure an OTCFront. A nil *OTCFrontOptions is the zero value.
@@ -51,13 +57,20 @@ type OTCFrontOptions struct {
 	Logger zerolog.Logger
 	// Version is the clientInfo version sent to upstreams. Empty: "dev".
 	Version string
+	// OAuth configures the OAuth client of the upstreams that have
+	// MCPUpstream.OAuth: its routes are served under /oauth/. Its Logger
+	// and OnAuthorized are set by the front. Nil: no upstream may have
+	// MCPUpstream.OAuth.
+	OAuth *oauth.Options
 }
 
 // OTCFront serves the tools of MCP servers to OTC clients.
 type OTCFront struct {
 	log     zerolog.Logger
 	handler *otc.Handler
+	serve   http.Handler // handler, and the /oauth/ routes with OTCFrontOptions.OAuth
 	ups     []*mcpUpstream
+	oauth   *oauth.Manager // nil without OTCFrontOptions.OAuth
 
 	mu    sync.Mutex   // serializes catalog rebuilds; guards what follows
 	print catalogPrint // the served catalog's fingerprint
@@ -108,9 +121,35 @@ func NewOTCFront(ctx context.Context, upstreams []MCPUpstream, opts *OTCFrontOpt
 	if err != nil {
 		return nil, err
 	}
-	f.handler = h
+	f.handler, f.serve = h, h
+	if o.OAuth != nil {
+		oo := *o.OAuth
+		oo.Logger = slogLogger(f.log)
+		oo.OnAuthorized = f.authorized
+		if f.oauth, err = oauth.NewManager(&oo); err != nil {
+			return nil, err
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/oauth/", f.oauth)
+		mux.Handle("/", h)
+		f.serve = mux
+	}
 	for _, u := range f.ups {
 		cfg := u.Config
+		if u.OAuth != nil {
+			if f.oauth == nil || cfg.URL == "" {
+				_ = f.Close(context.Background())
+				return nil, fmt.Errorf("MCP server %s: OAuth needs an HTTP server and the bridge's OAuth options", cfg.Name)
+			}
+			oc := *u.OAuth
+			oc.Upstream, oc.ServerURL = cfg.Name, cfg.URL
+			client, err := f.oauth.Client(oc)
+			if err != nil {
+				_ = f.Close(context.Background())
+				return nil, fmt.Errorf("MCP server %s: %w", cfg.Name, err)
+			}
+			cfg.Auth = client
+		}
 		up, err := upstream.Start(ctx, &cfg, &upstream.Options{
 			Logger:         slogLogger(f.log),
 			ClientName:     "mcpotc",
@@ -144,8 +183,18 @@ func NewOTCFront(ctx context.Context, upstreams []MCPUpstream, opts *OTCFrontOpt
 	return f, nil
 }
 
-// Handler serves OTC.
-func (f *OTCFront) Handler() http.Handler { return f.handler }
+// Handler serves OTC, and the /oauth/ routes with OTCFrontOptions.OAuth.
+func (f *OTCFront) Handler() http.Handler { return f.serve }
+
+// authorized reconnects an upstream at once when a user authorized the
+// bridge for it.
+func (f *OTCFront) authorized(name, _ string) {
+	for _, u := range f.ups {
+		if u.Config.Name == name && u.up != nil {
+			u.up.Retry()
+		}
+	}
+}
 
 // Close stops every upstream: in-flight calls get a bound, then stdio
 // children are stopped (process groups killed when they do not exit).
@@ -185,6 +234,7 @@ func (u *mcpUpstream) name() string {
 func (f *OTCFront) health(context.Context) (bool, any) {
 	ready := true
 	status := map[string]string{}
+	authz := map[string]string{} // upstream → the URL a user must open
 	for _, u := range f.ups {
 		name := u.name()
 		for i := 2; status[name] != ""; i++ { // two servers that call themselves alike
@@ -197,16 +247,29 @@ func (f *OTCFront) health(context.Context) (bool, any) {
 		switch {
 		case s.Ready && listed:
 			status[name] = "ready"
+		case s.Ready && s.AuthorizationURL != "":
+			ready = false
+			status[name] = "waiting for a user to authorize the bridge (OAuth) to list the tools"
+			authz[name] = s.AuthorizationURL
 		case s.Ready:
 			ready = false
 			status[name] = "reading the tool list"
 		default:
 			ready = false
 			status[name] = s.Reason
+			if s.AuthorizationURL != "" {
+				authz[name] = s.AuthorizationURL
+			}
 		}
 	}
-	if ready {
+	switch {
+	case ready:
 		return true, map[string]any{"status": "ok", "upstreams": status}
+	case len(authz) > 0:
+		// The operator has something to do: open the URL (the first one
+		// by name; all are in "authorization").
+		first := slices.Min(slices.Collect(maps.Keys(authz)))
+		return false, map[string]any{"status": "authorization_required", "url": authz[first], "authorization": authz, "upstreams": status}
 	}
 	return false, map[string]any{"status": "unavailable", "upstreams": status}
 }
@@ -220,6 +283,13 @@ func (f *OTCFront) unknown(id otc.ToolID) *otc.ServerErrorResponse {
 		}
 		s := u.up.Status()
 		if id.Toolkit == mapping.Toolkit(u.Toolkit, s.Server.Name) {
+			if err := u.up.AuthorizationError(); err != nil {
+				// Waiting for an authorization: the caller gets the challenge.
+				var se *otc.ServerErrorResponse
+				if errors.As(mapping.OTCError(err), &se) {
+					return se
+				}
+			}
 			return &otc.ServerErrorResponse{
 				Message:          "Tool server temporarily unavailable",
 				DeveloperMessage: fmt.Sprintf("MCP server %s (toolkit %s) is not ready: %s", u.name(), id.Toolkit, s.Reason),

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mcpotc/mcpotc/mcp/oauth"
 	"github.com/mcpotc/mcpotc/mcp/upstream"
 	"github.com/mcpotc/mcpotc/otc"
 )
@@ -20,6 +21,7 @@ import (
 //	-32601, or -32602 "tool not found"     400
 //	-32042 URL elicitation required        400, missing_requirements.authorization [{id, url}]
 //	other JSON-RPC codes                   200 success:false, developer_message code + message
+//	OAuth authorization needed (mcp/oauth) 400, missing_requirements.authorization [{id, url, check_url}]
 //	unreachable before the call was sent   400 "tool server temporarily unavailable", Retry-After
 //	HTTP 401/403 from the upstream         400 "rejected the bridge's credentials"
 //	died or timed out after it was sent    200 success:false, can_retry, retry_after_ms
@@ -39,7 +41,18 @@ import (
 func OTCError(err error) error {
 	var ue *upstream.Error
 	var tooLarge *upstream.TooLargeError
+	var authz *oauth.AuthorizationRequired
 	switch {
+	case errors.As(err, &authz):
+		// The bridge's own OAuth client needs a user's authorization: the
+		// upstream's name is the challenge id.
+		return &otc.ServerErrorResponse{
+			Message:          "Authorization is required: open the authorization URL, then call the tool again",
+			DeveloperMessage: err.Error(),
+			MissingRequirements: &otc.MissingRequirements{Authorization: []otc.ToolAuthorizationChallenge{
+				{ID: authz.Upstream, URL: authz.URL, CheckURL: authz.CheckURL},
+			}},
+		}
 	case errors.As(err, &tooLarge):
 		return &otc.ToolError{
 			Message: fmt.Sprintf("The tool's answer is larger than the bridge's limit of %d bytes per message", tooLarge.Limit),

@@ -259,6 +259,13 @@ func decodeStrict(p *problems, file, path string, data []byte, v reflect.Value) 
 			m.SetMapIndex(reflect.ValueOf(k), e)
 		}
 		v.Set(m)
+	case reflect.Pointer:
+		if string(data) == "null" {
+			return
+		}
+		e := reflect.New(v.Type().Elem())
+		decodeStrict(p, file, path, data, e.Elem())
+		v.Set(e)
 	default:
 		if err := json.Unmarshal(data, v.Addr().Interface()); err != nil {
 			fail("want " + kindName(v.Kind()))

@@ -140,6 +140,16 @@ func TestOTCFrontConfigErrors(t *testing.T) {
 		{"forward on stdio", `{"mcpServers":{"a":{"command":"x","forward_authorization":true}}}`, `forward_authorization: needs a url server`},
 		{"bad timeout", `{"mcpServers":{"a":{"command":"x","call_timeout":"0s"}}}`, `call_timeout: "0s" is not a positive duration`},
 		{"args type", `{"mcpServers":{"a":{"command":"x","args":"-y"}}}`, `mcpServers.a.args: want a list`},
+		{"oauth", `{"mcpServers":{"a":{"url":"http://h/mcp","oauth":{}}}}`, ``},
+		{"oauth key", `{"mcpServers":{"a":{"url":"http://h/mcp","oauth":{"client_secret":"s3cret"}}}}`, `mcpServers.a.oauth.client_secret: unknown key (known: client_id, client_secret_env,`},
+		{"oauth on stdio", `{"mcpServers":{"a":{"command":"x","oauth":{}}}}`, `mcpServers.a.oauth: needs a url server`},
+		{"oauth and header", `{"mcpServers":{"a":{"url":"http://h","headers":{"Authorization":"Bearer x"},"oauth":{}}}}`, `mcpServers.a.oauth: and headers.Authorization both set`},
+		{"oauth grant", `{"mcpServers":{"a":{"url":"http://h","oauth":{"grant":"password"}}}}`, `mcpServers.a.oauth.grant: "password" is not one of`},
+		{"oauth per user", `{"mcpServers":{"a":{"url":"http://h","oauth":{"per_user":true}}}}`, `mcpServers.a.oauth.per_user: per-user OAuth is not supported`},
+		{"oauth cc", `{"mcpServers":{"a":{"url":"http://h","oauth":{"grant":"client_credentials"}}}}`, `mcpServers.a.oauth.client_id: the client_credentials grant needs`},
+		{"oauth secret unset", `{"mcpServers":{"a":{"url":"http://h","oauth":{"client_id":"c","client_secret_env":"NOPE"}}}}`, `mcpServers.a.oauth.client_secret_env: environment variable NOPE is not set`},
+		{"oauth secret in file", `{"mcpServers":{"a":{"url":"http://h","oauth":{"client_id":"c","client_secret_env":"abc-def"}}}}`, `must name an environment variable`},
+		{"oauth cimd", `{"mcpServers":{"a":{"url":"http://h","oauth":{"client_metadata_url":"http://x/"}}}}`, `client_metadata_url: must be an https URL with a path`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

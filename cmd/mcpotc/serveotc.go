@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
+	"net/url"
 	"reflect"
 	"regexp"
 	"slices"
@@ -14,6 +16,8 @@ import (
 	"time"
 
 	"github.com/mcpotc/mcpotc/bridge"
+	"github.com/mcpotc/mcpotc/mcp/oauth"
+	"github.com/mcpotc/mcpotc/mcp/oauth/vault"
 	mcpsample "github.com/mcpotc/mcpotc/mcp/sample"
 	"github.com/mcpotc/mcpotc/mcp/upstream"
 	"github.com/mcpotc/mcpotc/otc"
@@ -121,10 +125,26 @@ type mcpServerConfig struct {
 	MaxMessageBytes      int64    `json:"max_message_bytes"`
 	ForwardAuthorization bool     `json:"forward_authorization"`
 	ForwardContext       bool     `json:"forward_context"`
+	// OAuth makes the bridge an OAuth client of this url server (README,
+	// OAuth-protected MCP servers).
+	OAuth *oauthConfig `json:"oauth"`
 	// Disabled skips the server, as MCP hosts do.
 	Disabled bool `json:"disabled"`
 
 	key string // where it is in the file: mcpServers.NAME or servers.NAME
+}
+
+// oauthConfig is a server's "oauth" entry: {} for discovery, dynamic
+// registration and the authorization code grant; secrets are named by
+// environment variable, never written in the file.
+type oauthConfig struct {
+	ClientID            string   `json:"client_id"`
+	ClientSecretEnv     string   `json:"client_secret_env"`
+	ClientPrivateKeyEnv string   `json:"client_private_key_env"`
+	Scopes              []string `json:"scopes"`
+	Grant               string   `json:"grant"`
+	PerUser             bool     `json:"per_user"`
+	ClientMetadataURL   string   `json:"client_metadata_url"`
 }
 
 // envRef is a reference to an environment variable in a value: ${VAR}, or
@@ -175,6 +195,9 @@ func (m *Main) serveOTC(ctx context.Context, args []string) error {
 	jwtAudiences := fs.String("jwt-audience", "", "comma-separated audiences a JWT's aud may name (tokens with aud need one)")
 	idemTTL := durationFlag(fs, "idempotency-ttl", 10*time.Minute, "how long a call_id's answer is kept and replayed (0: off)")
 	idemRunning := fs.Int("idempotency-max-running", otc.DefaultIdempotencyMaxRunning, "bound on calls with a call_id running at once (beyond it: 400 temporarily unavailable, Retry-After)")
+	publicURL := fs.String("public-url", "", "the bridge's base URL as a browser reaches it, for the OAuth authorization links and redirect (default: http://LISTEN)")
+	tokenStore := fs.String("token-store", "memory", "where the OAuth tokens for MCP servers are kept: memory, or file:PATH (encrypted, survives restarts; needs --token-key-env)")
+	tokenKeyEnv := fs.String("token-key-env", "", "environment variable holding the 32-byte key (base64 or hex) that encrypts the OAuth tokens")
 	var allowedHosts allowedHostList
 	fs.Var(&allowedHosts, "allowed-host", allowedHostUsage)
 	var corsOrigins corsOriginList
@@ -222,6 +245,17 @@ func (m *Main) serveOTC(ctx context.Context, args []string) error {
 			return fmt.Errorf("%w: --mcp %s", errUsage, reason)
 		}
 	}
+	if *publicURL != "" {
+		if u, err := url.Parse(*publicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+			return fmt.Errorf("%w: --public-url must be an http(s) base URL such as https://bridge.example.com", errUsage)
+		}
+	}
+	if *tokenStore != "memory" && !strings.HasPrefix(*tokenStore, "file:") || *tokenStore == "file:" {
+		return fmt.Errorf("%w: --token-store must be memory or file:PATH", errUsage)
+	}
+	if strings.HasPrefix(*tokenStore, "file:") && *tokenKeyEnv == "" {
+		return fmt.Errorf("%w: --token-store file:PATH needs --token-key-env (the tokens are encrypted at rest)", errUsage)
+	}
 	server := otc.Options{IdempotencyTTL: *idemTTL, IdempotencyMaxRunning: *idemRunning, AllowedHosts: allowedHosts, AllowedOrigins: corsOrigins}
 
 	// From here on every problem is collected and reported in one message.
@@ -234,6 +268,16 @@ func (m *Main) serveOTC(ctx context.Context, args []string) error {
 	if *jwtSecretEnv != "" {
 		server.JWTSecret = []byte(p.env(m.Getenv, "--jwt-secret-env", "", *jwtSecretEnv))
 		ownSecrets = append(ownSecrets, *jwtSecretEnv)
+	}
+	var tokenKey []byte
+	if *tokenKeyEnv != "" {
+		if v := p.env(m.Getenv, "--token-key-env", "", *tokenKeyEnv); v != "" {
+			var err error
+			if tokenKey, err = vault.ParseKey(v); err != nil {
+				p.add("--token-key-env", "", fmt.Sprintf("%s: %v", *tokenKeyEnv, err))
+			}
+		}
+		ownSecrets = append(ownSecrets, *tokenKeyEnv)
 	}
 	for _, a := range strings.Split(*jwtAudiences, ",") {
 		if a = strings.TrimSpace(a); a != "" {
@@ -288,10 +332,16 @@ func (m *Main) serveOTC(ctx context.Context, args []string) error {
 		// upstream's own timeout (which cancels the call there) ends it first.
 		server.CallTimeout = max(server.CallTimeout, ups[i].Config.CallTimeout+detachedCallGrace)
 	}
+	opts := &bridge.OTCFrontOptions{Server: server, Logger: log, Version: buildVersion()}
+	if slices.ContainsFunc(ups, func(u bridge.MCPUpstream) bool { return u.OAuth != nil }) {
+		if opts.OAuth, err = oauthOptions(*publicURL, *listen, *tokenStore, tokenKey); err != nil {
+			return err
+		}
+	}
 	// The upstreams get a context that the signal does not end: they are
 	// closed by front.Close below, once in-flight calls are done (or the
 	// grace ran out), not at the signal (README, OTC front).
-	front, err := bridge.NewOTCFront(context.WithoutCancel(ctx), ups, &bridge.OTCFrontOptions{Server: server, Logger: log, Version: buildVersion()})
+	front, err := bridge.NewOTCFront(context.WithoutCancel(ctx), ups, opts)
 	if err != nil {
 		return err
 	}
@@ -314,6 +364,14 @@ func (m *Main) serveOTC(ctx context.Context, args []string) error {
 func childUnsetenv(cfg otcFrontConfig, name string, own []string) []string {
 	out := slices.Clone(own)
 	for n, c := range cfg.MCPServers {
+		if c.OAuth != nil {
+			// URL servers only: no child needs them.
+			for _, v := range []string{c.OAuth.ClientSecretEnv, c.OAuth.ClientPrivateKeyEnv} {
+				if v != "" && !slices.Contains(out, v) {
+					out = append(out, v)
+				}
+			}
+		}
 		if n == name {
 			continue
 		}
@@ -329,6 +387,34 @@ func childUnsetenv(cfg otcFrontConfig, name string, own []string) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// oauthOptions are the OAuth client options of serve-otc: the public URL
+// (default: the listen address), and the token vault.
+func oauthOptions(publicURL, listen, store string, key []byte) (*oauth.Options, error) {
+	if publicURL == "" {
+		host, port, _ := net.SplitHostPort(listen)
+		if port == "0" {
+			return nil, fmt.Errorf("%w: --listen with port 0 needs --public-url: the OAuth redirect URL must name the port", errUsage)
+		}
+		if host == "" || host == "0.0.0.0" || host == "::" {
+			host = "127.0.0.1"
+		}
+		publicURL = "http://" + net.JoinHostPort(host, port)
+	}
+	var st vault.Store = vault.Memory(nil)
+	if path, ok := strings.CutPrefix(store, "file:"); ok {
+		fst, err := vault.OpenFile(path, nil)
+		if err != nil {
+			return nil, fmt.Errorf("--token-store: %w", err)
+		}
+		st = fst
+	}
+	v, err := vault.New(st, key)
+	if err != nil {
+		return nil, fmt.Errorf("--token-store: %w", err)
+	}
+	return &oauth.Options{PublicURL: publicURL, Vault: v, ClientName: "mcpotc"}, nil
 }
 
 // detachedCallGrace is how long a detached call may outlive its upstream's
@@ -401,8 +487,60 @@ func (m *Main) mcpUpstreams(p *problems, file string, cfg otcFrontConfig, callTi
 		if c.ForwardAuthorization && c.URL == "" {
 			p.add(file, key+".forward_authorization", "needs a url server: a stdio child has no Authorization header")
 		}
+		if c.OAuth != nil {
+			u.OAuth = m.oauthConfig(p, file, key+".oauth", c)
+		}
 		if len(p.list) == before {
 			out = append(out, u)
+		}
+	}
+	return out
+}
+
+// oauthConfig checks a server's "oauth" entry and reads its secrets from
+// the environment; problems go to p.
+func (m *Main) oauthConfig(p *problems, file, key string, c mcpServerConfig) *oauth.Config {
+	o := c.OAuth
+	out := &oauth.Config{ClientID: o.ClientID, Scopes: o.Scopes, Grant: o.Grant, PerUser: o.PerUser, ClientMetadataURL: o.ClientMetadataURL}
+	if c.URL == "" {
+		p.add(file, key, "needs a url server: OAuth protects HTTP servers")
+	}
+	if _, ok := c.Headers["Authorization"]; ok {
+		p.add(file, key, "and headers.Authorization both set the Authorization header: keep one")
+	}
+	if c.ForwardAuthorization {
+		p.add(file, key, "and forward_authorization both set the Authorization header: keep one")
+	}
+	if err := oneOf(file, key+".grant", o.Grant, "", oauth.GrantAuthorizationCode, oauth.GrantClientCredentials); err != nil {
+		p.addErr(file, key+".grant", err)
+	}
+	if o.PerUser {
+		p.add(file, key+".per_user", "per-user OAuth is not supported by this version yet: leave it out (shared mode: the operator authorizes once)")
+	}
+	if o.Grant == oauth.GrantClientCredentials && o.ClientID == "" {
+		p.add(file, key+".client_id", "the client_credentials grant needs a pre-registered client_id")
+	}
+	if (o.ClientSecretEnv != "" || o.ClientPrivateKeyEnv != "") && o.ClientID == "" {
+		p.add(file, key+".client_id", "a client secret or private key goes with a pre-registered client_id")
+	}
+	if o.ClientSecretEnv != "" && o.ClientPrivateKeyEnv != "" {
+		p.add(file, key, "client_secret_env and client_private_key_env: give one way to authenticate the client")
+	}
+	if o.ClientMetadataURL != "" {
+		if u, err := url.Parse(o.ClientMetadataURL); err != nil || u.Scheme != "https" || u.Path == "" || u.Path == "/" {
+			p.add(file, key+".client_metadata_url", "must be an https URL with a path (a client ID metadata document)")
+		}
+	}
+	if o.ClientSecretEnv != "" {
+		out.ClientSecret = p.env(m.Getenv, file, key+".client_secret_env", o.ClientSecretEnv)
+	}
+	if o.ClientPrivateKeyEnv != "" {
+		if pemText := p.env(m.Getenv, file, key+".client_private_key_env", o.ClientPrivateKeyEnv); pemText != "" {
+			k, err := oauth.ParsePrivateKey([]byte(pemText))
+			if err != nil {
+				p.add(file, key+".client_private_key_env", fmt.Sprintf("%s: %v", o.ClientPrivateKeyEnv, err))
+			}
+			out.PrivateKey = k
 		}
 	}
 	return out

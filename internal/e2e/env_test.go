@@ -229,23 +229,29 @@ func buildMcpotc(t testing.TB) string {
 }
 
 func goBuildMcpotc(t testing.TB) (string, error) {
+	return goBuild(t, "../../cmd/mcpotc", "mcpotc") // go test runs in the package directory: internal/e2e
+}
+
+// goBuild builds the command pkg (a path relative to internal/e2e) into
+// binDir as name, with -race when the tests run with it.
+func goBuild(t testing.TB, pkg, name string) (string, error) {
 	dir, cleaned, err := binDir()
 	if err != nil {
 		return "", err
 	}
 	if !cleaned {
-		t.Logf("mcpotc is built into %s, which is not removed after the tests", dir)
+		t.Logf("%s is built into %s, which is not removed after the tests", name, dir)
 	}
 	goTool, err := exec.LookPath("go")
 	if err != nil {
 		goTool = filepath.Join(os.Getenv("GOROOT"), "bin", "go")
 	}
-	bin := filepath.Join(dir, "mcpotc")
+	bin := filepath.Join(dir, name)
 	args := []string{"build", "-o", bin}
 	if raceEnabled() {
 		args = append(args, "-race")
 	}
-	args = append(args, "../../cmd/mcpotc") // go test runs in the package directory: internal/e2e
+	args = append(args, pkg)
 	ctx, cancel := context.WithTimeout(context.Background(), buildTimeout)
 	defer cancel()
 	start := time.Now()

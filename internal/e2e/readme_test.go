@@ -132,6 +132,7 @@ var readmeChecks = map[string]func(t *testing.T, r *readmeEnv, b readmeBlock){
 	"serve-otc-synopsis":   readmeSynopsis("serve-otc"),
 	"serve-otc-everything": readmeServeOTCEverything,
 	"serve-otc-config":     readmeServeOTCConfig,
+	"serve-otc-oauth":      readmeServeOTCOAuth,
 	"cors":                 readmePlain,
 	"bench":                readmeBench,
 	"bench-output":         readmeBenchOutput,
@@ -768,6 +769,47 @@ func readmeServeOTCConfig(t *testing.T, r *readmeEnv, b readmeBlock) {
 		t.Errorf("GET /health: %d %s", status, body)
 	}
 	r.note(b, "is testdata/config/serve-otc.json (as data); started from .ci/peers with GITHUB_MCP_TOKEN=placeholder: Everything's tools listed (deny honoured), github and notes (nothing there) down in /health")
+}
+
+// The OAuth example: the TypeScript SDK's example server with its demo
+// authorization server on the ports the config names, serve-otc with the
+// config as written, and the flow a user goes through.
+func readmeServeOTCOAuth(t *testing.T, r *readmeEnv, b readmeBlock) {
+	readmeSameJSON(t, r, b, "testdata/config/serve-otc-oauth.json")
+	script := filepath.Join(r.peers, "@modelcontextprotocol", "sdk", "dist", "esm", "examples", "server", "simpleStreamableHttp.js")
+	demo := startProcess(t, context.Background(), nodeBin(t), []string{script, "--oauth"}, []string{"MCP_PORT=3000", "MCP_AUTH_PORT=3001"})
+	demo.waitHTTP(t, "http://localhost:3001/.well-known/oauth-authorization-server", time.Minute)
+	p := startProcess(t, context.Background(), r.bin, []string{"serve-otc", "--config", filepath.Join(r.root, "testdata", "config", "serve-otc-oauth.json")}, nil)
+	p.waitHTTP(t, "http://127.0.0.1:8080/health", time.Minute)
+	var health struct {
+		Status    string            `json:"status"`
+		URL       string            `json:"url"`
+		Upstreams map[string]string `json:"upstreams"`
+	}
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		_, _, body := httpDo(t, http.MethodGet, "http://127.0.0.1:8080/health", "", nil)
+		_ = json.Unmarshal([]byte(body), &health)
+		if health.Status == "authorization_required" || time.Now().After(deadline) {
+			break
+		}
+	}
+	if !strings.HasPrefix(health.URL, "http://127.0.0.1:8080/oauth/authorize/") || health.Upstreams["demo"] != "waiting for a user to authorize the bridge (OAuth)" {
+		t.Fatalf("GET /health before the authorization: %+v", health)
+	}
+	resp, err := http.Get(health.URL) // what a browser does: the demo server approves at once
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Request.URL.Path != "/oauth/callback" {
+		t.Fatalf("opening the authorization URL ended at %s with %d", resp.Request.URL.Path, resp.StatusCode)
+	}
+	readmeWait200(t, p, "http://127.0.0.1:8080/health")
+	_, _, res := httpDo(t, http.MethodPost, "http://127.0.0.1:8080/tools/call", `{"tool_id":"Demo.greet","input":{"name":"OAuth"}}`, http.Header{"Content-Type": {"application/json"}})
+	if !strings.Contains(res, `"value":"Hello, OAuth!"`) {
+		t.Errorf("Demo.greet after the authorization: %s", readmeTail(res))
+	}
+	r.note(b, "is testdata/config/serve-otc-oauth.json; against the TypeScript SDK's example server (--oauth, ports 3000/3001): /health authorization_required with the URL, URL opened, /health 200, Demo.greet answered")
 }
 
 func readmeBench(t *testing.T, r *readmeEnv, b readmeBlock) {

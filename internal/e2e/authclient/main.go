@@ -1,0 +1,264 @@
+// Command authclient is the client the MCP conformance runner's auth
+// scenarios drive (`conformance client --command "authclient"`): it starts
+// `mcpotc serve-otc` against the scenario's MCP server (the last argument)
+// with an "oauth" entry, authorizes the bridge the way a user would (the
+// URL from /health or from an OTC challenge, opened by following the
+// redirects; the scenario's authorization server approves at once), waits
+// for check_url to say completed, then lists the tools over OTC and calls
+// one. A call answered with a challenge (step-up) is authorized and
+// retried, a bounded number of times.
+//
+// Environment: MCPOTC_BIN, the mcpotc binary; MCP_CONFORMANCE_SCENARIO and
+// MCP_CONFORMANCE_CONTEXT, set by the runner (client_id, client_secret,
+// private_key_pem for the scenarios that pre-register a client).
+//
+// It is a test helper: only the e2e tests build it.
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "authclient:", err)
+		os.Exit(1)
+	}
+}
+
+// maxChallenges bounds how many challenges one tool call may answer.
+const maxChallenges = 5
+
+func run() error {
+	if len(os.Args) < 2 {
+		return errors.New("usage: authclient SERVER_URL")
+	}
+	serverURL := os.Args[len(os.Args)-1]
+	scenario := os.Getenv("MCP_CONFORMANCE_SCENARIO")
+	var sctx map[string]any
+	if c := os.Getenv("MCP_CONFORMANCE_CONTEXT"); c != "" {
+		if err := json.Unmarshal([]byte(c), &sctx); err != nil {
+			return fmt.Errorf("MCP_CONFORMANCE_CONTEXT: %w", err)
+		}
+	}
+	bin := os.Getenv("MCPOTC_BIN")
+	if bin == "" {
+		return errors.New("MCPOTC_BIN is not set")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	dir, err := os.MkdirTemp("", "authclient")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	// The scenarios' authorization servers that accept client ID metadata
+	// documents expect this one (the runner does not fetch it).
+	oauthCfg := map[string]any{"client_metadata_url": "https://conformance-test.local/client-metadata.json"}
+	env := os.Environ()
+	if id, _ := sctx["client_id"].(string); id != "" {
+		oauthCfg["client_id"] = id
+		if s, _ := sctx["client_secret"].(string); s != "" {
+			oauthCfg["client_secret_env"] = "AUTHCLIENT_SECRET"
+			env = append(env, "AUTHCLIENT_SECRET="+s)
+		}
+		if k, _ := sctx["private_key_pem"].(string); k != "" {
+			oauthCfg["client_private_key_env"] = "AUTHCLIENT_KEY"
+			env = append(env, "AUTHCLIENT_KEY="+k)
+		}
+	}
+	if strings.HasPrefix(scenario, "auth/client-credentials") {
+		oauthCfg["grant"] = "client_credentials"
+	}
+	cfg, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{"conformance": map[string]any{"url": serverURL, "oauth": oauthCfg}}})
+	cfgPath := filepath.Join(dir, "config.json")
+	if err := os.WriteFile(cfgPath, cfg, 0o600); err != nil {
+		return err
+	}
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	cmd := exec.Command(bin, "serve-otc", "--config", cfgPath, "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--log-level", "debug")
+	cmd.Env = env
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	defer func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+		}
+	}()
+
+	// Wait until the bridge is ready, authorizing it when /health asks
+	// (each URL once: after its authorization the bridge reconnects).
+	done := map[string]bool{}
+	for authorized := 0; ; {
+		var h struct {
+			Status string `json:"status"`
+			URL    string `json:"url"`
+		}
+		code, err := getJSON(ctx, base+"/health", &h)
+		switch {
+		case err == nil && code == http.StatusOK:
+		case err == nil && h.Status == "authorization_required" && h.URL != "" && !done[h.URL]:
+			done[h.URL] = true
+			if authorized++; authorized > maxChallenges {
+				return fmt.Errorf("/health still asks for an authorization after %d", maxChallenges)
+			}
+			if err := authorize(ctx, h.URL, strings.Replace(h.URL, "/oauth/authorize/", "/oauth/check/", 1)); err != nil {
+				return err
+			}
+			continue
+		default:
+			if ctx.Err() != nil {
+				return fmt.Errorf("the bridge did not get ready: last /health %d %s (%v)", code, h.Status, err)
+			}
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
+		break
+	}
+
+	var tools struct {
+		Tools []struct {
+			ID   string `json:"id"`
+			Name string `json:"name"`
+		} `json:"tools"`
+	}
+	if _, err := getJSON(ctx, base+"/tools", &tools); err != nil {
+		return err
+	}
+	if len(tools.Tools) == 0 {
+		return errors.New("the bridge lists no tool")
+	}
+	id := tools.Tools[0].ID
+	for _, t := range tools.Tools {
+		if strings.HasSuffix(t.Name, "test-tool") || strings.HasSuffix(t.Name, "test_tool") {
+			id = t.ID
+		}
+	}
+	for challenges := 0; ; challenges++ {
+		body, _ := json.Marshal(map[string]any{"call_id": fmt.Sprintf("authclient-%d", challenges), "tool_id": id, "input": map[string]any{}})
+		var res struct {
+			Success             bool            `json:"success"`
+			Message             string          `json:"message"`
+			DeveloperMessage    string          `json:"developer_message"`
+			Result              json.RawMessage `json:"result"`
+			MissingRequirements *struct {
+				Authorization []struct {
+					ID       string `json:"id"`
+					URL      string `json:"url"`
+					CheckURL string `json:"check_url"`
+				} `json:"authorization"`
+			} `json:"missing_requirements"`
+		}
+		code, err := postJSON(ctx, base+"/tools/call", body, &res)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "authclient: call %s: HTTP %d success=%v %s %s\n", id, code, res.Success, res.Message, res.DeveloperMessage)
+		if code == http.StatusOK && res.Success {
+			return nil
+		}
+		if res.MissingRequirements == nil || len(res.MissingRequirements.Authorization) == 0 {
+			return fmt.Errorf("the call failed: HTTP %d %s", code, res.Message)
+		}
+		if challenges >= maxChallenges {
+			return fmt.Errorf("still challenged after %d authorizations", maxChallenges)
+		}
+		a := res.MissingRequirements.Authorization[0]
+		if err := authorize(ctx, a.URL, a.CheckURL); err != nil {
+			return err
+		}
+	}
+}
+
+// authorize opens url as a browser would (following redirects to the
+// bridge's callback), then polls checkURL until it is no longer pending.
+func authorize(ctx context.Context, url, checkURL string) error {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("opening the authorization URL: %w", err)
+	}
+	page, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	resp.Body.Close()
+	fmt.Fprintf(os.Stderr, "authclient: authorization ended at %s: HTTP %d\n", resp.Request.URL.Path, resp.StatusCode)
+	for {
+		var c struct {
+			Status string `json:"status"`
+			Error  string `json:"error"`
+		}
+		if _, err := getJSON(ctx, checkURL, &c); err != nil {
+			return err
+		}
+		switch c.Status {
+		case "completed":
+			return nil
+		case "failed":
+			return fmt.Errorf("authorization failed: %s (%s)", c.Error, bytes.TrimSpace(page))
+		}
+		if ctx.Err() != nil {
+			return errors.New("authorization still pending")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func getJSON(ctx context.Context, url string, v any) (int, error) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	return do(req, v)
+}
+
+func postJSON(ctx context.Context, url string, body []byte, v any) (int, error) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	return do(req, v)
+}
+
+func do(req *http.Request, v any) (int, error) {
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return resp.StatusCode, err
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return resp.StatusCode, fmt.Errorf("%s %s: HTTP %d: %.200s", req.Method, req.URL.Path, resp.StatusCode, b)
+	}
+	return resp.StatusCode, nil
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}

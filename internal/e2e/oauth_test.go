@@ -1,0 +1,272 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// oauthScenarios are the conformance runner's client auth scenarios that
+// serve-otc passes: every auth/* of 2025-11-25 and 2025-03-26, and the
+// client credentials extensions.
+var oauthScenarios = []string{
+	"auth/metadata-default",
+	"auth/metadata-var1",
+	"auth/metadata-var2",
+	"auth/metadata-var3",
+	"auth/basic-cimd",
+	"auth/scope-from-www-authenticate",
+	"auth/scope-from-scopes-supported",
+	"auth/scope-omitted-when-undefined",
+	"auth/scope-step-up",
+	"auth/scope-retry-limit",
+	"auth/token-endpoint-auth-basic",
+	"auth/token-endpoint-auth-post",
+	"auth/token-endpoint-auth-none",
+	"auth/pre-registration",
+	"auth/2025-03-26-oauth-metadata-backcompat",
+	"auth/2025-03-26-oauth-endpoint-fallback",
+	"auth/client-credentials-basic",
+	"auth/client-credentials-jwt",
+}
+
+// TestOAuthConformance runs the official conformance runner's client auth
+// scenarios against serve-otc: the runner starts an MCP server protected by
+// its authorization server and runs internal/e2e/authclient, which starts
+// serve-otc against it, authorizes it as a user would, and calls a tool
+// over OTC. The runner's own checks decide; each scenario's result is
+// logged (CI prints them: step "OAuth conformance").
+func TestOAuthConformance(t *testing.T) {
+	bin := buildMcpotc(t)
+	client, err := goBuild(t, "./authclient", "authclient")
+	if err != nil {
+		t.Fatalf("building authclient: %v", err)
+	}
+	out, stderr, err := runPeer(t, time.Minute, "conformance", "list", "--client")
+	if err != nil {
+		t.Fatalf("conformance list --client: %v\n%s%s", err, out, stderr)
+	}
+	for _, s := range oauthScenarios {
+		if !strings.Contains(out, "- "+s+" ") {
+			t.Errorf("the conformance runner has no scenario %s", s)
+		}
+	}
+	// Every auth scenario of the two protocol revisions must be listed above.
+	for _, m := range regexp.MustCompile(`- (auth/\S+) \[([^\]]*)\]`).FindAllStringSubmatch(out, -1) {
+		if (strings.Contains(m[2], "2025-11-25") || strings.Contains(m[2], "2025-03-26")) && !slices.Contains(oauthScenarios, m[1]) {
+			t.Errorf("conformance scenario %s (%s) is not run", m[1], m[2])
+		}
+	}
+	t.Setenv("MCPOTC_BIN", bin)
+	results := t.TempDir()
+	for _, s := range oauthScenarios {
+		dir := filepath.Join(results, strings.ReplaceAll(s, "/", "_"))
+		out, stderr, err := runPeer(t, 2*time.Minute, "conformance", "client", "--command", client, "--scenario", s, "--output-dir", dir)
+		failed := conformanceFailures(t, dir)
+		if err != nil || len(failed) > 0 {
+			t.Errorf("%s: FAIL (%v) %s\n%s%s", s, err, strings.Join(failed, "; "), truncate(out, 8000), truncate(stderr, 4000))
+			continue
+		}
+		t.Logf("%s: PASS", s)
+	}
+}
+
+// conformanceFailures reads the checks.json the runner wrote below dir and
+// returns the checks that failed.
+func conformanceFailures(t *testing.T, dir string) []string {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(dir, "auth", "*", "checks.json"))
+	if len(files) != 1 {
+		return []string{"no checks.json written"}
+	}
+	data, err := os.ReadFile(files[0])
+	if err != nil {
+		return []string{err.Error()}
+	}
+	var checks []struct {
+		ID, Name, Status, Description string
+	}
+	if err := json.Unmarshal(data, &checks); err != nil {
+		return []string{"checks.json: " + err.Error()}
+	}
+	var failed []string
+	for _, c := range checks {
+		if c.Status == "FAILURE" {
+			failed = append(failed, c.ID+": "+c.Description)
+		}
+	}
+	if len(checks) == 0 {
+		failed = append(failed, "no checks")
+	}
+	return failed
+}
+
+// oauthTSServer starts the TypeScript SDK's example MCP server with its
+// demo OAuth authorization server (--oauth-strict: tokens must name the
+// server as their resource) and returns the MCP endpoint.
+func oauthTSServer(t *testing.T) string {
+	t.Helper()
+	mcpPort, authPort := freePort(t), freePort(t)
+	script := filepath.Join(peersDir(t), "@modelcontextprotocol", "sdk", "dist", "esm", "examples", "server", "simpleStreamableHttp.js")
+	p := startProcess(t, context.Background(), nodeBin(t), []string{script, "--oauth", "--oauth-strict"},
+		[]string{"MCP_PORT=" + strconv.Itoa(mcpPort), "MCP_AUTH_PORT=" + strconv.Itoa(authPort)})
+	endpoint := fmt.Sprintf("http://localhost:%d/mcp", mcpPort)
+	p.waitHTTP(t, fmt.Sprintf("http://localhost:%d/.well-known/oauth-authorization-server", authPort), 30*time.Second)
+	p.waitHTTP(t, fmt.Sprintf("http://localhost:%d/.well-known/oauth-protected-resource/mcp", mcpPort), 30*time.Second)
+	return endpoint
+}
+
+// oauthBridge starts serve-otc on a port of its own (the OAuth redirect
+// URL names it) with config and extra args.
+func oauthBridge(t *testing.T, port int, config string, env []string, args ...string) *otcfBridge {
+	t.Helper()
+	bin := buildMcpotc(t)
+	full := append([]string{"serve-otc", "--listen", "127.0.0.1:" + strconv.Itoa(port), "--config", config, "--log-level", "debug"}, args...)
+	p := startProcess(t, context.Background(), bin, full, env)
+	otcfWaitLog(t, p, otcfStartTimeout, "the bridge to listen", func(m map[string]any) bool {
+		return m["message"] == "serving OTC for MCP servers"
+	})
+	return &otcfBridge{p: p, base: "http://127.0.0.1:" + strconv.Itoa(port), bin: bin}
+}
+
+// oauthWaitChallenge waits until /health asks for an authorization and
+// returns its body.
+func oauthWaitChallenge(t *testing.T, b *otcfBridge) map[string]any {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		r := b.get(t, "/health", nil, nil)
+		body, _ := r.Body.(map[string]any)
+		if r.Status == http.StatusServiceUnavailable && body["status"] == "authorization_required" {
+			return body
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/health never asked for an authorization; last: %d %s", r.Status, otcfTrunc(r.Raw))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// oauthAuthorize opens url as a browser would: the demo authorization
+// server approves at once and redirects to the bridge's callback.
+func oauthAuthorize(t *testing.T, url string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("opening %s: %v", url, err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Request.URL.Path != "/oauth/callback" || !strings.Contains(string(page), "Authorized") {
+		t.Fatalf("the authorization ended at %s with HTTP %d: %s", resp.Request.URL, resp.StatusCode, truncate(string(page), 500))
+	}
+}
+
+// TestOAuthSharedTypeScriptServer: serve-otc reaches the TypeScript SDK's
+// OAuth-protected example server in shared mode. Before the operator
+// authorizes, /health is 503 authorization_required with the URL and a
+// call gets the OTC challenge; opening the URL completes the flow, check_url
+// says completed, the catalog arrives and calls work. The token survives a
+// restart (file store): no new authorization. With another key the
+// record does not decrypt and the bridge asks again.
+func TestOAuthSharedTypeScriptServer(t *testing.T) {
+	endpoint := oauthTSServer(t)
+	dir := t.TempDir()
+	config := filepath.Join(dir, "config.json")
+	cfg := fmt.Sprintf(`{"mcpServers": {"demo": {"url": %q, "toolkit": "Demo", "oauth": {}}}}`, endpoint)
+	if err := os.WriteFile(config, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	key := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{7}, 32))
+	store := "file:" + filepath.Join(dir, "tokens.json")
+	env := []string{"MCPOTC_TOKEN_KEY=" + key}
+	port := freePort(t)
+	base := "http://127.0.0.1:" + strconv.Itoa(port)
+	b := oauthBridge(t, port, config, env, "--token-store", store, "--token-key-env", "MCPOTC_TOKEN_KEY")
+
+	health := oauthWaitChallenge(t, b)
+	url, _ := health["url"].(string)
+	if !strings.HasPrefix(url, base+"/oauth/authorize/") {
+		t.Fatalf("/health url = %q, want the bridge's %s/oauth/authorize/…", url, base)
+	}
+	if errs := otcfMatch("", map[string]any{
+		"status": "authorization_required", "url": url, "authorization": map[string]any{"demo": url},
+		"upstreams": map[string]any{"demo": "waiting for a user to authorize the bridge (OAuth)"},
+	}, health); len(errs) > 0 {
+		t.Errorf("/health: %s", strings.Join(errs, "; "))
+	}
+
+	// A call now gets the challenge, with the same URL.
+	d := otcfDialects[0]
+	check := strings.Replace(url, "/oauth/authorize/", "/oauth/check/", 1)
+	b.expect(t, d, map[string]any{"tool_id": "Demo.greet", "input": map[string]any{"name": "x"}}, nil, http.StatusBadRequest,
+		map[string]any{
+			"message": "Authorization is required: open the authorization URL, then call the tool again",
+			"missing_requirements": map[string]any{"authorization": []any{
+				map[string]any{"id": "demo", "url": url, "check_url": check},
+			}},
+			"developer_message": "<string>",
+		})
+	if r := b.get(t, strings.TrimPrefix(check, base), nil, nil); r.Status != http.StatusOK || otcfShow(r.Body) != `{"status":"pending"}` {
+		t.Errorf("check_url before: %d %s", r.Status, otcfTrunc(r.Raw))
+	}
+
+	oauthAuthorize(t, url)
+	if r := b.get(t, strings.TrimPrefix(check, base), nil, nil); r.Status != http.StatusOK || otcfShow(r.Body) != `{"status":"completed"}` {
+		t.Errorf("check_url after: %d %s", r.Status, otcfTrunc(r.Raw))
+	}
+	b.waitHealthy(t, 30*time.Second)
+	greet := func(b *otcfBridge) {
+		t.Helper()
+		b.expect(t, d, map[string]any{"tool_id": "Demo.greet", "input": map[string]any{"name": "OAuth"}}, nil, http.StatusOK, otcfOK("Hello, OAuth!"))
+	}
+	greet(b)
+	b.checkLogs(t)
+	oauthNoSecrets(t, b)
+	b.stop(t)
+
+	// Restart with the same store and key: no authorization asked.
+	b = oauthBridge(t, port, config, env, "--token-store", store, "--token-key-env", "MCPOTC_TOKEN_KEY")
+	b.waitHealthy(t, 30*time.Second)
+	greet(b)
+	if ls := b.logs(func(m map[string]any) bool {
+		return strings.Contains(fmt.Sprint(m["message"]), "needs an authorization")
+	}); len(ls) > 0 {
+		t.Errorf("after a restart with the file store the bridge asked for an authorization: %s", otcfShow(ls[0]))
+	}
+	b.stop(t)
+
+	// Another key: the record does not decrypt; the bridge asks again.
+	other := []string{"MCPOTC_TOKEN_KEY=" + base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{8}, 32))}
+	b = oauthBridge(t, port, config, other, "--token-store", store, "--token-key-env", "MCPOTC_TOKEN_KEY")
+	oauthWaitChallenge(t, b)
+	b.stop(t)
+}
+
+// oauthNoSecrets checks that nothing token-like reached the bridge's logs.
+func oauthNoSecrets(t *testing.T, b *otcfBridge) {
+	t.Helper()
+	out := b.p.Stderr() + b.p.Stdout()
+	for _, s := range []string{"access_token", "refresh_token", "Bearer ", "code_verifier", "code=", "client_secret"} {
+		if strings.Contains(out, s) {
+			t.Errorf("the bridge's output contains %q", s)
+		}
+	}
+}
