@@ -408,10 +408,34 @@ func (f *OTCFront) otcTools(u *mcpUpstream, toolkit, version string, raw []json.
 				}
 				continue
 			}
-			out = append(out, otc.Tool{Definition: t.Def, Func: f.call(u, id.MCPName, t), DeferRequirements: t.Restored})
+			tool := otc.Tool{Definition: t.Def, Func: f.call(u, id.MCPName, t), DeferRequirements: t.Restored}
+			if u.perUser() {
+				// Each user's own authorization: the tool says so, and its
+				// function checks (the vault may hold the user's token).
+				tool.Definition.Requirements = perUserRequirements(tool.Definition.Requirements, u.Config.Name, u.OAuth.Scopes)
+				tool.DeferRequirements = true
+			}
+			out = append(out, tool)
 		}
 	}
 	return out
+}
+
+// perUser reports whether each OTC user reaches the upstream with a token
+// of their own (oauth per_user).
+func (u *mcpUpstream) perUser() bool { return u.OAuth != nil && u.OAuth.PerUser }
+
+// perUserRequirements adds to a tool's requirements the user id and an
+// authorization named after the upstream (the id of its challenges).
+func perUserRequirements(r *otc.Requirements, upstream string, scopes []string) *otc.Requirements {
+	var out otc.Requirements
+	if r != nil {
+		out = *r
+		out.Authorization = slices.Clone(r.Authorization)
+	}
+	out.UserID = true
+	out.Authorization = append(out.Authorization, otc.AuthorizationRequirement{ID: upstream, OAuth2: &otc.OAuth2Details{Scopes: scopes}})
+	return &out
 }
 
 func (u *mcpUpstream) exposes(name string) bool {
@@ -444,6 +468,23 @@ func (f *OTCFront) call(u *mcpUpstream, mcpName string, t mapping.OTCTool) otc.T
 		var header http.Header
 		if u.ForwardAuthorization && c.Request.Context != nil && len(c.Request.Context.Authorization) > 0 {
 			header = http.Header{"Authorization": {"Bearer " + c.Request.Context.Authorization[0].Token}}
+		}
+		if u.perUser() {
+			// The caller's own token for this upstream, as it is; else the
+			// user's token from the vault, or the user's challenge.
+			cc := c.Request.Context
+			switch {
+			case cc.Token(u.Config.Name) != "":
+				ctx = oauth.WithToken(ctx, cc.Token(u.Config.Name))
+			case cc == nil || cc.UserID == "":
+				return nil, &otc.ServerErrorResponse{
+					Message:             "The tool needs user_id in the call's context",
+					DeveloperMessage:    fmt.Sprintf("%s acts for each user with their own authorization: context.user_id is required", c.Tool.ID),
+					MissingRequirements: &otc.MissingRequirements{UserID: true},
+				}
+			default:
+				ctx = oauth.WithUser(ctx, cc.UserID)
+			}
 		}
 		raw, err := u.up.CallTool(ctx, mcpName, c.Request.Input, meta, header)
 		if err != nil {

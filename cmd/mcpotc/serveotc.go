@@ -514,8 +514,8 @@ func (m *Main) oauthConfig(p *problems, file, key string, c mcpServerConfig) *oa
 	if err := oneOf(file, key+".grant", o.Grant, "", oauth.GrantAuthorizationCode, oauth.GrantClientCredentials); err != nil {
 		p.addErr(file, key+".grant", err)
 	}
-	if o.PerUser {
-		p.add(file, key+".per_user", "per-user OAuth is not supported by this version yet: leave it out (shared mode: the operator authorizes once)")
+	if o.Grant == oauth.GrantClientCredentials && o.PerUser {
+		p.add(file, key+".per_user", "the client_credentials grant has no user: per_user does not apply")
 	}
 	if o.Grant == oauth.GrantClientCredentials && o.ClientID == "" {
 		p.add(file, key+".client_id", "the client_credentials grant needs a pre-registered client_id")

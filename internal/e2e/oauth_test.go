@@ -270,3 +270,205 @@ func oauthNoSecrets(t *testing.T, b *otcfBridge) {
 		}
 	}
 }
+
+// oauthLastToken is the token of the latest request the TypeScript example
+// server authenticated (it prints each one on stdout).
+func oauthLastToken(t *testing.T, server *proc) string {
+	t.Helper()
+	m := regexp.MustCompile(`token: '([^']+)'`).FindAllStringSubmatch(server.Stdout(), -1)
+	if len(m) == 0 {
+		t.Fatal("the example server printed no authenticated request")
+	}
+	return m[len(m)-1][1]
+}
+
+// TestOAuthPerUserTypeScriptServer: per-user mode against the TypeScript
+// SDK's example server. The operator authorizes the catalog; then each
+// user gets a challenge of their own, bound to them, and their calls go
+// with their own token (the server prints the token of each request):
+// alice's authorization never serves bob, and a token the caller holds
+// goes as it is. After a restart with the file store, both users still
+// call without a new challenge.
+func TestOAuthPerUserTypeScriptServer(t *testing.T) {
+	mcpPort, authPort := freePort(t), freePort(t)
+	script := filepath.Join(peersDir(t), "@modelcontextprotocol", "sdk", "dist", "esm", "examples", "server", "simpleStreamableHttp.js")
+	server := startProcess(t, context.Background(), nodeBin(t), []string{script, "--oauth", "--oauth-strict"},
+		[]string{"MCP_PORT=" + strconv.Itoa(mcpPort), "MCP_AUTH_PORT=" + strconv.Itoa(authPort)})
+	server.waitHTTP(t, fmt.Sprintf("http://localhost:%d/.well-known/oauth-authorization-server", authPort), 30*time.Second)
+	server.waitHTTP(t, fmt.Sprintf("http://localhost:%d/.well-known/oauth-protected-resource/mcp", mcpPort), 30*time.Second)
+
+	dir := t.TempDir()
+	config := filepath.Join(dir, "config.json")
+	cfg := fmt.Sprintf(`{"mcpServers": {"demo": {"url": "http://localhost:%d/mcp", "toolkit": "Demo", "oauth": {"per_user": true}}}}`, mcpPort)
+	if err := os.WriteFile(config, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"MCPOTC_TOKEN_KEY=" + base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{9}, 32))}
+	args := []string{"--token-store", "file:" + filepath.Join(dir, "tokens.json"), "--token-key-env", "MCPOTC_TOKEN_KEY"}
+	port := freePort(t)
+	base := "http://127.0.0.1:" + strconv.Itoa(port)
+	b := oauthBridge(t, port, config, env, args...)
+
+	// The operator's authorization: the catalog.
+	health := oauthWaitChallenge(t, b)
+	oauthAuthorize(t, health["url"].(string))
+	b.waitHealthy(t, 30*time.Second)
+	operator := oauthLastToken(t, server)
+	var greet map[string]any
+	for _, tool := range b.tools(t) {
+		if m, _ := tool.(map[string]any); m["id"] == "Demo.greet@1.0.0" || m["name"] == "greet" {
+			greet = m
+		}
+	}
+	if errs := otcfMatch("requirements", map[string]any{"user_id": true, "authorization": []any{map[string]any{"id": "demo", "oauth2": map[string]any{}}}}, greet["requirements"]); len(errs) > 0 {
+		t.Errorf("Demo.greet's requirements: %s (tool %s)", strings.Join(errs, "; "), otcfShow(greet))
+	}
+
+	d := otcfDialects[2]
+	call := func(ctx map[string]any) *otcfResp {
+		t.Helper()
+		req := map[string]any{"tool_id": "Demo.greet", "input": map[string]any{"name": "user"}}
+		if ctx != nil {
+			req["context"] = ctx
+		}
+		c, cancel := context.WithTimeout(context.Background(), otcfCallTimeout)
+		defer cancel()
+		return b.call(t, c, d, req, nil)
+	}
+	challengeOf := func(user string) (url, check string) {
+		t.Helper()
+		r := call(map[string]any{"user_id": user})
+		body, _ := r.Body.(map[string]any)
+		mr, _ := body["missing_requirements"].(map[string]any)
+		as, _ := mr["authorization"].([]any)
+		if r.Status != http.StatusBadRequest || len(as) != 1 {
+			t.Fatalf("%s without a token: %d %s, want the 400 challenge", user, r.Status, otcfTrunc(r.Raw))
+		}
+		a := as[0].(map[string]any)
+		if a["id"] != "demo" || !strings.HasPrefix(a["url"].(string), base+"/oauth/authorize/") {
+			t.Fatalf("%s's challenge: %s", user, otcfShow(a))
+		}
+		return a["url"].(string), a["check_url"].(string)
+	}
+	succeeds := func(ctx map[string]any) string {
+		t.Helper()
+		r := call(ctx)
+		if r.Status != http.StatusOK || !strings.Contains(string(r.Raw), `"Hello, user!"`) {
+			t.Fatalf("call with %v: %d %s", ctx, r.Status, otcfTrunc(r.Raw))
+		}
+		return oauthLastToken(t, server)
+	}
+
+	if r := call(nil); r.Status != http.StatusBadRequest || !strings.Contains(string(r.Raw), `"user_id":true`) {
+		t.Errorf("without user_id: %d %s, want 400 missing_requirements.user_id", r.Status, otcfTrunc(r.Raw))
+	}
+	aliceURL, aliceCheck := challengeOf("alice")
+	bobURL, _ := challengeOf("bob")
+	if aliceURL == bobURL {
+		t.Fatal("alice and bob got the same authorization URL")
+	}
+	if again, _ := challengeOf("alice"); again != aliceURL {
+		t.Errorf("alice's second challenge is a new authorization: %s", again)
+	}
+	oauthAuthorize(t, aliceURL)
+	if r := b.get(t, strings.TrimPrefix(aliceCheck, base), nil, nil); otcfShow(r.Body) != `{"status":"completed"}` {
+		t.Errorf("alice's check_url: %s", otcfTrunc(r.Raw))
+	}
+	alice := succeeds(map[string]any{"user_id": "alice"})
+	if alice == operator {
+		t.Error("alice's call went with the operator's token")
+	}
+	if again, _ := challengeOf("bob"); again != bobURL {
+		t.Errorf("bob, still not authorized after alice: challenge %s, want his own %s", again, bobURL)
+	}
+	oauthAuthorize(t, bobURL)
+	bob := succeeds(map[string]any{"user_id": "bob"})
+	if bob == alice || bob == operator {
+		t.Errorf("bob's call went with another's token (alice %t, operator %t)", bob == alice, bob == operator)
+	}
+	if got := succeeds(map[string]any{"user_id": "alice"}); got != alice {
+		t.Error("alice's second call did not go with alice's token")
+	}
+	// A token the caller holds goes as it is; a bad one is refused.
+	if got := succeeds(map[string]any{"user_id": "carol", "authorization": []any{map[string]any{"id": "demo", "token": alice}}}); got != alice {
+		t.Error("a caller-held token was not sent as it is")
+	}
+	// (The example server answers a token it cannot introspect with an
+	// error; carol gets no challenge: her own token went, not the vault's.)
+	if r := call(map[string]any{"user_id": "carol", "authorization": []any{map[string]any{"id": "demo", "token": "not-a-token"}}}); strings.Contains(string(r.Raw), "Hello") ||
+		strings.Contains(string(r.Raw), "missing_requirements") {
+		t.Errorf("a bad caller-held token: %d %s, want it sent as it is and the call to fail", r.Status, otcfTrunc(r.Raw))
+	}
+	oauthNoSecrets(t, b)
+	for _, tok := range []string{alice, bob, operator} {
+		if strings.Contains(b.p.Stderr(), tok) {
+			t.Error("a user's token is in the bridge's log")
+		}
+	}
+	b.stop(t)
+
+	// Restart with the file store: nobody is asked again.
+	b = oauthBridge(t, port, config, env, args...)
+	b.waitHealthy(t, 30*time.Second)
+	if got := succeeds(map[string]any{"user_id": "alice"}); got != alice {
+		t.Error("after the restart alice's call did not go with alice's token")
+	}
+	if got := succeeds(map[string]any{"user_id": "bob"}); got != bob {
+		t.Error("after the restart bob's call did not go with bob's token")
+	}
+	challengeOf("dave")
+	b.stop(t)
+}
+
+// TestOAuthMCPHostElicitation: an MCP host (the official Go SDK client,
+// declaring URL elicitation) → serve-mcp (user_id alice) → serve-otc
+// (per-user OAuth) → the TypeScript SDK's OAuth-protected example server.
+// Alice's first call comes back as -32042 with the authorization URL;
+// opening it completes the flow, and the same call then succeeds.
+func TestOAuthMCPHostElicitation(t *testing.T) {
+	endpoint := oauthTSServer(t)
+	dir := t.TempDir()
+	config := filepath.Join(dir, "config.json")
+	if err := os.WriteFile(config, []byte(fmt.Sprintf(`{"mcpServers": {"demo": {"url": %q, "toolkit": "Demo", "oauth": {"per_user": true}}}}`, endpoint)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	port := freePort(t)
+	otcFront := oauthBridge(t, port, config, nil)
+	oauthAuthorize(t, oauthWaitChallenge(t, otcFront)["url"].(string)) // the operator: the catalog
+	otcFront.waitHealthy(t, 30*time.Second)
+
+	mcpConfig := filepath.Join(dir, "serve-mcp.json")
+	if err := os.WriteFile(mcpConfig, []byte(fmt.Sprintf(`{"upstreams": [{"name": "bridge", "url": "http://127.0.0.1:%d", "user_id": "alice"}]}`, port)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	front := startBridge(t, ctx, "http", []string{"--config", mcpConfig}, nil)
+	cs := front.connect(t, ctx, clientOpts{protocol: proto20251125, urlElicitation: true})
+	var name string
+	for _, tool := range listTools(t, ctx, cs) {
+		if strings.HasSuffix(tool.Name, "greet") && !strings.Contains(tool.Name, "multi") {
+			name = tool.Name
+		}
+	}
+	if name == "" {
+		t.Fatal("the MCP front lists no greet tool")
+	}
+	args := map[string]any{"name": "host"}
+	we := wantRPCError(t, ctx, cs, name, args, -32042)
+	var data struct {
+		Elicitations []struct {
+			Mode string `json:"mode"`
+			URL  string `json:"url"`
+		} `json:"elicitations"`
+	}
+	if err := json.Unmarshal(we.Data, &data); err != nil || len(data.Elicitations) != 1 || data.Elicitations[0].Mode != "url" ||
+		!strings.HasPrefix(data.Elicitations[0].URL, fmt.Sprintf("http://127.0.0.1:%d/oauth/authorize/", port)) {
+		t.Fatalf("-32042 data %s (%v), want one URL elicitation of serve-otc's authorization", we.Data, err)
+	}
+	oauthAuthorize(t, data.Elicitations[0].URL)
+	res := mustCall(t, ctx, cs, name, args)
+	if res.IsError || !strings.Contains(jsonString(res), "Hello, host!") {
+		t.Errorf("the call after the authorization: %s", jsonString(res))
+	}
+}

@@ -118,10 +118,27 @@ func (r *record) expiring(now time.Time) bool {
 
 type userKey struct{}
 
+type heldKey struct{}
+
 // WithUser returns a context whose requests a per-user Client authorizes
 // as user (an OTC context.user_id). Shared-mode clients ignore it.
 func WithUser(ctx context.Context, user string) context.Context {
 	return context.WithValue(ctx, userKey{}, user)
+}
+
+// WithToken returns a context whose requests a per-user Client sends with
+// token as it is: a token the caller holds (an OTC
+// context.authorization entry for the upstream). The vault is not used.
+func WithToken(ctx context.Context, token string) context.Context {
+	return context.WithValue(ctx, heldKey{}, token)
+}
+
+func (c *Client) held(ctx context.Context) string {
+	if !c.cfg.PerUser {
+		return ""
+	}
+	t, _ := ctx.Value(heldKey{}).(string)
+	return t
 }
 
 func (c *Client) user(ctx context.Context) string {
@@ -141,10 +158,21 @@ func (c *Client) key(user string) vault.Key {
 // goes without, and its 401 starts the authorization). A token about to
 // expire is refreshed first; one that cannot be refreshed is dropped.
 func (c *Client) Authorization(ctx context.Context) (string, error) {
+	if t := c.held(ctx); t != "" {
+		return "Bearer " + t, nil
+	}
 	user := c.user(ctx)
 	rec, err := c.load(ctx, user)
 	if err != nil {
 		return "", err
+	}
+	if rec == nil && user != "" {
+		// A user of a per-user upstream without a token: challenge now,
+		// rather than send the request without one, once the operator's
+		// connection has discovered the authorization server.
+		if srv := c.server(); srv != nil {
+			return "", c.m.challenge(c, user, srv, c.scopes(challengeParams{}, srv))
+		}
 	}
 	if rec == nil && c.cfg.Grant == GrantClientCredentials {
 		if srv := c.server(); srv != nil {
@@ -179,6 +207,9 @@ func (c *Client) Unauthorized(ctx context.Context, sent string, resp *http.Respo
 	stepUp := resp.StatusCode == http.StatusForbidden
 	if stepUp && ch.err != "insufficient_scope" {
 		return false, nil
+	}
+	if t := c.held(ctx); t != "" && sent == "Bearer "+t {
+		return false, nil // the caller's own token: the answer stands
 	}
 	user := c.user(ctx)
 	var granted []string

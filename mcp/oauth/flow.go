@@ -217,8 +217,9 @@ func (m *Manager) challenge(c *Client, user string, srv *server, scopes []string
 	m.pending[p.state] = p
 	m.live[key] = p.state
 	r := m.required(p)
-	if !c.cfg.PerUser {
-		// Shared mode: the operator authorizes; tell them where.
+	if user == "" {
+		// The bridge's own identity: the operator authorizes; tell them
+		// where.
 		m.log.Warn("upstream needs an authorization: open this URL in a browser", "upstream", c.cfg.Upstream, "url", r.URL)
 	} else {
 		m.log.Info("authorization challenge issued", "upstream", c.cfg.Upstream)

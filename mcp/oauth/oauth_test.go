@@ -312,3 +312,37 @@ func TestClientMetadataDocument(t *testing.T) {
 		t.Errorf("document: %v", doc)
 	}
 }
+
+// Per user: a token the caller holds goes as it is; a user without a token
+// is challenged before any request goes (once discovery is done), with a
+// challenge of their own; a shared-mode client ignores both.
+func TestPerUserAuthorization(t *testing.T) {
+	t.Parallel()
+	asm := &oauthex.AuthServerMeta{Issuer: "http://as.test", AuthorizationEndpoint: "http://as.test/authorize", TokenEndpoint: "http://as.test/token"}
+	m, c, _ := newTestManager(t, asm)
+	ctx := t.Context()
+	if h, err := c.Authorization(WithToken(WithUser(ctx, "carol"), "held-token")); h != "Bearer held-token" || err != nil {
+		t.Errorf("held token: %q %v", h, err)
+	}
+	if h, err := c.Authorization(WithUser(ctx, "alice")); h != "" || err != nil {
+		t.Errorf("before discovery: %q %v, want no header (the 401 discovers)", h, err)
+	}
+	c.srv = m.pending[m.live[c.key("u")]].srv
+	_, err := c.Authorization(WithUser(ctx, "alice"))
+	a, ok := err.(*AuthorizationRequired)
+	if !ok {
+		t.Fatalf("alice without a token: %v, want her challenge", err)
+	}
+	_, err = c.Authorization(WithUser(ctx, "bob"))
+	if b, ok := err.(*AuthorizationRequired); !ok || b.URL == a.URL {
+		t.Errorf("bob: %v, want a challenge of his own", err)
+	}
+	if h, err := c.Authorization(ctx); h != "" || err != nil {
+		t.Errorf("no user (the operator) without a token: %q %v, want the request to go without", h, err)
+	}
+	shared, _ := m.Client(Config{Upstream: "s", ServerURL: "http://mcp.test/mcp"})
+	shared.srv = c.srv
+	if h, err := shared.Authorization(WithToken(WithUser(ctx, "alice"), "held-token")); h != "" || err != nil {
+		t.Errorf("shared mode with a user and a held token: %q %v, want both ignored", h, err)
+	}
+}
