@@ -120,14 +120,21 @@ func conformanceFailures(t *testing.T, dir string) []string {
 // server as their resource) and returns the MCP endpoint.
 func oauthTSServer(t *testing.T) string {
 	t.Helper()
-	mcpPort, authPort := freePort(t), freePort(t)
+	mcpPort := freePort(t)
+	oauthTSServerOn(t, mcpPort, freePort(t))
+	return fmt.Sprintf("http://localhost:%d/mcp", mcpPort)
+}
+
+// oauthTSServerOn starts it on the given ports; it prints the token of each
+// request it authenticates on stdout.
+func oauthTSServerOn(t *testing.T, mcpPort, authPort int) *proc {
+	t.Helper()
 	script := filepath.Join(peersDir(t), "@modelcontextprotocol", "sdk", "dist", "esm", "examples", "server", "simpleStreamableHttp.js")
 	p := startProcess(t, context.Background(), nodeBin(t), []string{script, "--oauth", "--oauth-strict"},
 		[]string{"MCP_PORT=" + strconv.Itoa(mcpPort), "MCP_AUTH_PORT=" + strconv.Itoa(authPort)})
-	endpoint := fmt.Sprintf("http://localhost:%d/mcp", mcpPort)
 	p.waitHTTP(t, fmt.Sprintf("http://localhost:%d/.well-known/oauth-authorization-server", authPort), 30*time.Second)
 	p.waitHTTP(t, fmt.Sprintf("http://localhost:%d/.well-known/oauth-protected-resource/mcp", mcpPort), 30*time.Second)
-	return endpoint
+	return p
 }
 
 // oauthBridge starts serve-otc on a port of its own (the OAuth redirect
@@ -251,6 +258,8 @@ func TestOAuthSharedTypeScriptServer(t *testing.T) {
 	}); len(ls) > 0 {
 		t.Errorf("after a restart with the file store the bridge asked for an authorization: %s", otcfShow(ls[0]))
 	}
+	t.Log("shared mode: authorized once; serve-otc restarted with the file store: /health 200 and Demo.greet answered, no new authorization")
+
 	b.stop(t)
 
 	// Another key: the record does not decrypt; the bridge asks again.
@@ -290,12 +299,8 @@ func oauthLastToken(t *testing.T, server *proc) string {
 // goes as it is. After a restart with the file store, both users still
 // call without a new challenge.
 func TestOAuthPerUserTypeScriptServer(t *testing.T) {
-	mcpPort, authPort := freePort(t), freePort(t)
-	script := filepath.Join(peersDir(t), "@modelcontextprotocol", "sdk", "dist", "esm", "examples", "server", "simpleStreamableHttp.js")
-	server := startProcess(t, context.Background(), nodeBin(t), []string{script, "--oauth", "--oauth-strict"},
-		[]string{"MCP_PORT=" + strconv.Itoa(mcpPort), "MCP_AUTH_PORT=" + strconv.Itoa(authPort)})
-	server.waitHTTP(t, fmt.Sprintf("http://localhost:%d/.well-known/oauth-authorization-server", authPort), 30*time.Second)
-	server.waitHTTP(t, fmt.Sprintf("http://localhost:%d/.well-known/oauth-protected-resource/mcp", mcpPort), 30*time.Second)
+	mcpPort := freePort(t)
+	server := oauthTSServerOn(t, mcpPort, freePort(t))
 
 	dir := t.TempDir()
 	config := filepath.Join(dir, "config.json")
@@ -364,6 +369,7 @@ func TestOAuthPerUserTypeScriptServer(t *testing.T) {
 	}
 	aliceURL, aliceCheck := challengeOf("alice")
 	bobURL, _ := challengeOf("bob")
+	t.Logf("operator authorized; alice challenged (%s…), bob challenged (%s…): two authorizations", oauthShort(aliceURL), oauthShort(bobURL))
 	if aliceURL == bobURL {
 		t.Fatal("alice and bob got the same authorization URL")
 	}
@@ -375,6 +381,7 @@ func TestOAuthPerUserTypeScriptServer(t *testing.T) {
 		t.Errorf("alice's check_url: %s", otcfTrunc(r.Raw))
 	}
 	alice := succeeds(map[string]any{"user_id": "alice"})
+	t.Logf("alice authorized: her call went with a token of her own (not the operator's: %t)", alice != operator)
 	if alice == operator {
 		t.Error("alice's call went with the operator's token")
 	}
@@ -383,6 +390,7 @@ func TestOAuthPerUserTypeScriptServer(t *testing.T) {
 	}
 	oauthAuthorize(t, bobURL)
 	bob := succeeds(map[string]any{"user_id": "bob"})
+	t.Logf("bob authorized: his call went with a token of his own (not alice's: %t, not the operator's: %t)", bob != alice, bob != operator)
 	if bob == alice || bob == operator {
 		t.Errorf("bob's call went with another's token (alice %t, operator %t)", bob == alice, bob == operator)
 	}
@@ -417,6 +425,7 @@ func TestOAuthPerUserTypeScriptServer(t *testing.T) {
 		t.Error("after the restart bob's call did not go with bob's token")
 	}
 	challengeOf("dave")
+	t.Log("serve-otc restarted with the file store: alice and bob called with their own tokens, no new challenge; dave (new) challenged")
 	b.stop(t)
 }
 
@@ -471,4 +480,10 @@ func TestOAuthMCPHostElicitation(t *testing.T) {
 	if res.IsError || !strings.Contains(jsonString(res), "Hello, host!") {
 		t.Errorf("the call after the authorization: %s", jsonString(res))
 	}
+}
+
+// oauthShort is the start of an authorization URL's state, for a log line.
+func oauthShort(url string) string {
+	i := strings.LastIndex(url, "/")
+	return url[:min(len(url), i+7)]
 }

@@ -216,8 +216,11 @@ func (c *Client) Unauthorized(ctx context.Context, sent string, resp *http.Respo
 	if rec, _ := c.load(ctx, user); rec != nil && sent == "Bearer "+rec.AccessToken {
 		granted = rec.Scopes
 		if !stepUp {
-			// The token is no longer good: the next request asks again.
+			// The token is no longer good: the next request asks again,
+			// after a new discovery (the authorization server may have
+			// forgotten the bridge's registration too).
 			c.drop(ctx, user, rec.AccessToken)
+			c.forget()
 		}
 	}
 	if stepUp {
@@ -291,6 +294,14 @@ func (c *Client) countStepUp(user string) int {
 		}
 	}
 	return s.n
+}
+
+// forget drops the cached discovery: the next 401 discovers and
+// registers again.
+func (c *Client) forget() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.srv = nil
 }
 
 func (c *Client) server() *server {

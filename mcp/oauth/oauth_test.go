@@ -16,6 +16,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -344,5 +345,104 @@ func TestPerUserAuthorization(t *testing.T) {
 	shared.srv = c.srv
 	if h, err := shared.Authorization(WithToken(WithUser(ctx, "alice"), "held-token")); h != "" || err != nil {
 		t.Errorf("shared mode with a user and a held token: %q %v, want both ignored", h, err)
+	}
+}
+
+// A token about to expire is refreshed before the request, once for all
+// the requests that need it at the same time (a refresh token may be good
+// for one use), and the new token is kept; a refresh the authorization
+// server refuses drops the record (the next request is challenged).
+func TestRefreshBeforeExpiry(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var forms []url.Values
+	as := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = r.ParseForm()
+		mu.Lock()
+		forms = append(forms, r.PostForm)
+		n := len(forms)
+		mu.Unlock()
+		time.Sleep(50 * time.Millisecond) // the other callers arrive meanwhile
+		w.Header().Set("Content-Type", "application/json")
+		if r.PostForm.Get("refresh_token") == "spent" {
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = w.Write([]byte(`{"error":"invalid_grant"}`))
+			return
+		}
+		_, _ = fmt.Fprintf(w, `{"access_token":"new-%d","token_type":"Bearer","expires_in":3600,"refresh_token":"r2"}`, n)
+	}))
+	defer as.Close()
+	m, err := NewManager(&Options{PublicURL: "http://bridge.test", HTTPClient: as.Client()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _ := m.Client(Config{Upstream: "up", ServerURL: "http://mcp.test/mcp"})
+	ctx := t.Context()
+	soon := time.Now().Add(refreshMargin / 2)
+	if err := c.save(ctx, "", &record{AccessToken: "old", RefreshToken: "r1", Expiry: soon, TokenURL: as.URL + "/token",
+		Client: registration{ID: "cid", Method: "none"}}); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	got := make([]string, 20)
+	for i := range got {
+		wg.Go(func() { got[i], _ = c.Authorization(ctx) })
+	}
+	wg.Wait()
+	for i, h := range got {
+		if h != "Bearer new-1" {
+			t.Errorf("caller %d: %q, want the refreshed token", i, h)
+		}
+	}
+	if len(forms) != 1 {
+		t.Fatalf("%d refresh requests, want 1", len(forms))
+	}
+	if f := forms[0]; f.Get("grant_type") != "refresh_token" || f.Get("refresh_token") != "r1" || f.Get("client_id") != "cid" {
+		t.Errorf("refresh request: %v", f)
+	}
+	rec, _ := c.load(ctx, "")
+	if rec == nil || rec.AccessToken != "new-1" || rec.RefreshToken != "r2" || rec.TokenURL != as.URL+"/token" {
+		t.Errorf("kept: %+v", rec)
+	}
+
+	if err := c.save(ctx, "", &record{AccessToken: "old", RefreshToken: "spent", Expiry: soon, TokenURL: as.URL + "/token",
+		Client: registration{ID: "cid", Method: "none"}}); err != nil {
+		t.Fatal(err)
+	}
+	if h, err := c.Authorization(ctx); h != "" || err != nil {
+		t.Errorf("refused refresh: %q %v, want no header and no error", h, err)
+	}
+	if rec, _ := c.load(ctx, ""); rec != nil {
+		t.Error("the record of a refused refresh was kept")
+	}
+}
+
+// A 401 to a request that carried the bridge's token drops the token and
+// the discovery (the next 401 discovers and registers again).
+func TestUnauthorizedDropsToken(t *testing.T) {
+	t.Parallel()
+	asm := &oauthex.AuthServerMeta{Issuer: "http://as.test", AuthorizationEndpoint: "http://as.test/authorize", TokenEndpoint: "http://as.test/token"}
+	m, _, _ := newTestManager(t, asm)
+	c, _ := m.Client(Config{Upstream: "s", ServerURL: "http://127.0.0.1:1/mcp"})
+	ctx := t.Context()
+	c.srv = &server{asm: asm, resource: "http://127.0.0.1:1/mcp"}
+	_ = c.save(ctx, "", &record{AccessToken: "good", TokenURL: asm.TokenEndpoint})
+	// A 401 to a request with another token (a refresh replaced it) keeps it.
+	resp := &http.Response{StatusCode: http.StatusUnauthorized, Header: http.Header{}}
+	if _, err := c.Unauthorized(ctx, "Bearer stale", resp); err == nil {
+		t.Fatal("no error after a 401")
+	}
+	if rec, _ := c.load(ctx, ""); rec == nil {
+		t.Error("a 401 to an older token dropped the current one")
+	}
+	_, err := c.Unauthorized(ctx, "Bearer good", resp)
+	if rec, _ := c.load(ctx, ""); rec != nil {
+		t.Error("the refused token was kept")
+	}
+	if c.server() != nil {
+		t.Error("the discovery was kept")
+	}
+	if err == nil || !strings.Contains(err.Error(), "OAuth discovery") {
+		t.Errorf("after the drop: %v, want a new discovery (which fails here: nothing listens)", err)
 	}
 }

@@ -217,7 +217,7 @@ func TestConcurrent(t *testing.T) {
 		wg.Go(func() {
 			own := Key{"up", fmt.Sprint("user-", i)}
 			shared := Key{"up", ""}
-			for j := range 20 {
+			for j := range 5 {
 				_ = v.Put(ctx, own, rec{fmt.Sprint(i, "-", j)}, time.Time{})
 				_ = v.Put(ctx, shared, rec{fmt.Sprint(i)}, time.Time{})
 				var got rec
