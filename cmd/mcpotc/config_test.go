@@ -146,7 +146,7 @@ func TestOTCFrontConfigErrors(t *testing.T) {
 		{"oauth and header", `{"mcpServers":{"a":{"url":"http://h","headers":{"Authorization":"Bearer x"},"oauth":{}}}}`, `mcpServers.a.oauth: and headers.Authorization both set`},
 		{"oauth grant", `{"mcpServers":{"a":{"url":"http://h","oauth":{"grant":"password"}}}}`, `mcpServers.a.oauth.grant: "password" is not one of`},
 		{"oauth per user", `{"mcpServers":{"a":{"url":"http://h","oauth":{"per_user":true}}}}`, ``},
-		{"oauth per user cc", `{"mcpServers":{"a":{"url":"http://h","oauth":{"per_user":true,"grant":"client_credentials","client_id":"c"}}}}`, `mcpServers.a.oauth.per_user: the client_credentials grant has no user`},
+		{"oauth per user cc", `{"mcpServers":{"a":{"url":"http://h","oauth":{"per_user":true,"grant":"client_credentials","client_id":"c"}}}}`, ``},
 		{"oauth cc", `{"mcpServers":{"a":{"url":"http://h","oauth":{"grant":"client_credentials"}}}}`, `mcpServers.a.oauth.client_id: the client_credentials grant needs`},
 		{"oauth secret unset", `{"mcpServers":{"a":{"url":"http://h","oauth":{"client_id":"c","client_secret_env":"NOPE"}}}}`, `mcpServers.a.oauth.client_secret_env: environment variable NOPE is not set`},
 		{"oauth secret in file", `{"mcpServers":{"a":{"url":"http://h","oauth":{"client_id":"c","client_secret_env":"abc-def"}}}}`, `must name an environment variable`},

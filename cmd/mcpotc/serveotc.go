@@ -514,9 +514,6 @@ func (m *Main) oauthConfig(p *problems, file, key string, c mcpServerConfig) *oa
 	if err := oneOf(file, key+".grant", o.Grant, "", oauth.GrantAuthorizationCode, oauth.GrantClientCredentials); err != nil {
 		p.addErr(file, key+".grant", err)
 	}
-	if o.Grant == oauth.GrantClientCredentials && o.PerUser {
-		p.add(file, key+".per_user", "the client_credentials grant has no user: per_user does not apply")
-	}
 	if o.Grant == oauth.GrantClientCredentials && o.ClientID == "" {
 		p.add(file, key+".client_id", "the client_credentials grant needs a pre-registered client_id")
 	}

@@ -47,6 +47,9 @@ type Config struct {
 	// Zero: the resource's scopes_supported, or no scope parameter.
 	Scopes []string
 	// Grant is GrantAuthorizationCode (zero) or GrantClientCredentials.
+	// With PerUser, the client credentials grant is the bridge's own
+	// identity (user "": the catalog) and each user authorizes with the
+	// authorization code grant.
 	Grant string
 	// PerUser keeps one token per OTC user (context.user_id) instead of
 	// one for the bridge. Zero: shared mode.
@@ -174,7 +177,7 @@ func (c *Client) Authorization(ctx context.Context) (string, error) {
 			return "", c.m.challenge(c, user, srv, c.scopes(challengeParams{}, srv))
 		}
 	}
-	if rec == nil && c.cfg.Grant == GrantClientCredentials {
+	if rec == nil && c.machine(user) {
 		if srv := c.server(); srv != nil {
 			rec, err = c.fetch(ctx, user, func(ctx context.Context) (*record, error) {
 				return c.clientCredentials(ctx, srv, c.cfg.Scopes)
@@ -237,7 +240,7 @@ func (c *Client) Unauthorized(ctx context.Context, sent string, resp *http.Respo
 	if stepUp {
 		scopes = union(granted, scopes)
 	}
-	if c.cfg.Grant == GrantClientCredentials {
+	if c.machine(user) {
 		if _, err := c.fetch(ctx, user, func(ctx context.Context) (*record, error) {
 			return c.clientCredentials(ctx, srv, scopes)
 		}); err != nil {
@@ -294,6 +297,12 @@ func (c *Client) countStepUp(user string) int {
 		}
 	}
 	return s.n
+}
+
+// machine reports whether user's token comes from the client credentials
+// grant: the bridge's own identity, when that is the grant.
+func (c *Client) machine(user string) bool {
+	return c.cfg.Grant == GrantClientCredentials && user == ""
 }
 
 // forget drops the cached discovery: the next 401 discovers and
@@ -404,7 +413,7 @@ func (c *Client) fetch(ctx context.Context, user string, get func(context.Contex
 func (c *Client) renew(ctx context.Context, user string, rec *record) (*record, error) {
 	if rec.RefreshToken == "" {
 		_ = c.m.vault.Delete(ctx, c.key(user))
-		if srv := c.server(); srv != nil && c.cfg.Grant == GrantClientCredentials {
+		if srv := c.server(); srv != nil && c.machine(user) {
 			return c.clientCredentials(ctx, srv, rec.Scopes)
 		}
 		return nil, nil

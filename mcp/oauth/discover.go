@@ -220,7 +220,7 @@ func (c *Client) register(ctx context.Context, asm *oauthex.AuthServerMeta) (reg
 		return r, nil
 	case c.cfg.ClientMetadataURL != "" && asm.ClientIDMetadataDocumentSupported:
 		return registration{ID: c.cfg.ClientMetadataURL, Method: "none"}, nil
-	case asm.RegistrationEndpoint != "" && c.cfg.Grant != GrantClientCredentials:
+	case asm.RegistrationEndpoint != "" && c.cfg.Grant != GrantClientCredentials: // (client credentials: client_id is required)
 		meta := &oauthex.ClientRegistrationMetadata{
 			RedirectURIs:            []string{c.m.callbackURL()},
 			TokenEndpointAuthMethod: "none",

@@ -155,9 +155,7 @@ func (m *Manager) Client(cfg Config) (*Client, error) {
 		return nil, fmt.Errorf("oauth: grant %q: must be %q or %q", cfg.Grant, GrantAuthorizationCode, GrantClientCredentials)
 	case cfg.Grant == GrantClientCredentials && cfg.ClientID == "":
 		return nil, errors.New("oauth: the client_credentials grant needs client_id")
-	case cfg.Grant == GrantClientCredentials && cfg.PerUser:
-		return nil, errors.New("oauth: the client_credentials grant has no user: it cannot be per_user")
-	case cfg.Grant != GrantClientCredentials && m.publicURL == "":
+	case (cfg.Grant != GrantClientCredentials || cfg.PerUser) && m.publicURL == "":
 		return nil, errors.New("oauth: the authorization code grant needs the bridge's public URL")
 	}
 	return &Client{m: m, cfg: cfg}, nil

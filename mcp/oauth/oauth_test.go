@@ -446,3 +446,37 @@ func TestUnauthorizedDropsToken(t *testing.T) {
 		t.Errorf("after the drop: %v, want a new discovery (which fails here: nothing listens)", err)
 	}
 }
+
+// Per user with the client credentials grant: the bridge's own identity
+// (no user: the catalog) gets its token from the grant; a user gets the
+// authorization code challenge.
+func TestPerUserWithClientCredentials(t *testing.T) {
+	t.Parallel()
+	var grants []string
+	as := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = r.ParseForm()
+		grants = append(grants, r.PostForm.Get("grant_type"))
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"access_token":"machine","token_type":"Bearer","expires_in":3600}`))
+	}))
+	defer as.Close()
+	m, _ := NewManager(&Options{PublicURL: "http://bridge.test", HTTPClient: as.Client()})
+	c, err := m.Client(Config{Upstream: "up", ServerURL: "http://mcp.test/mcp", PerUser: true, Grant: GrantClientCredentials, ClientID: "cid", ClientSecret: "s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.srv = &server{resource: "http://mcp.test/mcp", client: registration{ID: "cid", Secret: "s", Method: "client_secret_basic"},
+		asm: &oauthex.AuthServerMeta{Issuer: as.URL, AuthorizationEndpoint: as.URL + "/authorize", TokenEndpoint: as.URL + "/token"}}
+	ctx := t.Context()
+	if h, err := c.Authorization(ctx); h != "Bearer machine" || err != nil || len(grants) != 1 || grants[0] != "client_credentials" {
+		t.Errorf("the bridge's identity: %q %v (grants %v), want the client credentials token", h, err, grants)
+	}
+	if _, err := c.Authorization(WithUser(ctx, "alice")); !isRequired(err) {
+		t.Errorf("alice: %v, want her authorization code challenge", err)
+	}
+}
+
+func isRequired(err error) bool {
+	_, ok := err.(*AuthorizationRequired)
+	return ok
+}
