@@ -664,24 +664,6 @@ func (r *run) expand(s string) string {
 	return wiretest.Reference.ReplaceAllStringFunc(s, func(m string) string { return r.captures[m[2:len(m)-2]] })
 }
 
-// syncBuffer is a log sink safe for concurrent writes.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // runScenario runs one scenario and returns what differs from it.
 func runScenario(t *testing.T, sc *scenario) []string {
 	r := &run{t: t, sc: sc, captures: map[string]string{}, done: make(chan struct{}), hangLimit: wait + 2*time.Second}
@@ -711,7 +693,7 @@ func runScenario(t *testing.T, sc *scenario) []string {
 	for _, m := range sc.opts.Mirrors {
 		ups = append(ups, upstream(m.Name, srv.URL+"/"+m.Name, m.Prefix))
 	}
-	logs := &syncBuffer{}
+	logs := &wiretest.Buffer{}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*wait)
 	defer cancel()
 	front, err := bridge.NewMCPFront(ctx, ups, &bridge.MCPFrontOptions{

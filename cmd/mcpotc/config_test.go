@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/mcpotc/mcpotc/internal/wiretest"
 )
 
 func writeConfig(t *testing.T, body string) string {
@@ -215,7 +217,7 @@ func TestOTCFrontConfigAsHostsWriteIt(t *testing.T) {
 	}
 
 	// The warning is one log line, at start.
-	var stderr syncBuffer
+	var stderr wiretest.Buffer
 	mm := &Main{Stdout: io.Discard, Stderr: &stderr, Getenv: func(string) string { return "" }}
 	code := mm.Run(context.Background(), []string{"serve-otc", "--log-format", "json", "--config", writeConfig(t, `{"globalShortcut":"x","mcpServers":{"a":{"url":"http://127.0.0.1:1/mcp","headers":{"A":"${NOPE}"}}}}`)})
 	if code != 2 || strings.Count(stderr.String(), "ignoring keys that are for MCP hosts") != 1 || !strings.Contains(stderr.String(), "mcpServers.a.headers.A: environment variable NOPE is not set") {

@@ -1,38 +1,20 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/mcpotc/mcpotc/internal/wiretest"
 )
-
-// syncBuffer is a bytes.Buffer safe for the server's goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 func run(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
-	var out, errb syncBuffer
+	var out, errb wiretest.Buffer
 	m := &Main{Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" }}
 	code = m.Run(context.Background(), args)
 	return code, out.String(), errb.String()
@@ -149,7 +131,7 @@ TOOLS_OXP_API_KEY, TWILIO_API_KEY, GOOGLE_ACCESS_TOKEN and BILLING_JWT_SECRET ar
 func TestSampleOTC(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var stderr syncBuffer
+	var stderr wiretest.Buffer
 	addr := make(chan string, 1)
 	m := &Main{Stdout: io.Discard, Stderr: &stderr, Getenv: func(string) string { return "" }, Ready: func(a string) { addr <- a }}
 	done := make(chan int, 1)

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/mcpotc/mcpotc/internal/wiretest"
 )
 
 // startCommand runs one mcpotc command in process on a loopback port and
@@ -19,7 +21,7 @@ import (
 func startCommand(t *testing.T, ctx context.Context, env map[string]string, args ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithCancel(ctx)
-	var stderr syncBuffer
+	var stderr wiretest.Buffer
 	addr := make(chan string, 1)
 	m := &Main{Stdout: io.Discard, Stderr: &stderr, Getenv: func(k string) string { return env[k] }, Ready: func(a string) { addr <- a }}
 	done := make(chan int, 1)

@@ -5,6 +5,8 @@ import (
 	"runtime/debug"
 	"strings"
 	"testing"
+
+	"github.com/mcpotc/mcpotc/internal/wiretest"
 )
 
 func TestVersionString(t *testing.T) {
@@ -42,7 +44,7 @@ func TestVersionString(t *testing.T) {
 // serve-mcp on a terminal says, once, on stderr, what it is waiting for.
 func TestServeMCPStdioHintOnTerminal(t *testing.T) {
 	for _, tty := range []bool{true, false} {
-		var out, errb syncBuffer
+		var out, errb wiretest.Buffer
 		stdin := strings.NewReader("")
 		m := &Main{Stdin: stdin, Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" },
 			Terminal: func(f any) bool { return tty && f == any(stdin) }}

@@ -15,6 +15,8 @@ import (
 
 	mcpgo "github.com/mark3labs/mcp-go/mcp"
 	mcpserver "github.com/mark3labs/mcp-go/server"
+
+	"github.com/mcpotc/mcpotc/internal/wiretest"
 )
 
 // wait bounds every wait in these tests.
@@ -510,7 +512,7 @@ func TestRPCErrorThroughWrapping(t *testing.T) {
 // A request that did not come through a Front transport (here straight to
 // HandleMessage) still gets mcp-go's -32603, and the front says why.
 func TestFrontOutsideTransportLogs(t *testing.T) {
-	var logs logBuffer
+	var logs wiretest.Buffer
 	f, _ := testFront(t, &Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	resp := f.Server().HandleMessage(context.Background(), request(1, "tools/call", callParams("invalid", `{}`)))
 	frame, _ := json.Marshal(resp)
@@ -544,21 +546,4 @@ func TestFrontKeepsCallerHooks(t *testing.T) {
 	default:
 		t.Error("the caller's hook did not run")
 	}
-}
-
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

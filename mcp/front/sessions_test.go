@@ -15,6 +15,8 @@ import (
 	"time"
 
 	mcpserver "github.com/mark3labs/mcp-go/server"
+
+	"github.com/mcpotc/mcpotc/internal/wiretest"
 )
 
 // heapInuse is the heap in use after collecting garbage (twice, so
@@ -137,7 +139,7 @@ func boundHandler(t *testing.T, ttl time.Duration) (*HTTPHandler, *httptest.Serv
 	return boundHandlerLog(t, ttl, nil)
 }
 
-func boundHandlerLog(t *testing.T, ttl time.Duration, logs *logBuffer) (*HTTPHandler, *httptest.Server) {
+func boundHandlerLog(t *testing.T, ttl time.Duration, logs *wiretest.Buffer) (*HTTPHandler, *httptest.Server) {
 	var opts *Options
 	if logs != nil {
 		opts = &Options{Logger: slog.New(slog.NewTextHandler(logs, nil))}
@@ -169,7 +171,7 @@ func expectRefused(t *testing.T, url, what string) {
 // Retry-After; a DELETE makes room.
 func TestFrontSessionsBound(t *testing.T) {
 	t.Parallel()
-	var logs logBuffer
+	var logs wiretest.Buffer
 	h, srv := boundHandlerLog(t, -1, &logs)
 	url := srv.URL + StreamablePath
 	var live []*httpTestClient

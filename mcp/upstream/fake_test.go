@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/mcpotc/mcpotc/mcp/sample"
+
+	"github.com/mcpotc/mcpotc/internal/wiretest"
 )
 
 // The fake stdio MCP server is this test binary, re-executed with
@@ -308,22 +310,7 @@ func (f *fake) call(id json.RawMessage, name string, args, meta json.RawMessage)
 }
 
 // testLogs collects log output for assertions.
-type testLogs struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *testLogs) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *testLogs) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
+type testLogs struct{ wiretest.Buffer }
 
 func (l *testLogs) logger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(l, &slog.HandlerOptions{Level: slog.LevelDebug}))

@@ -1,0 +1,26 @@
+package wiretest
+
+import (
+	"bytes"
+	"sync"
+)
+
+// Buffer is a log sink safe for concurrent writes (a server's goroutines
+// write while the test reads).
+type Buffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *Buffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// String is what was written so far.
+func (b *Buffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
