@@ -14,6 +14,8 @@ import (
 	"time"
 
 	mcpgo "github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/mcpotc/mcpotc/internal/wiretest"
 )
 
 // httpTestClient is a raw streamable HTTP client in one session.
@@ -546,26 +548,7 @@ func rawRequest(t *testing.T, ctx context.Context, method, url, body string, hea
 	t.Helper()
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	var rd io.Reader
-	if body != "" {
-		rd = strings.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, url, rd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	for k, v := range header {
-		req.Header[k] = v
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, body, err)
-	}
-	defer resp.Body.Close()
-	got, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, resp.Header, string(got)
+	return wiretest.MCPHTTP(t, ctx, method, url, body, header)
 }
 
 // openStream opens the standalone GET stream of session; the channel
