@@ -13,7 +13,6 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -256,13 +255,9 @@ var (
 )
 
 func otcfLoadFile(path string) (*otcfScenario, error) {
-	data, err := os.ReadFile(path)
+	sc, err := wiretest.LoadVector(path, otcfParseScenario)
 	if err != nil {
 		return nil, err
-	}
-	sc, err := otcfParseScenario(filepath.Base(path), data)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	sc.path = path
 	return sc, nil
@@ -270,15 +265,11 @@ func otcfLoadFile(path string) (*otcfScenario, error) {
 
 // otcfParseScenario loads one vector strictly.
 func otcfParseScenario(file string, data []byte) (*otcfScenario, error) {
-	sc := &otcfScenario{archive: txtar.Parse(data)}
-	name, dialect, err := wiretest.VectorName(file)
+	v, err := wiretest.ParseVector(file, data, "contract row")
 	if err != nil {
 		return nil, err
 	}
-	sc.name, sc.dialect = name, dialect
-	if len(bytes.TrimSpace(sc.archive.Comment)) == 0 {
-		return nil, errors.New("no comment header: say what the scenario shows and which contract row it covers")
-	}
+	sc := &otcfScenario{archive: v.Archive, name: v.Name, dialect: v.Dialect}
 	sections := map[string]map[int]int{"request": {}, "response": {}, "upstream": {}}
 	hasTools := false
 	for i, f := range sc.archive.Files {

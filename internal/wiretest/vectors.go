@@ -1,12 +1,16 @@
 package wiretest
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+
+	"golang.org/x/tools/txtar"
 )
 
 // Dialects are the file-name suffixes of dialect-specific OTC vectors:
@@ -32,6 +36,43 @@ func VectorName(file string) (scenario, dialect string, err error) {
 		return "", "", fmt.Errorf("name %q: want scenario.txtar or scenario.DIALECT.txtar with scenario in [a-z0-9_] and DIALECT one of %s", file, strings.Join(Dialects, ", "))
 	}
 	return base, dialect, nil
+}
+
+// Vector is a vector file parsed: its archive, its scenario and its
+// dialect ("" for every dialect).
+type Vector struct {
+	Archive       *txtar.Archive
+	Name, Dialect string
+}
+
+// ParseVector parses the vector file named file: the name must be a
+// vector's (VectorName), and the comment must say what the scenario shows
+// and which rule it covers (covers: "spec rule", "contract row"…).
+func ParseVector(file string, data []byte, covers string) (*Vector, error) {
+	name, dialect, err := VectorName(file)
+	if err != nil {
+		return nil, err
+	}
+	a := txtar.Parse(data)
+	if len(bytes.TrimSpace(a.Comment)) == 0 {
+		return nil, fmt.Errorf("no comment header: say what the scenario shows and which %s it covers", covers)
+	}
+	return &Vector{Archive: a, Name: name, Dialect: dialect}, nil
+}
+
+// LoadVector reads the vector at path and parses it with parse, the error
+// naming path.
+func LoadVector[T any](path string, parse func(file string, data []byte) (T, error)) (T, error) {
+	var zero T
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return zero, err
+	}
+	v, err := parse(filepath.Base(path), data)
+	if err != nil {
+		return zero, fmt.Errorf("%s: %w", path, err)
+	}
+	return v, nil
 }
 
 // RunVectors runs each vector (*.txtar) of dir as a parallel subtest named

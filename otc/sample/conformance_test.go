@@ -10,7 +10,6 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -139,13 +138,9 @@ var (
 )
 
 func loadFile(path string) (*scenario, error) {
-	data, err := os.ReadFile(path)
+	sc, err := wiretest.LoadVector(path, parseScenario)
 	if err != nil {
 		return nil, err
-	}
-	sc, err := parseScenario(filepath.Base(path), data)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	sc.path = path
 	return sc, nil
@@ -153,15 +148,11 @@ func loadFile(path string) (*scenario, error) {
 
 // parseScenario loads one vector strictly.
 func parseScenario(file string, data []byte) (*scenario, error) {
-	sc := &scenario{archive: txtar.Parse(data)}
-	name, dialect, err := wiretest.VectorName(file)
+	v, err := wiretest.ParseVector(file, data, "spec rule")
 	if err != nil {
 		return nil, err
 	}
-	sc.name, sc.dialect = name, dialect
-	if len(bytes.TrimSpace(sc.archive.Comment)) == 0 {
-		return nil, errors.New("no comment header: say what the scenario shows and which spec rule it covers")
-	}
+	sc := &scenario{archive: v.Archive, name: v.Name, dialect: v.Dialect}
 	requests := map[int]int{} // exchange number → file index
 	responses := map[int]int{}
 	for i, f := range sc.archive.Files {
