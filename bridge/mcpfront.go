@@ -52,6 +52,10 @@ type OTCUpstream struct {
 	CallerTokenProviders []string
 	// UserID is sent as context.user_id when a tool requires one. Empty: none.
 	UserID string
+	// UserIDFromToken sends the subject of the MCP caller's OAuth token
+	// (front.CallerIdentity) as context.user_id instead of UserID, so that
+	// each user's own grants are used. Zero: UserID.
+	UserIDFromToken bool
 	// CallTimeout bounds each call; zero means MCPFrontOptions.CallTimeout.
 	CallTimeout time.Duration
 	// AcceptContext uses the context (tokens, secrets, user id) an OTC front
@@ -379,7 +383,7 @@ func (f *MCPFront) handler(t *frontTool) mcpserver.ToolHandlerFunc {
 		callReq.Context = t.up.callContext(ctx, def.Requirements, forwarded)
 		// An OTC front deferred the requirements to this side: the
 		// upstream's own answer (a 400 naming what is missing) goes back.
-		if missing := t.up.unconfigured(def.Requirements, forwarded); missing != "" && carrier.ToolID == "" {
+		if missing := t.up.unconfigured(ctx, def.Requirements, forwarded); missing != "" && carrier.ToolID == "" {
 			// Calling would only earn a 400: say what to configure now.
 			f.log.Warn().Str("call_id", cutID(callReq.CallID)).Str("tool", t.Tool.Name).Str("tool_id", t.OTCID).Str("upstream", t.up.Name).
 				Str("missing", missing).Msg("call refused: requirement not configured")
@@ -397,6 +401,9 @@ func (f *MCPFront) handler(t *frontTool) mcpserver.ToolHandlerFunc {
 		ev := f.log.Info().Str("call_id", cutID(callReq.CallID)).Str("tool", t.Tool.Name).Str("tool_id", callReq.ToolID).Str("upstream", t.up.Name)
 		if callReq.TraceID != "" {
 			ev = ev.Str("trace_id", cutID(callReq.TraceID))
+		}
+		if id, ok := front.CallerIdentity(ctx); ok && id.Subject != "" {
+			ev = ev.Str("subject", cutID(id.Subject)) // who called (OAuth); never the token
 		}
 		defer func() { ev.Dur("duration", time.Since(start)).Msg("call") }()
 		if err == nil {
@@ -481,19 +488,30 @@ func (u *otcUpstream) callContext(ctx context.Context, req *otc.Requirements, fw
 	// configured: its server keeps the grants a user completed under it
 	// (README, The sample toolkit).
 	if req.UserID || len(req.Authorization) > 0 {
-		cc.UserID = u.UserID
-		if fwd != nil && fwd.UserID != "" {
-			cc.UserID = fwd.UserID
-		}
+		cc.UserID = u.userID(ctx, fwd)
 	}
 	return cc
+}
+
+// userID is the context.user_id of a call: the forwarded one, else the
+// caller's token's subject (UserIDFromToken), else the configured one.
+func (u *otcUpstream) userID(ctx context.Context, fwd *otc.CallContext) string {
+	if fwd != nil && fwd.UserID != "" {
+		return fwd.UserID
+	}
+	if u.UserIDFromToken {
+		if id, ok := front.CallerIdentity(ctx); ok && id.Subject != "" {
+			return id.Subject
+		}
+	}
+	return u.UserID
 }
 
 // unconfigured names the secrets and user id a tool requires that the
 // configuration does not provide ("" when none). Authorization is not
 // checked here: without a token the upstream answers with a challenge
 // the client can act on.
-func (u *otcUpstream) unconfigured(req *otc.Requirements, fwd *otc.CallContext) string {
+func (u *otcUpstream) unconfigured(ctx context.Context, req *otc.Requirements, fwd *otc.CallContext) string {
 	if req == nil {
 		return ""
 	}
@@ -504,8 +522,12 @@ func (u *otcUpstream) unconfigured(req *otc.Requirements, fwd *otc.CallContext) 
 			missing = append(missing, fmt.Sprintf("secret %q (config: secrets.%s)", s.ID, s.ID))
 		}
 	}
-	if req.UserID && u.UserID == "" && (fwd == nil || fwd.UserID == "") {
-		missing = append(missing, "a user id (config: user_id)")
+	if req.UserID && u.userID(ctx, fwd) == "" {
+		if u.UserIDFromToken {
+			missing = append(missing, "a user id (the caller's token has no subject; config: user_id)")
+		} else {
+			missing = append(missing, "a user id (config: user_id)")
+		}
 	}
 	return strings.Join(missing, " and ")
 }

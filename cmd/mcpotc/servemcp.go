@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 
 	"github.com/mcpotc/mcpotc/bridge"
 	"github.com/mcpotc/mcpotc/mcp/front"
+	"github.com/mcpotc/mcpotc/mcp/oauth"
 	"github.com/mcpotc/mcpotc/otc"
 	"github.com/mcpotc/mcpotc/otc/sample"
 )
@@ -41,6 +43,7 @@ type otcUpstreamConfig struct {
 	Authorization      map[string]string `json:"authorization"` // provider id → env var
 	ForwardCallerToken []string          `json:"forward_caller_token"`
 	UserID             string            `json:"user_id"`
+	UserIDFromToken    bool              `json:"user_id_from_token"`
 	CallTimeout        Duration          `json:"call_timeout"`
 	// Headers are sent with every request; ${VAR} in a value is read from
 	// the environment.
@@ -78,6 +81,13 @@ func (m *Main) serveMCP(ctx context.Context, args []string) error {
 	inputErrors := fs.String("input-errors", "jsonrpc", "input validation failures as a JSON-RPC -32602 error (jsonrpc) or an isError result (result)")
 	acceptContext := fs.Bool("accept-otc-context", false, "use the OTC context (tokens, secrets, user id) an mcpotc OTC front forwards with a call, for --otc upstreams (see README, Round trips)")
 	bearerEnv := fs.String("bearer-token-env", "", "environment variable holding a bearer token that HTTP clients must send (http and sse transports)")
+	var oauthIssuers, oauthScopes stringList
+	fs.Var(&oauthIssuers, "oauth-issuer", "an authorization server whose tokens HTTP clients must send: serve-mcp is an OAuth 2.1 protected resource (repeatable; see README)")
+	oauthResource := fs.String("oauth-resource", "", "the resource identifier tokens must be issued for (default: http://LISTEN/mcp)")
+	fs.Var(&oauthScopes, "oauth-scope", "a scope every token must grant (repeatable)")
+	introspectionURL := fs.String("oauth-introspection-url", "", "the authorization server's token introspection endpoint (RFC 7662), which checks the tokens")
+	oauthClientIDEnv := fs.String("oauth-client-id-env", "", "environment variable holding the client id serve-mcp authenticates with at the introspection endpoint")
+	oauthClientSecretEnv := fs.String("oauth-client-secret-env", "", "environment variable holding that client's secret")
 	idleTTL := durationFlag(fs, "session-idle-ttl", front.DefaultSessionIdleTTL, "end HTTP sessions idle that long (http and sse transports); 0: never")
 	maxSessions := fs.Int("max-sessions", front.DefaultMaxSessions, "most HTTP sessions held at once; beyond it initialize gets 503 (http and sse transports); 0: no bound")
 	stateless := fs.Bool("stateless", false, "serve streamable HTTP without sessions: no Mcp-Session-Id, no standalone GET stream (http transport)")
@@ -106,7 +116,10 @@ func (m *Main) serveMCP(ctx context.Context, args []string) error {
 	set := flagsSet(fs)
 	for _, err := range []error{
 		needs(set, *transport != "stdio", "--transport http or sse (stdio serves on stdin/stdout)",
-			"listen", "bearer-token-env", "session-idle-ttl", "max-sessions", "body-timeout", "allowed-host", "cors-origin"),
+			"listen", "bearer-token-env", "session-idle-ttl", "max-sessions", "body-timeout", "allowed-host", "cors-origin", "oauth-issuer"),
+		needs(set, len(oauthIssuers) > 0, "--oauth-issuer (serve-mcp as an OAuth protected resource)",
+			"oauth-resource", "oauth-scope", "oauth-introspection-url", "oauth-client-id-env", "oauth-client-secret-env"),
+		needs(set, *oauthClientIDEnv != "", "--oauth-client-id-env", "oauth-client-secret-env"),
 		needs(set, len(otcURLs) > 0, "--otc URL (in a config file, set it per upstream: dialect, accept_forwarded_context, headers, api_key_env)",
 			"otc-dialect", "accept-otc-context", "header", "otc-api-key-env"),
 		needs(set, len(otcURLs) < 2, "exactly one --otc: for several servers, use a config file (headers and api_key_env per upstream)", "header", "otc-api-key-env"),
@@ -135,11 +148,41 @@ func (m *Main) serveMCP(ctx context.Context, args []string) error {
 		}
 	}
 
+	var resource *front.ResourceAuth
+	if len(oauthIssuers) > 0 && *bearerEnv != "" {
+		return fmt.Errorf("%w: --bearer-token-env and --oauth-issuer are exclusive: one static token for one user, or OAuth", errUsage)
+	}
+	if len(oauthIssuers) > 0 {
+		if *introspectionURL == "" {
+			return fmt.Errorf("%w: --oauth-issuer needs --oauth-introspection-url: this version checks tokens by introspection (RFC 7662)", errUsage)
+		}
+		for _, u := range append(slices.Clone(oauthIssuers), *introspectionURL, *oauthResource) {
+			if u != "" && urlProblem(u) != "" {
+				return fmt.Errorf("%w: %s: %s", errUsage, u, urlProblem(u))
+			}
+		}
+		res := *oauthResource
+		if res == "" {
+			res = "http://" + *listen + front.StreamablePath
+		}
+		resource = &front.ResourceAuth{Resource: res, AuthorizationServers: oauthIssuers, Scopes: oauthScopes}
+	}
+
 	// From here on every problem is collected and reported in one message.
 	var p problems
 	var requiredBearer string
 	if *bearerEnv != "" {
 		requiredBearer = p.env(m.Getenv, "--bearer-token-env", "", *bearerEnv)
+	}
+	if resource != nil {
+		var id, secret string
+		if *oauthClientIDEnv != "" {
+			id = p.env(m.Getenv, "--oauth-client-id-env", "", *oauthClientIDEnv)
+		}
+		if *oauthClientSecretEnv != "" {
+			secret = p.env(m.Getenv, "--oauth-client-secret-env", "", *oauthClientSecretEnv)
+		}
+		resource.Verify = introspectionVerifier(oauth.NewIntrospector(*introspectionURL, id, secret, nil))
 	}
 	var cfg mcpFrontConfig
 	if *configPath != "" {
@@ -200,14 +243,30 @@ func (m *Main) serveMCP(ctx context.Context, args []string) error {
 		return err
 	case "http":
 		httpOpts.BearerToken = requiredBearer
+		httpOpts.Resource = resource
 		httpOpts.Health = front.Health
 		h := front.Front().StreamableHTTPHandler(httpOpts)
 		return m.serveHTTPWith(ctx, log, *listen, bridge.CORS(corsOrigins, bridge.LogRefusals(log, h)), "MCP over streamable HTTP at /mcp", h.Shutdown)
 	default:
 		httpOpts.BearerToken = requiredBearer
+		httpOpts.Resource = resource
 		httpOpts.Health = front.Health
 		h := front.Front().SSEHandler(httpOpts)
 		return m.serveHTTPWith(ctx, log, *listen, bridge.CORS(corsOrigins, bridge.LogRefusals(log, h)), "MCP over SSE at /sse", h.Shutdown)
+	}
+}
+
+// introspectionVerifier is the MCP front's token check by introspection.
+func introspectionVerifier(i *oauth.Introspector) func(context.Context, string) (*front.Identity, error) {
+	return func(ctx context.Context, token string) (*front.Identity, error) {
+		info, err := i.Introspect(ctx, token)
+		if errors.Is(err, oauth.ErrTokenInactive) {
+			return nil, fmt.Errorf("%w: %v", front.ErrInvalidToken, err)
+		}
+		if err != nil {
+			return nil, err
+		}
+		return &front.Identity{Subject: info.Subject, ClientID: info.ClientID, Scopes: info.Scopes, Audience: info.Audience, Expiry: info.Expiry}, nil
 	}
 }
 
@@ -332,7 +391,7 @@ func (m *Main) otcUpstream(p *problems, log zerolog.Logger, file, key string, c 
 		opts.Header[h] = vs
 		credentials = append(credentials, vs...)
 	}
-	up := bridge.OTCUpstream{Name: name, Prefix: c.Prefix, UserID: c.UserID, CallTimeout: time.Duration(c.CallTimeout),
+	up := bridge.OTCUpstream{Name: name, Prefix: c.Prefix, UserID: c.UserID, UserIDFromToken: c.UserIDFromToken, CallTimeout: time.Duration(c.CallTimeout),
 		Secrets: map[string]string{}, Tokens: map[string]string{}, AcceptContext: c.AcceptForwardedContext}
 	for _, id := range sortedKeys(c.Secrets) {
 		up.Secrets[id] = p.env(m.Getenv, file, where("secrets."+id), c.Secrets[id])

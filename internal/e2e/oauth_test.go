@@ -121,16 +121,17 @@ func conformanceFailures(t *testing.T, dir string) []string {
 func oauthTSServer(t *testing.T) string {
 	t.Helper()
 	mcpPort := freePort(t)
-	oauthTSServerOn(t, mcpPort, freePort(t))
+	oauthTSServerOn(t, mcpPort, freePort(t), "--oauth-strict")
 	return fmt.Sprintf("http://localhost:%d/mcp", mcpPort)
 }
 
-// oauthTSServerOn starts it on the given ports; it prints the token of each
-// request it authenticates on stdout.
-func oauthTSServerOn(t *testing.T, mcpPort, authPort int) *proc {
+// oauthTSServerOn starts it on the given ports with mode (--oauth-strict,
+// or --oauth: the authorization server issues tokens for any resource); it
+// prints the token of each request it authenticates on stdout.
+func oauthTSServerOn(t *testing.T, mcpPort, authPort int, mode string) *proc {
 	t.Helper()
 	script := filepath.Join(peersDir(t), "@modelcontextprotocol", "sdk", "dist", "esm", "examples", "server", "simpleStreamableHttp.js")
-	p := startProcess(t, context.Background(), nodeBin(t), []string{script, "--oauth", "--oauth-strict"},
+	p := startProcess(t, context.Background(), nodeBin(t), []string{script, "--oauth", mode},
 		[]string{"MCP_PORT=" + strconv.Itoa(mcpPort), "MCP_AUTH_PORT=" + strconv.Itoa(authPort)})
 	p.waitHTTP(t, fmt.Sprintf("http://localhost:%d/.well-known/oauth-authorization-server", authPort), 30*time.Second)
 	p.waitHTTP(t, fmt.Sprintf("http://localhost:%d/.well-known/oauth-protected-resource/mcp", mcpPort), 30*time.Second)
@@ -300,7 +301,7 @@ func oauthLastToken(t *testing.T, server *proc) string {
 // call without a new challenge.
 func TestOAuthPerUserTypeScriptServer(t *testing.T) {
 	mcpPort := freePort(t)
-	server := oauthTSServerOn(t, mcpPort, freePort(t))
+	server := oauthTSServerOn(t, mcpPort, freePort(t), "--oauth-strict")
 
 	dir := t.TempDir()
 	config := filepath.Join(dir, "config.json")
@@ -486,4 +487,81 @@ func TestOAuthMCPHostElicitation(t *testing.T) {
 func oauthShort(url string) string {
 	i := strings.LastIndex(url, "/")
 	return url[:min(len(url), i+7)]
+}
+
+// TestOAuthMCPFrontProtectedResource: serve-mcp as an OAuth 2.1 protected
+// resource, its tokens checked by introspection at the TypeScript SDK's
+// demo authorization server. The official TypeScript SDK client with its
+// OAuth client provider discovers the metadata, registers, gets a token
+// (following the authorization redirect itself) and lists and calls the
+// tools. Then, at the wire: no token → 401 with resource_metadata and
+// scope; a refused token → 401 invalid_token; the token at a front that
+// is another resource → 401; at a front that wants another scope → 403
+// insufficient_scope.
+func TestOAuthMCPFrontProtectedResource(t *testing.T) {
+	authPort := freePort(t)
+	oauthTSServerOn(t, freePort(t), authPort, "--oauth")
+	issuer := fmt.Sprintf("http://localhost:%d/", authPort)
+	introspect := fmt.Sprintf("http://localhost:%d/introspect", authPort)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	oauthArgs := []string{"--oauth-issuer", issuer, "--oauth-introspection-url", introspect, "--oauth-scope", "mcp:tools"}
+	a := startBridge(t, ctx, "http", oauthArgs, nil)
+	base := strings.TrimSuffix(a.url, "/mcp")
+
+	script, err := filepath.Abs(filepath.Join("testdata", "oauth_client.mjs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := startProcess(t, ctx, nodeBin(t), []string{script}, append(peerEnv(t), "MCPOTC_PEERS="+peersDir(t), "MCPOTC_MCP_URL="+a.url))
+	p.Stdin.Close()
+	if err := p.Wait(time.Minute); err != nil {
+		t.Fatalf("the TypeScript SDK client: %v\n%s", err, truncate(p.Stdout(), 4000))
+	}
+	var seen struct {
+		Tools          []string       `json:"tools"`
+		Call           map[string]any `json:"call"`
+		Authorizations int            `json:"authorizations"`
+		Scope          string         `json:"scope"`
+		Token          string         `json:"token"`
+	}
+	if err := json.Unmarshal([]byte(p.Stdout()), &seen); err != nil {
+		t.Fatalf("client output: %v: %s", err, truncate(p.Stdout(), 2000))
+	}
+	if !slices.Contains(seen.Tools, "Calculator_Add") || otcfShow(seen.Call) != `{"sum":5}` || seen.Authorizations != 1 || seen.Token == "" {
+		t.Fatalf("the TypeScript SDK client saw: tools %v, call %s, %d authorizations", seen.Tools, otcfShow(seen.Call), seen.Authorizations)
+	}
+	t.Logf("TypeScript SDK client: discovered, registered, authorized once (scope %q), listed %d tools, Calculator_Add → %s", seen.Scope, len(seen.Tools), otcfShow(seen.Call))
+
+	status, hdr, body := httpDo(t, http.MethodGet, base+"/.well-known/oauth-protected-resource/mcp", "", nil)
+	if status != http.StatusOK {
+		t.Errorf("metadata: %d %s", status, body)
+	}
+	sameJSON(t, "metadata", body, fmt.Sprintf(`{"resource":%q,"authorization_servers":[%q],"scopes_supported":["mcp:tools"],"bearer_methods_supported":["header"]}`, a.url, issuer))
+	md := fmt.Sprintf(`resource_metadata="%s/.well-known/oauth-protected-resource/mcp", scope="mcp:tools"`, base)
+	init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"e2e","version":"0"}}}`
+	expect := func(url, token string, want int, challenge string) {
+		t.Helper()
+		h := http.Header{}
+		if token != "" {
+			h.Set("Authorization", "Bearer "+token)
+		}
+		status, hdr, body = httpDo(t, http.MethodPost, url, init, h)
+		if status != want || hdr.Get("WWW-Authenticate") != challenge {
+			t.Errorf("POST %s: %d %q, want %d %q: %s", url, status, hdr.Get("WWW-Authenticate"), want, challenge, truncate(body, 300))
+		}
+	}
+	expect(a.url, "", http.StatusUnauthorized, "Bearer "+md)
+	expect(a.url, "not-a-token", http.StatusUnauthorized, `Bearer error="invalid_token", `+md)
+	expect(a.url, seen.Token, http.StatusOK, "")
+
+	other := startBridge(t, ctx, "http", oauthArgs, nil) // another port: another resource
+	otherBase := strings.TrimSuffix(other.url, "/mcp")
+	expect(other.url, seen.Token, http.StatusUnauthorized,
+		fmt.Sprintf(`Bearer error="invalid_token", resource_metadata="%s/.well-known/oauth-protected-resource/mcp", scope="mcp:tools"`, otherBase))
+
+	admin := startBridge(t, ctx, "http", []string{"--oauth-issuer", issuer, "--oauth-introspection-url", introspect, "--oauth-scope", "admin", "--oauth-resource", a.url}, nil)
+	expect(admin.url, seen.Token, http.StatusForbidden,
+		fmt.Sprintf(`Bearer error="insufficient_scope", resource_metadata="%s/.well-known/oauth-protected-resource/mcp", scope="admin"`, base))
+	_ = hdr
 }

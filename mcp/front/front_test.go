@@ -119,6 +119,12 @@ func testFront(t *testing.T, opts *Options) (*Front, *probe) {
 		}
 		return mcpgo.NewToolResultText("no token"), nil
 	})
+	tool("whois", func(ctx context.Context, req mcpgo.CallToolRequest) (*mcpgo.CallToolResult, error) {
+		if id, ok := CallerIdentity(ctx); ok {
+			return mcpgo.NewToolResultText("subject " + id.Subject), nil
+		}
+		return mcpgo.NewToolResultText("no identity"), nil
+	})
 	tool("caps", func(ctx context.Context, req mcpgo.CallToolRequest) (*mcpgo.CallToolResult, error) {
 		return mcpgo.NewToolResultText(fmt.Sprint(ClientSupportsURLElicitation(ctx))), nil
 	})

@@ -38,6 +38,11 @@ type HTTPOptions struct {
 	// <token>" on every request; it is compared in constant time, and any
 	// other request gets 401 with WWW-Authenticate. Empty: no authentication.
 	BearerToken string
+	// Resource makes the handler an OAuth 2.1 protected resource: its
+	// metadata is served (RFC 9728) and every other request but /health
+	// needs a token it accepts (see ResourceAuth). Exclusive with
+	// BearerToken. Nil: no OAuth.
+	Resource *ResourceAuth
 	// DisableLocalhostProtection turns off DNS-rebinding protection. By
 	// default a request that arrived on a loopback address must name a
 	// local host in Host and, when it sends Origin, in Origin; others get
@@ -236,7 +241,17 @@ func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.serveHealth(w, r)
 		return
 	}
+	if a := h.opts.Resource; a != nil && slices.Contains(a.metadataPaths(), r.URL.Path) {
+		a.metadataHandler().ServeHTTP(w, r)
+		return
+	}
 	token, hasToken := bearer(r.Header.Get("Authorization"))
+	var id *Identity
+	if a := h.opts.Resource; a != nil {
+		if id = a.check(w, r, token, hasToken); id == nil {
+			return
+		}
+	}
 	if h.opts.BearerToken != "" && (!hasToken || !tokenEqual(token, h.opts.BearerToken)) {
 		challenge := `Bearer realm="mcp"`
 		if hasToken {
@@ -249,6 +264,9 @@ func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx := context.WithValue(r.Context(), lifeKey{}, h.life)
 	if hasToken {
 		ctx = context.WithValue(ctx, tokenKey{}, secretToken{token})
+	}
+	if id != nil {
+		ctx = context.WithValue(ctx, identityKey{}, id)
 	}
 	r = r.WithContext(ctx)
 

@@ -1,0 +1,92 @@
+package front
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The MCP front as an OAuth 2.1 protected resource: its metadata (RFC
+// 9728) at the path-suffixed and the root well-known URLs; 401 with
+// resource_metadata and scope without a token, 401 invalid_token for a
+// refused, expired or other-audience token, 403 insufficient_scope, 503
+// when the verifier cannot tell; a good token reaches the tools with its
+// identity.
+func TestFrontHTTPProtectedResource(t *testing.T) {
+	t.Parallel()
+	f, _ := testFront(t, nil)
+	const resource = "https://mcp.example.com/mcp"
+	auth := &ResourceAuth{
+		Resource:             resource,
+		AuthorizationServers: []string{"https://as.example.com"},
+		Scopes:               []string{"mcp:tools"},
+		Verify: func(_ context.Context, token string) (*Identity, error) {
+			id := &Identity{Subject: "alice", Scopes: []string{"mcp:tools"}, Audience: []string{resource}, Expiry: time.Now().Add(time.Hour)}
+			switch token {
+			case "tok-good":
+				return id, nil
+			case "tok-other-audience":
+				id.Audience = []string{"https://other.example.com/mcp"}
+			case "tok-expired":
+				id.Expiry = time.Now().Add(-time.Second)
+			case "tok-no-scope":
+				id.Scopes = []string{"profile"}
+			case "tok-down":
+				return nil, errors.New("connection refused")
+			default:
+				return nil, ErrInvalidToken
+			}
+			return id, nil
+		},
+	}
+	srv, _ := startFrontHTTP(t, f, &HTTPOptions{Resource: auth})
+	meta := `{"resource":"https://mcp.example.com/mcp","authorization_servers":["https://as.example.com"],"scopes_supported":["mcp:tools"],"bearer_methods_supported":["header"]}`
+	for _, path := range []string{"/.well-known/oauth-protected-resource/mcp", "/.well-known/oauth-protected-resource"} {
+		status, _, body := rawRequest(t, context.Background(), http.MethodGet, srv.URL+path, "", nil)
+		if status != http.StatusOK {
+			t.Errorf("GET %s: %d", path, status)
+		}
+		sameJSON(t, []byte(body), meta)
+	}
+	const md = `resource_metadata="https://mcp.example.com/.well-known/oauth-protected-resource/mcp", scope="mcp:tools"`
+	for _, tc := range []struct {
+		token     string
+		status    int
+		challenge string
+	}{
+		{"", http.StatusUnauthorized, `Bearer ` + md},
+		{"tok-refused", http.StatusUnauthorized, `Bearer error="invalid_token", ` + md},
+		{"tok-other-audience", http.StatusUnauthorized, `Bearer error="invalid_token", ` + md},
+		{"tok-expired", http.StatusUnauthorized, `Bearer error="invalid_token", ` + md},
+		{"tok-no-scope", http.StatusForbidden, `Bearer error="insufficient_scope", ` + md},
+		{"tok-down", http.StatusServiceUnavailable, ""},
+		{"tok-good", http.StatusOK, ""},
+	} {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+StreamablePath, strings.NewReader(string(request(1, "initialize", initParams))))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if tc.token != "" {
+			req.Header.Set("Authorization", "Bearer "+tc.token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.status || resp.Header.Get("WWW-Authenticate") != tc.challenge {
+			t.Errorf("token %q: %d %q, want %d %q: %s", tc.token, resp.StatusCode, resp.Header.Get("WWW-Authenticate"), tc.status, tc.challenge, body)
+		}
+		if tc.token != "" && strings.Contains(string(body), tc.token) {
+			t.Errorf("token %q: the answer echoes it: %s", tc.token, body)
+		}
+	}
+	c := &httpTestClient{url: srv.URL + StreamablePath, token: "tok-good"}
+	initialize(t, c)
+	sameJSON(t, callTool(t, c, 2, "tools/call", callParams("whois", `{}`)),
+		`{"jsonrpc":"2.0","id":2,"result":{"content":[{"type":"text","text":"subject alice"}]}}`)
+}
