@@ -64,7 +64,6 @@ func TestCommandLine(t *testing.T) {
 		{args: []string{"serve-mcp", "--transport", "sse", "--stateless"}, code: 2, stderr: "--stateless needs --transport http", noStdout: true},
 		{args: []string{"serve-mcp", "--oauth-issuer", "https://as.example"}, code: 2, stderr: "--oauth-issuer needs --transport http or sse", noStdout: true},
 		{args: []string{"serve-mcp", "--transport", "http", "--oauth-scope", "a"}, code: 2, stderr: "--oauth-scope needs --oauth-issuer", noStdout: true},
-		{args: []string{"serve-mcp", "--transport", "http", "--oauth-issuer", "https://as.example"}, code: 2, stderr: "--oauth-issuer needs --oauth-introspection-url", noStdout: true},
 		{args: []string{"serve-mcp", "--transport", "http", "--oauth-issuer", "https://as.example", "--bearer-token-env", "T"}, code: 2, stderr: "--bearer-token-env and --oauth-issuer are exclusive", noStdout: true},
 		{args: []string{"serve-otc", "--token-store", "file:/tmp/x"}, code: 2, stderr: "--token-store file:PATH needs --token-key-env", noStdout: true},
 		{args: []string{"serve-otc", "--public-url", "ftp://x"}, code: 2, stderr: "--public-url must be an http(s) base URL", noStdout: true},

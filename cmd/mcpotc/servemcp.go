@@ -85,7 +85,7 @@ func (m *Main) serveMCP(ctx context.Context, args []string) error {
 	fs.Var(&oauthIssuers, "oauth-issuer", "an authorization server whose tokens HTTP clients must send: serve-mcp is an OAuth 2.1 protected resource (repeatable; see README)")
 	oauthResource := fs.String("oauth-resource", "", "the resource identifier tokens must be issued for (default: http://LISTEN/mcp)")
 	fs.Var(&oauthScopes, "oauth-scope", "a scope every token must grant (repeatable)")
-	introspectionURL := fs.String("oauth-introspection-url", "", "the authorization server's token introspection endpoint (RFC 7662), which checks the tokens")
+	introspectionURL := fs.String("oauth-introspection-url", "", "the authorization server's token introspection endpoint (RFC 7662), for opaque tokens (JWTs are checked against the issuers' keys)")
 	oauthClientIDEnv := fs.String("oauth-client-id-env", "", "environment variable holding the client id serve-mcp authenticates with at the introspection endpoint")
 	oauthClientSecretEnv := fs.String("oauth-client-secret-env", "", "environment variable holding that client's secret")
 	idleTTL := durationFlag(fs, "session-idle-ttl", front.DefaultSessionIdleTTL, "end HTTP sessions idle that long (http and sse transports); 0: never")
@@ -153,9 +153,6 @@ func (m *Main) serveMCP(ctx context.Context, args []string) error {
 		return fmt.Errorf("%w: --bearer-token-env and --oauth-issuer are exclusive: one static token for one user, or OAuth", errUsage)
 	}
 	if len(oauthIssuers) > 0 {
-		if *introspectionURL == "" {
-			return fmt.Errorf("%w: --oauth-issuer needs --oauth-introspection-url: this version checks tokens by introspection (RFC 7662)", errUsage)
-		}
 		for _, u := range append(slices.Clone(oauthIssuers), *introspectionURL, *oauthResource) {
 			if u != "" && urlProblem(u) != "" {
 				return fmt.Errorf("%w: %s: %s", errUsage, u, urlProblem(u))
@@ -182,7 +179,11 @@ func (m *Main) serveMCP(ctx context.Context, args []string) error {
 		if *oauthClientSecretEnv != "" {
 			secret = p.env(m.Getenv, "--oauth-client-secret-env", "", *oauthClientSecretEnv)
 		}
-		resource.Verify = introspectionVerifier(oauth.NewIntrospector(*introspectionURL, id, secret, nil))
+		var intro *oauth.Introspector
+		if *introspectionURL != "" {
+			intro = oauth.NewIntrospector(*introspectionURL, id, secret, nil)
+		}
+		resource.Verify = tokenVerifier(oauth.NewJWTVerifier(oauthIssuers, nil), intro)
 	}
 	var cfg mcpFrontConfig
 	if *configPath != "" {
@@ -256,10 +257,20 @@ func (m *Main) serveMCP(ctx context.Context, args []string) error {
 	}
 }
 
-// introspectionVerifier is the MCP front's token check by introspection.
-func introspectionVerifier(i *oauth.Introspector) func(context.Context, string) (*front.Identity, error) {
+// tokenVerifier is the MCP front's token check: a JWT against its
+// issuer's keys, any other token by introspection (when configured).
+func tokenVerifier(jwts *oauth.JWTVerifier, intro *oauth.Introspector) func(context.Context, string) (*front.Identity, error) {
 	return func(ctx context.Context, token string) (*front.Identity, error) {
-		info, err := i.Introspect(ctx, token)
+		var info *oauth.TokenInfo
+		var err error
+		switch {
+		case oauth.LooksLikeJWT(token):
+			info, err = jwts.Verify(ctx, token)
+		case intro != nil:
+			info, err = intro.Introspect(ctx, token)
+		default:
+			return nil, fmt.Errorf("%w: an opaque token, and no --oauth-introspection-url", front.ErrInvalidToken)
+		}
 		if errors.Is(err, oauth.ErrTokenInactive) {
 			return nil, fmt.Errorf("%w: %v", front.ErrInvalidToken, err)
 		}

@@ -113,7 +113,7 @@ func (c *Client) discover(ctx context.Context, ch challengeParams) (*server, err
 	if legacy {
 		asm, err = legacyMetadata(ctx, issuer, hc)
 	} else {
-		asm, err = auth.GetAuthServerMetadata(ctx, issuer, hc)
+		asm, err = auth.GetAuthServerMetadata(ctx, rootless(issuer), hc)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("authorization server %s: %w", issuer, err)
