@@ -267,6 +267,13 @@ func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if id != nil {
 		ctx = context.WithValue(ctx, identityKey{}, id)
+		// A session is its opener's: another caller's token with its id
+		// finds no such session (MCP security best practices, "Session
+		// Hijacking").
+		if sid := r.Header.Get(mcpserver.HeaderKeySessionID); sid != "" && h.ids != nil && !h.ids.usableBy(sid, id.principal()) {
+			http.Error(w, "Session not found", http.StatusNotFound)
+			return
+		}
 	}
 	r = r.WithContext(ctx)
 
@@ -396,6 +403,11 @@ func (h *HTTPHandler) serveStreamable(w http.ResponseWriter, r *http.Request, bo
 	rw := newFrontResponseWriter(w, st)
 	h.streamable.ServeHTTP(rw, r.WithContext(context.WithValue(ctx, streamKey{}, st)))
 	rw.finish()
+	if ident, ok := CallerIdentity(r.Context()); ok && init {
+		if id := w.Header().Get(mcpserver.HeaderKeySessionID); id != "" {
+			h.ids.bind(id, ident.principal())
+		}
+	}
 	if id := w.Header().Get(mcpserver.HeaderKeySessionID); init && id != "" && !h.ids.isLive(id) {
 		// Ended (DELETE) between the answer and mcp-go's registration of
 		// the session, which came after: end it again, for mcp-go to

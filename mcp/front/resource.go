@@ -42,6 +42,15 @@ type Identity struct {
 	Expiry   time.Time // zero: not said
 }
 
+// principal names who the identity is, for binding sessions: its subject,
+// else its client.
+func (id *Identity) principal() string {
+	if id.Subject != "" {
+		return "sub:" + id.Subject
+	}
+	return "client:" + id.ClientID
+}
+
 // ErrInvalidToken is the error of a token the verifier refuses.
 var ErrInvalidToken = errors.New("invalid token")
 

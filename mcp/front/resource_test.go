@@ -29,6 +29,9 @@ func TestFrontHTTPProtectedResource(t *testing.T) {
 			switch token {
 			case "tok-good":
 				return id, nil
+			case "tok-bob":
+				id.Subject = "bob"
+				return id, nil
 			case "tok-other-audience":
 				id.Audience = []string{"https://other.example.com/mcp"}
 			case "tok-expired":
@@ -89,4 +92,17 @@ func TestFrontHTTPProtectedResource(t *testing.T) {
 	initialize(t, c)
 	sameJSON(t, callTool(t, c, 2, "tools/call", callParams("whois", `{}`)),
 		`{"jsonrpc":"2.0","id":2,"result":{"content":[{"type":"text","text":"subject alice"}]}}`)
+
+	// Alice's session is hers: bob's token with its id finds no session.
+	bob := &httpTestClient{url: c.url, token: "tok-bob", session: c.session, version: c.version}
+	r, err := bob.post(t, context.Background(), request(3, "tools/call", callParams("whois", `{}`)), nil)
+	if err != nil || r.status != http.StatusNotFound {
+		t.Errorf("bob in alice's session: %d %s %v, want 404", r.status, r.body, err)
+	}
+	sameJSON(t, callTool(t, c, 4, "tools/call", callParams("whois", `{}`)),
+		`{"jsonrpc":"2.0","id":4,"result":{"content":[{"type":"text","text":"subject alice"}]}}`)
+	bobOwn := &httpTestClient{url: c.url, token: "tok-bob"}
+	initialize(t, bobOwn)
+	sameJSON(t, callTool(t, bobOwn, 2, "tools/call", callParams("whois", `{}`)),
+		`{"jsonrpc":"2.0","id":2,"result":{"content":[{"type":"text","text":"subject bob"}]}}`)
 }

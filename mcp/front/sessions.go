@@ -74,6 +74,7 @@ type sessionIDs struct {
 	pending int                                         // admitted initializes still being served
 	sse     int                                         // open legacy SSE streams
 	streams map[string]map[*context.CancelFunc]struct{} // session id → its open GET streams
+	owners  map[string]string                           // session id → who opened it (HTTPOptions.Resource)
 }
 
 func newFrontSessionIDs(max int) *sessionIDs {
@@ -81,7 +82,26 @@ func newFrontSessionIDs(max int) *sessionIDs {
 		max:     max,
 		live:    make(map[string]struct{}),
 		streams: make(map[string]map[*context.CancelFunc]struct{}),
+		owners:  make(map[string]string),
 	}
+}
+
+// bind records who opened live session id: only they may use it.
+func (m *sessionIDs) bind(id, owner string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.live[id]; ok {
+		m.owners[id] = owner
+	}
+}
+
+// usableBy reports whether owner may use session id: it opened it, or no
+// one was recorded.
+func (m *sessionIDs) usableBy(id, owner string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	o, ok := m.owners[id]
+	return !ok || o == owner
 }
 
 // Generate mints the id of a new streamable HTTP session (128 random bits
@@ -114,6 +134,7 @@ func (m *sessionIDs) isLive(id string) bool {
 func (m *sessionIDs) Terminate(id string) (notAllowed bool, err error) {
 	m.mu.Lock()
 	delete(m.live, id)
+	delete(m.owners, id)
 	streams := m.streams[id]
 	delete(m.streams, id)
 	m.mu.Unlock()
