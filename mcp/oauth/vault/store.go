@@ -82,23 +82,26 @@ func (r *records) sweep() {
 	}
 }
 
-// MemoryStore keeps records in this process.
-type MemoryStore struct {
+// guarded is a records under a lock, with the reads both stores share.
+type guarded struct {
 	mu sync.Mutex
 	r  records
 }
 
-// Memory returns an empty MemoryStore.
-func Memory(o *Options) *MemoryStore { return &MemoryStore{r: newRecords(o)} }
-
-func (s *MemoryStore) Get(ctx context.Context, id string) ([]byte, error) {
+func (g *guarded) Get(ctx context.Context, id string) ([]byte, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.r.get(id)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.r.get(id)
 }
+
+// MemoryStore keeps records in this process.
+type MemoryStore struct{ guarded }
+
+// Memory returns an empty MemoryStore.
+func Memory(o *Options) *MemoryStore { return &MemoryStore{guarded{r: newRecords(o)}} }
 
 func (s *MemoryStore) Put(ctx context.Context, id string, val []byte, expires time.Time) error {
 	if err := ctx.Err(); err != nil {
@@ -123,16 +126,15 @@ func (s *MemoryStore) Delete(ctx context.Context, id string) error {
 // file renamed over the old one) at every change, readable by its owner
 // only. One process at a time may use a file.
 type FileStore struct {
+	guarded
 	path string
-	mu   sync.Mutex
-	r    records
 }
 
 // OpenFile opens the store in the file at path, creating it when it does
 // not exist (its directory must). A file that is not a store is an error,
 // never emptied.
 func OpenFile(path string, o *Options) (*FileStore, error) {
-	s := &FileStore{path: path, r: newRecords(o)}
+	s := &FileStore{guarded: guarded{r: newRecords(o)}, path: path}
 	data, err := os.ReadFile(path)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
@@ -163,15 +165,6 @@ func jsonProblem(err error) string {
 
 // Durable reports that the records outlive the process.
 func (s *FileStore) Durable() bool { return true }
-
-func (s *FileStore) Get(ctx context.Context, id string) ([]byte, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.r.get(id)
-}
 
 func (s *FileStore) Put(ctx context.Context, id string, val []byte, expires time.Time) error {
 	if err := ctx.Err(); err != nil {
