@@ -133,6 +133,7 @@ var readmeChecks = map[string]func(t *testing.T, r *readmeEnv, b readmeBlock){
 	"serve-otc-everything": readmeServeOTCEverything,
 	"serve-otc-config":     readmeServeOTCConfig,
 	"serve-otc-oauth":      readmeServeOTCOAuth,
+	"serve-mcp-oauth":      readmePlain,
 	"cors":                 readmePlain,
 	"bench":                readmeBench,
 	"bench-output":         readmeBenchOutput,
