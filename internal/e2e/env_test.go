@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -624,15 +625,54 @@ func truncate(s string, n int) string {
 
 // --- network ------------------------------------------------------------------
 
-// freePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+// freePort returns a TCP port on 127.0.0.1 that was free a moment ago,
+// for a server the test starts next. It is drawn below the kernel's
+// ephemeral range (/proc/sys/net/ipv4/ip_local_port_range): a port of that
+// range can be taken meanwhile by any outgoing connection of the parallel
+// tests (bind: address already in use), one below it only by another
+// freePort, and ports given out are not given again in this process.
 func freePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("freePort: %v", err)
+	low := 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if n, err := strconv.Atoi(f[0]); err == nil && n > 12000 {
+				low = n
+			}
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	for range 200 {
+		port := 10000 + rand.IntN(low-10000)
+		if !givenPorts.claim(port) {
+			continue
+		}
+		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+		if err != nil {
+			continue
+		}
+		l.Close()
+		return port
+	}
+	t.Fatal("freePort: no free port below the ephemeral range")
+	return 0
+}
+
+// givenPorts are the ports freePort gave out in this process.
+var givenPorts = portSet{m: map[int]bool{}}
+
+type portSet struct {
+	mu sync.Mutex
+	m  map[int]bool
+}
+
+func (s *portSet) claim(port int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m[port] {
+		return false
+	}
+	s.m[port] = true
+	return true
 }
 
 // waitHTTP waits until url answers an HTTP GET (with any status) and returns
