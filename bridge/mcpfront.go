@@ -56,6 +56,10 @@ type OTCUpstream struct {
 	// (front.CallerIdentity) as context.user_id instead of UserID, so that
 	// each user's own grants are used. Zero: UserID.
 	UserIDFromToken bool
+	// UserIDClaim names what of the token is the user id with
+	// UserIDFromToken: "sub" (zero) or "client_id" (an authorization
+	// server whose tokens name no user, one client per user).
+	UserIDClaim string
 	// CallTimeout bounds each call; zero means MCPFrontOptions.CallTimeout.
 	CallTimeout time.Duration
 	// AcceptContext uses the context (tokens, secrets, user id) an OTC front
@@ -500,8 +504,14 @@ func (u *otcUpstream) userID(ctx context.Context, fwd *otc.CallContext) string {
 		return fwd.UserID
 	}
 	if u.UserIDFromToken {
-		if id, ok := front.CallerIdentity(ctx); ok && id.Subject != "" {
-			return id.Subject
+		if id, ok := front.CallerIdentity(ctx); ok {
+			user := id.Subject
+			if u.UserIDClaim == "client_id" {
+				user = id.ClientID
+			}
+			if user != "" {
+				return user
+			}
 		}
 	}
 	return u.UserID

@@ -56,6 +56,8 @@ func TestMCPFrontConfigErrors(t *testing.T) {
 		{"bad url", `{"upstreams":[{"url":"ftp://h"}]}`, nil, false, `upstreams[0].url: "ftp://h": want an http:// or https:// URL`},
 		{"credentials in url", `{"upstreams":[{"url":"http://u:p@h"}]}`, nil, false, `upstreams[0].url: must not carry credentials`},
 		{"bad dialect", `{"upstreams":[{"url":"http://h","dialect":"otc-2"}]}`, nil, false, `upstreams[0].dialect: unknown OTC dialect`},
+		{"bad user id claim", `{"upstreams":[{"url":"http://h","user_id_from_token":true,"user_id_claim":"email"}]}`, nil, false, `upstreams[0].user_id_claim: "email" is not sub or client_id`},
+		{"user id claim alone", `{"upstreams":[{"url":"http://h","user_id_claim":"sub"}]}`, nil, false, `upstreams[0].user_id_claim: goes with user_id_from_token: true`},
 		{"bad prefix", `{"upstreams":[{"url":"http://h","prefix":"a b"}]}`, nil, false, `upstreams[0].prefix`},
 		{"duplicate name", `{"upstreams":[{"url":"http://h"},{"url":"http://h"}]}`, nil, false, `upstreams[1].name: "h" is used twice`},
 		{"inline secret", `{"upstreams":[{"url":"http://h","secrets":{"K":"sk-live-123"}}]}`, nil, false, `upstreams[0].secrets.K: must name an environment variable`},

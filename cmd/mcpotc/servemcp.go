@@ -44,6 +44,7 @@ type otcUpstreamConfig struct {
 	ForwardCallerToken []string          `json:"forward_caller_token"`
 	UserID             string            `json:"user_id"`
 	UserIDFromToken    bool              `json:"user_id_from_token"`
+	UserIDClaim        string            `json:"user_id_claim"`
 	CallTimeout        Duration          `json:"call_timeout"`
 	// Headers are sent with every request; ${VAR} in a value is read from
 	// the environment.
@@ -368,6 +369,11 @@ func (m *Main) otcUpstream(p *problems, log zerolog.Logger, file, key string, c 
 	if !mcpNamePrefix.MatchString(c.Prefix) {
 		p.add(file, where("prefix"), fmt.Sprintf("%q may hold only letters, digits, _, - and .", c.Prefix))
 	}
+	if c.UserIDClaim != "" && c.UserIDClaim != "sub" && c.UserIDClaim != "client_id" {
+		p.add(file, where("user_id_claim"), fmt.Sprintf("%q is not sub or client_id", c.UserIDClaim))
+	} else if c.UserIDClaim != "" && !c.UserIDFromToken {
+		p.add(file, where("user_id_claim"), "goes with user_id_from_token: true")
+	}
 	opts := &otc.ClientOptions{Dialect: dialect, Header: http.Header{}}
 	var credentials []string
 	if c.APIKeyEnv != "" {
@@ -402,7 +408,7 @@ func (m *Main) otcUpstream(p *problems, log zerolog.Logger, file, key string, c 
 		opts.Header[h] = vs
 		credentials = append(credentials, vs...)
 	}
-	up := bridge.OTCUpstream{Name: name, Prefix: c.Prefix, UserID: c.UserID, UserIDFromToken: c.UserIDFromToken, CallTimeout: time.Duration(c.CallTimeout),
+	up := bridge.OTCUpstream{Name: name, Prefix: c.Prefix, UserID: c.UserID, UserIDFromToken: c.UserIDFromToken, UserIDClaim: c.UserIDClaim, CallTimeout: time.Duration(c.CallTimeout),
 		Secrets: map[string]string{}, Tokens: map[string]string{}, AcceptContext: c.AcceptForwardedContext}
 	for _, id := range sortedKeys(c.Secrets) {
 		up.Secrets[id] = p.env(m.Getenv, file, where("secrets."+id), c.Secrets[id])

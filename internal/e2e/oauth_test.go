@@ -565,3 +565,71 @@ func TestOAuthMCPFrontProtectedResource(t *testing.T) {
 		fmt.Sprintf(`Bearer error="insufficient_scope", resource_metadata="%s/.well-known/oauth-protected-resource/mcp", scope="admin"`, base))
 	_ = hdr
 }
+
+// TestOAuthTwoUserChain: two users, each an MCP host (the TypeScript SDK
+// client with its OAuth client provider and URL elicitation), through
+// serve-mcp (an OAuth protected resource; user_id_from_token with the
+// token's client_id, the demo authorization server naming no users) →
+// serve-otc (per-user OAuth) → the TypeScript SDK's OAuth-protected
+// example server. Each user's first call comes back as -32042 with their
+// own authorization URL; once opened, their call succeeds, and the
+// upstream sees each user's call with a token of their own.
+func TestOAuthTwoUserChain(t *testing.T) {
+	mcpPort := freePort(t)
+	upstream := oauthTSServerOn(t, mcpPort, freePort(t), "--oauth-strict")
+	dir := t.TempDir()
+	config := filepath.Join(dir, "serve-otc.json")
+	if err := os.WriteFile(config, []byte(fmt.Sprintf(`{"mcpServers": {"demo": {"url": "http://localhost:%d/mcp", "toolkit": "Demo", "oauth": {"per_user": true}}}}`, mcpPort)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	otcPort := freePort(t)
+	otcFront := oauthBridge(t, otcPort, config, nil)
+	oauthAuthorize(t, oauthWaitChallenge(t, otcFront)["url"].(string))
+	otcFront.waitHealthy(t, 30*time.Second)
+	operator := oauthLastToken(t, upstream)
+
+	asPort := freePort(t)
+	oauthTSServerOn(t, freePort(t), asPort, "--oauth") // its authorization server is serve-mcp's
+	mcpConfig := filepath.Join(dir, "serve-mcp.json")
+	if err := os.WriteFile(mcpConfig, []byte(fmt.Sprintf(`{"upstreams": [{"name": "bridge", "url": "http://127.0.0.1:%d", "user_id_from_token": true, "user_id_claim": "client_id"}]}`, otcPort)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	front := startBridge(t, ctx, "http", []string{"--config", mcpConfig,
+		"--oauth-issuer", fmt.Sprintf("http://localhost:%d/", asPort), "--oauth-introspection-url", fmt.Sprintf("http://localhost:%d/introspect", asPort)}, nil)
+	script, err := filepath.Abs(filepath.Join("testdata", "oauth_client.mjs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type seen struct {
+		Call     any            `json:"call"`
+		Elicited map[string]any `json:"elicited"`
+		Client   string         `json:"client"`
+		Error    string         `json:"error"`
+	}
+	user := func(name string) (seen, string) {
+		t.Helper()
+		p := startProcess(t, ctx, nodeBin(t), []string{script}, append(peerEnv(t), "MCPOTC_PEERS="+peersDir(t), "MCPOTC_MCP_URL="+front.url,
+			"MCPOTC_TOOL=greet", `MCPOTC_TOOL_ARGS={"name":"`+name+`"}`))
+		p.Stdin.Close()
+		werr := p.Wait(time.Minute)
+		var s seen
+		if err := json.Unmarshal([]byte(p.Stdout()), &s); err != nil || werr != nil {
+			t.Fatalf("user %s: %v %v: %s", name, werr, err, truncate(p.Stdout(), 3000))
+		}
+		if !strings.Contains(otcfShow(s.Call), "Hello, "+name+"!") || s.Elicited == nil || s.Elicited["path"] != "/oauth/callback" || s.Client == "" {
+			t.Fatalf("user %s saw: %+v", name, s)
+		}
+		return s, oauthLastToken(t, upstream)
+	}
+	a, tokenA := user("ann")
+	b, tokenB := user("ben")
+	if a.Client == b.Client {
+		t.Fatal("the two users are one client")
+	}
+	if tokenA == tokenB || tokenA == operator || tokenB == operator {
+		t.Errorf("the upstream saw: ann's call with ben's token %t, with the operator's %t; ben's with the operator's %t", tokenA == tokenB, tokenA == operator, tokenB == operator)
+	}
+	t.Logf("two MCP hosts through serve-mcp (user_id = their token's client_id: %s…, %s…) → serve-otc per-user → the OAuth upstream: each got -32042 with its own authorization URL, opened it, and its call succeeded; the upstream saw two distinct tokens, neither the operator's", a.Client[:8], b.Client[:8])
+}

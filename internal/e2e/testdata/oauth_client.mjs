@@ -11,6 +11,11 @@
 // Environment:
 //   MCPOTC_PEERS     node_modules holding @modelcontextprotocol/sdk
 //   MCPOTC_MCP_URL   the /mcp URL of serve-mcp
+//   MCPOTC_TOOL      the tool to call (default Calculator_Add with a=2, b=3);
+//                    with it the client declares URL elicitation and, on a
+//                    -32042, opens the URL (following redirects, as a
+//                    browser would) and calls again, once
+//   MCPOTC_TOOL_ARGS its arguments, JSON
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 
@@ -19,6 +24,10 @@ const sdk = (p) => import(pathToFileURL(path.join(peers, '@modelcontextprotocol/
 const { Client } = await sdk('client/index.js');
 const { StreamableHTTPClientTransport } = await sdk('client/streamableHttp.js');
 const { UnauthorizedError } = await sdk('client/auth.js');
+const { McpError } = await sdk('types.js');
+const toolName = process.env.MCPOTC_TOOL;
+const toolArgs = toolName ? JSON.parse(process.env.MCPOTC_TOOL_ARGS || '{}') : { a: 2, b: 3 };
+const capabilities = toolName ? { elicitation: { url: {} } } : {};
 
 const url = new URL(process.env.MCPOTC_MCP_URL);
 // Never served: the code is read from the authorization server's redirect.
@@ -56,7 +65,7 @@ class Provider {
 
 const provider = new Provider();
 const connect = async () => {
-  const client = new Client({ name: 'mcpotc-e2e-ts-oauth', version: '0.0.0' }, { capabilities: {} });
+  const client = new Client({ name: 'mcpotc-e2e-ts-oauth', version: '0.0.0' }, { capabilities });
   const transport = new StreamableHTTPClientTransport(url, { authProvider: provider });
   try {
     await client.connect(transport);
@@ -64,7 +73,7 @@ const connect = async () => {
   } catch (e) {
     if (!(e instanceof UnauthorizedError) || !provider.code) throw e;
     await transport.finishAuth(provider.code);
-    const again = new Client({ name: 'mcpotc-e2e-ts-oauth', version: '0.0.0' }, { capabilities: {} });
+    const again = new Client({ name: 'mcpotc-e2e-ts-oauth', version: '0.0.0' }, { capabilities });
     await again.connect(new StreamableHTTPClientTransport(url, { authProvider: provider }));
     return again;
   }
@@ -75,8 +84,19 @@ try {
   const client = await connect();
   const tools = await client.listTools();
   out.tools = tools.tools.map((t) => t.name).sort();
-  const res = await client.callTool({ name: 'Calculator_Add', arguments: { a: 2, b: 3 } });
+  const name = toolName ?? 'Calculator_Add';
+  let res;
+  try {
+    res = await client.callTool({ name, arguments: toolArgs });
+  } catch (e) {
+    if (!(e instanceof McpError) || e.code !== -32042 || !toolName) throw e;
+    const url = e.data?.elicitations?.[0]?.url;
+    const page = await fetch(url); // the browser: to the authorization server and back
+    out.elicited = { status: page.status, path: new URL(page.url).pathname };
+    res = await client.callTool({ name, arguments: toolArgs });
+  }
   out.call = res.structuredContent ?? res.content;
+  out.client = provider.clientInformation()?.client_id;
   out.authorizations = provider.authorizations;
   out.scope = provider.tokens()?.scope;
   out.token = provider.tokens()?.access_token;
