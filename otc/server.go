@@ -128,6 +128,17 @@ type Options struct {
 	IdempotencyMaxEntries int
 	IdempotencyMaxBytes   int64
 	IdempotencyMaxRunning int
+	// IdempotencyStore, when set with IdempotencyTTL, keeps the call_id
+	// answers in a store shared by the replicas of this server instead of
+	// this process's memory (IdempotencyMaxEntries does not apply: the
+	// store's own bounds do; an answer larger than a tenth of
+	// IdempotencyMaxBytes is not kept). One replica claims a
+	// call_id for CallTimeout plus a margin and runs it; the others wait
+	// for its answer, or claim it once the claim expires (its replica
+	// died). A store that cannot be reached makes calls with a call_id a
+	// 400 "temporarily unavailable" with Retry-After; calls without one
+	// do not use it.
+	IdempotencyStore IdempotencyStore
 	// CallTimeout bounds a call that runs detached from its request (see
 	// IdempotencyTTL). Zero means DefaultCallTimeout.
 	CallTimeout time.Duration
@@ -187,7 +198,8 @@ type Handler struct {
 	maxBody     int64
 	callTimeout time.Duration
 	bodyTimeout time.Duration
-	idem        *idempotency // nil when off
+	idem        *idempotency       // nil when off or shared
+	shared      *sharedIdempotency // nil unless IdempotencyStore
 	catalog     atomic.Pointer[catalog]
 	mux         *http.ServeMux
 
@@ -259,7 +271,10 @@ func NewHandler(tools []Tool, opts *Options) (*Handler, error) {
 	if h.bodyTimeout <= 0 {
 		h.bodyTimeout = DefaultBodyReadTimeout
 	}
-	if h.opts.IdempotencyTTL > 0 {
+	switch {
+	case h.opts.IdempotencyTTL > 0 && h.opts.IdempotencyStore != nil:
+		h.shared = newSharedIdempotency(h.opts.IdempotencyStore, h.callTimeout, h.opts.IdempotencyMaxRunning, h.opts.IdempotencyMaxBytes)
+	case h.opts.IdempotencyTTL > 0:
 		h.idem = newIdempotency(h.opts.IdempotencyTTL, h.opts.IdempotencyMaxEntries, h.opts.IdempotencyMaxBytes,
 			h.opts.IdempotencyMaxRunning, h.opts.Now)
 	}
@@ -852,13 +867,18 @@ func (h *Handler) call(rp *reply, r *http.Request, req *CallToolRequest, caller 
 		req.Input = json.RawMessage("{}")
 	}
 	var out outcome
-	if h.idem != nil && callerCallID {
+	if (h.idem != nil || h.shared != nil) && callerCallID {
 		// Others may join this call by its call_id: it runs to its end
 		// (bounded by the call timeout) even if this client goes away.
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), h.callTimeout)
 		defer cancel()
 		run := func() outcome { return h.execute(ctx, r, st, req) }
-		out = h.idem.do(r.Context(), idemKey{caller: caller, callID: req.CallID}, fingerprint(def.ID, req.Input, req.Context), run, h.retain)
+		key, print := idemKey{caller: caller, callID: req.CallID}, fingerprint(def.ID, req.Input, req.Context)
+		if h.shared != nil {
+			out = h.shared.do(r.Context(), key, print, run, h.retain)
+		} else {
+			out = h.idem.do(r.Context(), key, print, run, h.retain)
+		}
 	} else {
 		out = h.execute(r.Context(), r, st, req)
 	}

@@ -1,0 +1,263 @@
+package otc
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// IdempotencyStore shares the call_id idempotency of Options.IdempotencyTTL
+// among the replicas of one server (a database they all reach). The
+// handler encodes what it keeps; a store holds opaque values under opaque
+// keys, each with an expiry, and must make Claim and Settle atomic.
+type IdempotencyStore interface {
+	// Claim stores claim under key for lease unless key holds a value; it
+	// returns that value (nil when the claim was stored).
+	Claim(ctx context.Context, key string, claim []byte, lease time.Duration) (held []byte, err error)
+	// Settle replaces the value of key, if it is still exactly claim, with
+	// answer for ttl, or deletes it when answer is nil. It reports false
+	// when key no longer holds claim (the lease ran out).
+	Settle(ctx context.Context, key string, claim, answer []byte, ttl time.Duration) (bool, error)
+}
+
+// Bounds of the shared idempotency.
+const (
+	// sharedLeaseMargin is how much longer than the call timeout a claim
+	// lives: a replica that dies mid-call leaves a claim that expires
+	// after CallTimeout + sharedLeaseMargin.
+	sharedLeaseMargin = 5 * time.Second
+	// sharedPollMin and sharedPollMax bound the wait between two looks at
+	// a call that runs on another replica.
+	sharedPollMin = 10 * time.Millisecond
+	sharedPollMax = 200 * time.Millisecond
+)
+
+// sharedIdempotency is the call_id idempotency over an IdempotencyStore.
+// Repeats that reach the same replica wait for its run without asking
+// the store; the others poll the store until the answer is there, the
+// claim expires (they claim it then) or their wait ends.
+type sharedIdempotency struct {
+	store       IdempotencyStore
+	callTimeout time.Duration
+	maxRunning  int
+	maxAnswer   int           // bytes of the largest answer kept
+	leaseMargin time.Duration // sharedLeaseMargin; tests shorten it
+
+	mu      sync.Mutex
+	running map[string]*sharedRun // by call_id, on this replica
+}
+
+// sharedRun is a call running on this replica, joined by local repeats.
+type sharedRun struct {
+	caller string
+	print  [32]byte
+	done   chan struct{}
+	out    outcome
+}
+
+// sharedRecord is what the store keeps under a call_id: a claim (Claim
+// set: the run's random token) or an answer. Caller is a hash: the store
+// never sees who called.
+type sharedRecord struct {
+	V      int             `json:"v"`
+	Caller string          `json:"caller"`
+	Print  string          `json:"print"`
+	Claim  string          `json:"claim,omitempty"`
+	Answer json.RawMessage `json:"answer,omitempty"`
+}
+
+func newSharedIdempotency(store IdempotencyStore, callTimeout time.Duration, maxRunning int, maxBytes int64) *sharedIdempotency {
+	if maxRunning <= 0 {
+		maxRunning = DefaultIdempotencyMaxRunning
+	}
+	if maxBytes <= 0 {
+		maxBytes = DefaultIdempotencyMaxBytes
+	}
+	return &sharedIdempotency{store: store, callTimeout: callTimeout, maxRunning: maxRunning, maxAnswer: int(maxBytes / 10),
+		leaseMargin: sharedLeaseMargin, running: map[string]*sharedRun{}}
+}
+
+// sharedKey is the store key of a call_id: a hash, so that ids of any
+// bytes make keys of one shape.
+func sharedKey(callID string) string {
+	sum := sha256.Sum256([]byte(callID))
+	return "idem:" + hex.EncodeToString(sum[:])
+}
+
+func callerHash(caller string) string {
+	sum := sha256.Sum256([]byte("otc caller\x00" + caller))
+	return hex.EncodeToString(sum[:16])
+}
+
+// errStoreDown answers a call with a call_id when the store cannot be
+// reached: running it might run it twice.
+func errStoreDown() *ServerErrorResponse {
+	return &ServerErrorResponse{
+		Message:          "Tool server temporarily unavailable",
+		DeveloperMessage: "the shared idempotency store cannot be reached, so a call with a call_id cannot run safely; retry shortly (a call without call_id does not need it)",
+		RetryAfter:       time.Second,
+	}
+}
+
+// errStillRunning answers a repeat whose first run, on another replica,
+// outlasted its wait.
+func errStillRunning(callID string) *ServerErrorResponse {
+	return &ServerErrorResponse{
+		Message:          "This call is still running",
+		DeveloperMessage: "call_id " + callID + " is running on another replica; retry with the same call_id to get its answer",
+		RetryAfter:       time.Second,
+	}
+}
+
+// do answers a call with a caller's call_id as idempotency.do does, across
+// replicas. The first request of a call_id on this replica starts its
+// claim (or wait) detached: the requests of that call_id on this replica,
+// the first included, wait for it and each stops waiting when its own
+// client goes away.
+func (s *sharedIdempotency) do(ctx context.Context, key idemKey, print [32]byte, run func() outcome, retain func(outcome) time.Duration) outcome {
+	s.mu.Lock()
+	r := s.running[key.callID]
+	first := r == nil
+	switch {
+	case first && len(s.running) >= s.maxRunning:
+		s.mu.Unlock()
+		return outcome{status: http.StatusBadRequest, failure: errTooManyRunning(s.maxRunning)}
+	case first:
+		r = &sharedRun{caller: key.caller, print: print, done: make(chan struct{})}
+		s.running[key.callID] = r
+		go func() {
+			r.out = s.claimOrWait(context.WithoutCancel(ctx), key, print, run, retain)
+			s.mu.Lock()
+			delete(s.running, key.callID)
+			s.mu.Unlock()
+			close(r.done)
+		}()
+	case r.caller != key.caller || r.print != print:
+		s.mu.Unlock()
+		return outcome{status: http.StatusBadRequest, failure: errCallIDReused(key.callID)}
+	}
+	s.mu.Unlock()
+	select {
+	case <-r.done:
+	case <-ctx.Done():
+		return cancelled(ctx)
+	}
+	out := r.out
+	if !first {
+		out.replayed = true
+	}
+	return out
+}
+
+func cancelled(ctx context.Context) outcome {
+	return outcome{status: http.StatusBadRequest, failure: &ServerErrorResponse{Message: "The call was cancelled", DeveloperMessage: ctx.Err().Error()}}
+}
+
+// claimOrWait runs the call if this replica claims its call_id, else waits
+// for the answer of the replica that did.
+func (s *sharedIdempotency) claimOrWait(ctx context.Context, key idemKey, print [32]byte, run func() outcome, retain func(outcome) time.Duration) outcome {
+	caller, printHex := callerHash(key.caller), hex.EncodeToString(print[:])
+	claim, err := json.Marshal(sharedRecord{V: 1, Caller: caller, Print: printHex, Claim: rand.Text()})
+	if err != nil {
+		return outcome{status: http.StatusBadRequest, failure: errStoreDown()}
+	}
+	storeKey := sharedKey(key.callID)
+	lease := s.callTimeout + s.leaseMargin
+	// A claim held when this wait starts ends within lease (answered, or
+	// expired with its dead replica): one more look after that claims it
+	// or finds its answer.
+	wait, stop := context.WithTimeout(ctx, lease+sharedPollMax+time.Second)
+	defer stop()
+	pause := sharedPollMin
+	for {
+		held, err := s.store.Claim(wait, storeKey, claim, lease)
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return cancelled(ctx)
+		case err != nil && wait.Err() != nil:
+			return outcome{status: http.StatusBadRequest, failure: errStillRunning(key.callID)}
+		case err != nil:
+			return outcome{status: http.StatusBadRequest, failure: errStoreDown()}
+		case held == nil:
+			return s.run(storeKey, claim, run, retain)
+		}
+		var rec sharedRecord
+		if json.Unmarshal(held, &rec) != nil || rec.V != 1 {
+			return outcome{status: http.StatusBadRequest, failure: errStoreDown()}
+		}
+		if rec.Caller != caller || rec.Print != printHex {
+			return outcome{status: http.StatusBadRequest, failure: errCallIDReused(key.callID)}
+		}
+		if rec.Claim == "" {
+			resp, err := decodeKeptAnswer(rec.Answer)
+			if err != nil {
+				return outcome{status: http.StatusBadRequest, failure: errStoreDown()}
+			}
+			out := outcome{status: http.StatusOK, resp: resp, replayed: true}
+			if resp.Error != nil {
+				out.failure = resp.Error
+			}
+			return out
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-t.C:
+		case <-wait.Done():
+			t.Stop()
+			if ctx.Err() != nil {
+				return cancelled(ctx)
+			}
+			return outcome{status: http.StatusBadRequest, failure: errStillRunning(key.callID)}
+		}
+		pause = min(pause*2, sharedPollMax)
+	}
+}
+
+// run runs a claimed call and settles its claim: the answer is kept for
+// retain (when it fits in maxAnswer), or the claim is dropped so that a repeat runs it again. A store
+// that fails here does not change the answer: the claim expires.
+func (s *sharedIdempotency) run(storeKey string, claim []byte, run func() outcome, retain func(outcome) time.Duration) outcome {
+	out := run()
+	var answer []byte
+	ttl := retain(out)
+	if ttl > 0 {
+		b, err := json.Marshal(out.resp)
+		if err == nil {
+			var rec sharedRecord
+			_ = json.Unmarshal(claim, &rec)
+			rec.Claim, rec.Answer = "", b
+			answer, err = json.Marshal(rec)
+		}
+		if err != nil || len(answer) > s.maxAnswer {
+			answer, ttl = nil, 0
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), sharedSettleTimeout)
+	defer cancel()
+	_, _ = s.store.Settle(ctx, storeKey, claim, answer, ttl)
+	return out
+}
+
+// sharedSettleTimeout bounds the store request that keeps an answer.
+const sharedSettleTimeout = 5 * time.Second
+
+// decodeKeptAnswer reads a kept CallToolResponse, its extensions included.
+func decodeKeptAnswer(b []byte) (*CallToolResponse, error) {
+	type plain CallToolResponse
+	var p plain
+	if err := json.Unmarshal(b, &p); err != nil {
+		return nil, err
+	}
+	if p.CallID == "" {
+		return nil, errors.New("kept answer without call_id")
+	}
+	resp := CallToolResponse(p)
+	resp.Ext = extensionsOf(b)
+	return &resp, nil
+}
