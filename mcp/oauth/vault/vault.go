@@ -19,6 +19,9 @@ import (
 
 // Key names one record.
 type Key struct {
+	// Kind is what the record is: "" for a token, or another name for
+	// other records kept beside the tokens (a pending authorization).
+	Kind     string
 	Upstream string // the upstream's name in the configuration
 	User     string // "" for the bridge's own (shared) identity
 }
@@ -117,7 +120,12 @@ func ParseKey(s string) ([]byte, error) {
 
 // aad is the additional data that binds a record to its Key.
 func aad(k Key) []byte {
-	b, _ := json.Marshal([2]string{k.Upstream, k.User})
+	if k.Kind == "" {
+		// The form of the records sealed before Key had a Kind.
+		b, _ := json.Marshal([2]string{k.Upstream, k.User})
+		return b
+	}
+	b, _ := json.Marshal([3]string{k.Kind, k.Upstream, k.User})
 	return b
 }
 

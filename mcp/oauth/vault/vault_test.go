@@ -43,7 +43,7 @@ func TestRoundTripAndExpiry(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		a, b := Key{"up", "alice"}, Key{"up", "bob"}
+		a, b := Key{Upstream: "up", User: "alice"}, Key{Upstream: "up", User: "bob"}
 		var got rec
 		if err := v.Get(ctx, a, &got); !errors.Is(err, ErrNotFound) {
 			t.Fatalf("Get of nothing: %v, want ErrNotFound", err)
@@ -60,7 +60,7 @@ func TestRoundTripAndExpiry(t *testing.T) {
 		if err := v.Get(ctx, b, &got); err != nil || got.Access != "token-b" {
 			t.Errorf("bob: %v %+v", err, got)
 		}
-		if err := v.Get(ctx, Key{"other", "alice"}, &got); !errors.Is(err, ErrNotFound) {
+		if err := v.Get(ctx, Key{Upstream: "other", User: "alice"}, &got); !errors.Is(err, ErrNotFound) {
 			t.Errorf("another upstream, same user: %v", err)
 		}
 		now = now.Add(time.Hour)
@@ -90,7 +90,7 @@ func TestRecordsAreBound(t *testing.T) {
 		t.Fatal(err)
 	}
 	v, _ := New(s, key(1))
-	alice, bob := Key{"up", "alice"}, Key{"up", "bob"}
+	alice, bob := Key{Upstream: "up", User: "alice"}, Key{Upstream: "up", User: "bob"}
 	_ = v.Put(ctx, alice, rec{"token-a"}, time.Time{})
 	_ = v.Put(ctx, bob, rec{"token-b"}, time.Time{})
 
@@ -115,7 +115,7 @@ func TestRecordsAreBound(t *testing.T) {
 		t.Errorf("alice's slot holding bob's record: %v %+v, want ErrCorrupt", err, got)
 	}
 	v3, _ := New(s2, key(2))
-	if err := v3.Get(ctx, Key{"up", "alice"}, &got); !errors.Is(err, ErrNotFound) {
+	if err := v3.Get(ctx, Key{Upstream: "up", User: "alice"}, &got); !errors.Is(err, ErrNotFound) {
 		t.Errorf("another key finds another id: %v", err)
 	}
 	// The same id under another key: ErrCorrupt.
@@ -124,6 +124,14 @@ func TestRecordsAreBound(t *testing.T) {
 	_ = s2.Put(ctx, v4.id(bob), sealed, time.Time{})
 	if err := v4.Get(ctx, bob, &got); !errors.Is(err, ErrCorrupt) {
 		t.Errorf("another key: %v, want ErrCorrupt", err)
+	}
+	// A record of another kind moved to a token's slot: ErrCorrupt.
+	other := Key{Kind: "authorization", Upstream: "up", User: "alice"}
+	_ = v2.Put(ctx, other, rec{"not-a-token"}, time.Time{})
+	sealed, _ = s2.Get(ctx, v2.id(other))
+	_ = s2.Put(ctx, v2.id(alice), sealed, time.Time{})
+	if err := v2.Get(ctx, alice, &got); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("a record of another kind in a token's slot: %v, want ErrCorrupt", err)
 	}
 }
 
@@ -137,7 +145,7 @@ func TestFileStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	v, _ := New(s, key(3))
-	k := Key{"github-upstream", "user-4711@example.com"}
+	k := Key{Upstream: "github-upstream", User: "user-4711@example.com"}
 	if err := v.Put(ctx, k, rec{"gho_SECRETTOKEN"}, time.Time{}); err != nil {
 		t.Fatal(err)
 	}
@@ -187,17 +195,17 @@ func TestBounded(t *testing.T) {
 	now := time.Unix(1_000_000, 0)
 	stores(t, &Options{MaxEntries: 3, Now: func() time.Time { return now }}, func(t *testing.T, s Store) {
 		v, _ := New(s, key(1))
-		_ = v.Put(ctx, Key{"u", "1"}, rec{"a"}, now.Add(time.Minute))
-		_ = v.Put(ctx, Key{"u", "2"}, rec{"b"}, time.Time{})
-		_ = v.Put(ctx, Key{"u", "3"}, rec{"c"}, time.Time{})
-		if err := v.Put(ctx, Key{"u", "4"}, rec{"d"}, time.Time{}); !errors.Is(err, ErrFull) {
+		_ = v.Put(ctx, Key{Upstream: "u", User: "1"}, rec{"a"}, now.Add(time.Minute))
+		_ = v.Put(ctx, Key{Upstream: "u", User: "2"}, rec{"b"}, time.Time{})
+		_ = v.Put(ctx, Key{Upstream: "u", User: "3"}, rec{"c"}, time.Time{})
+		if err := v.Put(ctx, Key{Upstream: "u", User: "4"}, rec{"d"}, time.Time{}); !errors.Is(err, ErrFull) {
 			t.Fatalf("past the bound: %v, want ErrFull", err)
 		}
-		if err := v.Put(ctx, Key{"u", "2"}, rec{"b2"}, time.Time{}); err != nil {
+		if err := v.Put(ctx, Key{Upstream: "u", User: "2"}, rec{"b2"}, time.Time{}); err != nil {
 			t.Errorf("replacing a record in a full store: %v", err)
 		}
 		now = now.Add(time.Minute)
-		if err := v.Put(ctx, Key{"u", "4"}, rec{"d"}, time.Time{}); err != nil {
+		if err := v.Put(ctx, Key{Upstream: "u", User: "4"}, rec{"d"}, time.Time{}); err != nil {
 			t.Errorf("after an expiry: %v", err)
 		}
 	})
@@ -215,8 +223,8 @@ func TestConcurrent(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range 64 {
 		wg.Go(func() {
-			own := Key{"up", fmt.Sprint("user-", i)}
-			shared := Key{"up", ""}
+			own := Key{Upstream: "up", User: fmt.Sprint("user-", i)}
+			shared := Key{Upstream: "up", User: ""}
 			for j := range 5 {
 				_ = v.Put(ctx, own, rec{fmt.Sprint(i, "-", j)}, time.Time{})
 				_ = v.Put(ctx, shared, rec{fmt.Sprint(i)}, time.Time{})
