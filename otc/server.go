@@ -92,6 +92,10 @@ type Options struct {
 	// Health reports readiness for GET /health: ok false answers 503.
 	// body (any JSON value) is sent as the answer. Nil: always 200 {"status":"ok"}.
 	Health func(ctx context.Context) (ok bool, body any)
+	// Ready reports readiness for GET /ready, the load balancer's probe:
+	// ok false answers 503 and takes this replica out of rotation. Nil:
+	// Health's answer.
+	Ready func(ctx context.Context) (ok bool, body any)
 	// Now is the clock (tests); nil means time.Now.
 	Now func() time.Time
 	// Observe, when set, is told about every call that named a tool once it
@@ -190,7 +194,7 @@ type CallRecord struct {
 	Replayed bool
 }
 
-// Handler serves OTC over HTTP: GET /health, GET /tools, POST /tools/call
+// Handler serves OTC over HTTP: GET /health, GET /ready, GET /tools, POST /tools/call
 // (and POST /call, the docs' alias). It is safe for concurrent use; SetTools
 // may replace the catalog at any time.
 type Handler struct {
@@ -283,17 +287,18 @@ func NewHandler(tools []Tool, opts *Options) (*Handler, error) {
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /health", h.serveHealth)
+	mux.HandleFunc("GET /ready", h.serveReady)
 	mux.HandleFunc("GET /tools", h.serveTools)
 	mux.HandleFunc("POST /tools/call", h.serveCall)
 	mux.HandleFunc("POST /call", h.serveCall)
-	for path, allow := range map[string]string{"/health": "GET", "/tools": "GET", "/tools/call": "POST", "/call": "POST"} {
+	for path, allow := range map[string]string{"/health": "GET", "/ready": "GET", "/tools": "GET", "/tools/call": "POST", "/call": "POST"} {
 		mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Allow", allow)
 			writeJSON(w, http.StatusMethodNotAllowed, map[string]string{"message": r.Method + " is not allowed on " + path + "; use " + allow})
 		})
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusNotFound, map[string]string{"message": "not found: " + r.Method + " " + r.URL.Path + " (OTC serves GET /health, GET /tools, POST /tools/call)"})
+		writeJSON(w, http.StatusNotFound, map[string]string{"message": "not found: " + r.Method + " " + r.URL.Path + " (OTC serves GET /health, GET /ready, GET /tools, POST /tools/call)"})
 	})
 	h.mux = mux
 	return h, nil
@@ -467,11 +472,23 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) serveHealth(w http.ResponseWriter, r *http.Request) {
-	if h.opts.Health == nil {
+	h.serveProbe(w, r, h.opts.Health)
+}
+
+func (h *Handler) serveReady(w http.ResponseWriter, r *http.Request) {
+	if h.opts.Ready != nil {
+		h.serveProbe(w, r, h.opts.Ready)
+		return
+	}
+	h.serveProbe(w, r, h.opts.Health)
+}
+
+func (h *Handler) serveProbe(w http.ResponseWriter, r *http.Request, probe func(context.Context) (bool, any)) {
+	if probe == nil {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 		return
 	}
-	ok, body := h.opts.Health(r.Context())
+	ok, body := probe(r.Context())
 	status := http.StatusOK
 	if !ok {
 		status = http.StatusServiceUnavailable
@@ -870,9 +887,13 @@ func (h *Handler) call(rp *reply, r *http.Request, req *CallToolRequest, caller 
 	if (h.idem != nil || h.shared != nil) && callerCallID {
 		// Others may join this call by its call_id: it runs to its end
 		// (bounded by the call timeout) even if this client goes away.
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), h.callTimeout)
-		defer cancel()
-		run := func() outcome { return h.execute(ctx, r, st, req) }
+		// The timeout starts when the call runs: with a shared store, a
+		// repeat may first wait for another replica's claim to expire.
+		run := func() outcome {
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), h.callTimeout)
+			defer cancel()
+			return h.execute(ctx, r, st, req)
+		}
 		key, print := idemKey{caller: caller, callID: req.CallID}, fingerprint(def.ID, req.Input, req.Context)
 		if h.shared != nil {
 			out = h.shared.do(r.Context(), key, print, run, h.retain)
