@@ -12,6 +12,8 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -62,7 +64,14 @@ type OTCFrontOptions struct {
 	// and OnAuthorized are set by the front. Nil: no upstream may have
 	// MCPUpstream.OAuth.
 	OAuth *oauth.Options
+	// Checks are what GET /ready needs besides the upstreams, by name
+	// (the store the replicas share: "store"). Each answers nil when what
+	// it checks is reachable; it gets ReadyCheckTimeout. Nil: none.
+	Checks map[string]func(context.Context) error
 }
+
+// ReadyCheckTimeout bounds each of OTCFrontOptions.Checks in one GET /ready.
+const ReadyCheckTimeout = 2 * time.Second
 
 // OTCFront serves the tools of MCP servers to OTC clients.
 type OTCFront struct {
@@ -71,6 +80,9 @@ type OTCFront struct {
 	serve   http.Handler // handler, and the /oauth/ routes with OTCFrontOptions.OAuth
 	ups     []*mcpUpstream
 	oauth   *oauth.Manager // nil without OTCFrontOptions.OAuth
+
+	checks   map[string]func(context.Context) error
+	draining atomic.Bool // Drain was called: /ready is 503
 
 	mu    sync.Mutex   // serializes catalog rebuilds; guards what follows
 	print catalogPrint // the served catalog's fingerprint
@@ -97,7 +109,7 @@ func NewOTCFront(ctx context.Context, upstreams []MCPUpstream, opts *OTCFrontOpt
 	if o.Version == "" {
 		o.Version = "dev"
 	}
-	f := &OTCFront{log: o.Logger}
+	f := &OTCFront{log: o.Logger, checks: o.Checks}
 	names, toolkits := map[string]bool{}, map[string]bool{}
 	for _, u := range upstreams {
 		if u.Config.Name != "" && names[u.Config.Name] {
@@ -115,6 +127,7 @@ func NewOTCFront(ctx context.Context, upstreams []MCPUpstream, opts *OTCFrontOpt
 	}
 	server := o.Server
 	server.Health = f.health
+	server.Ready = f.ready
 	server.Observe = LogOTCCalls(f.log)
 	server.Unknown = f.unknown
 	h, err := otc.NewHandler(nil, &server)
@@ -232,12 +245,32 @@ func (u *mcpUpstream) name() string {
 // health answers GET /health: 200 when every upstream is ready, else 503
 // naming the ones that are not and why.
 func (f *OTCFront) health(context.Context) (bool, any) {
-	ready := true
-	status := map[string]string{}
-	authz := map[string]string{} // upstream → the URL a user must open
+	st := f.upstreamStates()
+	switch {
+	case st.ready:
+		return true, map[string]any{"status": "ok", "upstreams": st.status}
+	case len(st.authz) > 0:
+		// The operator has something to do: open the URL (the first one
+		// by name; all are in "authorization").
+		first := slices.Min(slices.Collect(maps.Keys(st.authz)))
+		return false, map[string]any{"status": "authorization_required", "url": st.authz[first], "authorization": st.authz, "upstreams": st.status}
+	}
+	return false, map[string]any{"status": "unavailable", "upstreams": st.status}
+}
+
+// upstreamStates is where the upstreams are, for /health and /ready.
+type upstreamStates struct {
+	status  map[string]string // upstream → "ready" or what it waits for
+	authz   map[string]string // upstream → the URL a user must open
+	ready   bool              // every upstream's tools are served
+	serving bool              // every upstream's tools are served or wait for an authorization
+}
+
+func (f *OTCFront) upstreamStates() upstreamStates {
+	st := upstreamStates{status: map[string]string{}, authz: map[string]string{}, ready: true, serving: true}
 	for _, u := range f.ups {
 		name := u.name()
-		for i := 2; status[name] != ""; i++ { // two servers that call themselves alike
+		for i := 2; st.status[name] != ""; i++ { // two servers that call themselves alike
 			name = fmt.Sprintf("%s#%d", u.name(), i)
 		}
 		s := u.up.Status()
@@ -246,32 +279,66 @@ func (f *OTCFront) health(context.Context) (bool, any) {
 		u.mu.Unlock()
 		switch {
 		case s.Ready && listed:
-			status[name] = "ready"
+			st.status[name] = "ready"
 		case s.Ready && s.AuthorizationURL != "":
-			ready = false
-			status[name] = "waiting for a user to authorize the bridge (OAuth) to list the tools"
-			authz[name] = s.AuthorizationURL
+			st.ready = false
+			st.status[name] = "waiting for a user to authorize the bridge (OAuth) to list the tools"
+			st.authz[name] = s.AuthorizationURL
 		case s.Ready:
-			ready = false
-			status[name] = "reading the tool list"
+			st.ready, st.serving = false, false
+			st.status[name] = "reading the tool list"
 		default:
-			ready = false
-			status[name] = s.Reason
+			st.ready = false
+			st.status[name] = s.Reason
 			if s.AuthorizationURL != "" {
-				authz[name] = s.AuthorizationURL
+				st.authz[name] = s.AuthorizationURL
+			} else {
+				st.serving = false
 			}
 		}
 	}
-	switch {
-	case ready:
-		return true, map[string]any{"status": "ok", "upstreams": status}
-	case len(authz) > 0:
-		// The operator has something to do: open the URL (the first one
-		// by name; all are in "authorization").
-		first := slices.Min(slices.Collect(maps.Keys(authz)))
-		return false, map[string]any{"status": "authorization_required", "url": authz[first], "authorization": authz, "upstreams": status}
+	return st
+}
+
+// Drain makes GET /ready answer 503 "draining" from now on, so that load
+// balancers stop sending new requests; the server keeps serving them until
+// it is shut down (cmd/mcpotc: at SIGTERM, then --drain-delay, then the
+// shutdown that lets in-flight calls end).
+func (f *OTCFront) Drain() { f.draining.Store(true) }
+
+// ready answers GET /ready, a load balancer's readiness probe: 200 when this
+// replica can serve — every upstream listed its tools or waits for a user
+// to authorize the bridge (through this replica's /oauth/ routes, which a
+// replica out of rotation could not offer), and every check passes; 503
+// when draining, an upstream is down or still starting, or a check fails.
+func (f *OTCFront) ready(ctx context.Context) (bool, any) {
+	if f.draining.Load() {
+		return false, map[string]any{"status": "draining"}
 	}
-	return false, map[string]any{"status": "unavailable", "upstreams": status}
+	st := f.upstreamStates()
+	ok := st.serving
+	body := map[string]any{"upstreams": st.status}
+	if len(st.authz) > 0 {
+		body["authorization"] = st.authz
+	}
+	if len(f.checks) > 0 {
+		checks := map[string]string{}
+		for _, name := range slices.Sorted(maps.Keys(f.checks)) {
+			cctx, cancel := context.WithTimeout(ctx, ReadyCheckTimeout)
+			err := f.checks[name](cctx)
+			cancel()
+			checks[name] = "ok"
+			if err != nil {
+				ok, checks[name] = false, err.Error()
+			}
+		}
+		body["checks"] = checks
+	}
+	body["status"] = "ok"
+	if !ok {
+		body["status"] = "unavailable"
+	}
+	return ok, body
 }
 
 // unknown explains a call to a toolkit whose MCP server is not ready yet:
