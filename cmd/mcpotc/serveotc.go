@@ -16,11 +16,14 @@ import (
 	"time"
 
 	"github.com/mcpotc/mcpotc/bridge"
+	"github.com/mcpotc/mcpotc/bridge/state"
 	"github.com/mcpotc/mcpotc/mcp/oauth"
 	"github.com/mcpotc/mcpotc/mcp/oauth/vault"
 	mcpsample "github.com/mcpotc/mcpotc/mcp/sample"
 	"github.com/mcpotc/mcpotc/mcp/upstream"
 	"github.com/mcpotc/mcpotc/otc"
+	"github.com/redis/go-redis/v9"
+	"github.com/rs/zerolog"
 )
 
 // otcFrontConfig is the config file of serve-otc: the mcpServers object MCP
@@ -198,6 +201,9 @@ func (m *Main) serveOTC(ctx context.Context, args []string) error {
 	publicURL := fs.String("public-url", "", "the bridge's base URL as a browser reaches it, for the OAuth authorization links and redirect (default: http://LISTEN)")
 	tokenStore := fs.String("token-store", "memory", "where the OAuth tokens for MCP servers are kept: memory, or file:PATH (encrypted, survives restarts; needs --token-key-env)")
 	tokenKeyEnv := fs.String("token-key-env", "", "environment variable holding the 32-byte key (base64 or hex) that encrypts the OAuth tokens")
+	stateURL := fs.String("state", "", "redis:// (rediss:// for TLS) URL of the Redis that replicas share for call_id answers and OAuth tokens (default: this process's memory)")
+	statePasswordEnv := fs.String("state-password-env", "", "environment variable holding the password of the --state Redis (instead of writing it in the URL)")
+	drainDelay := durationFlag(fs, "drain-delay", 0, "at SIGTERM, how long GET /ready answers 503 before the server stops taking requests (a load balancer's check interval times its fall count)")
 	var allowedHosts allowedHostList
 	fs.Var(&allowedHosts, "allowed-host", allowedHostUsage)
 	var corsOrigins corsOriginList
@@ -235,6 +241,7 @@ func (m *Main) serveOTC(ctx context.Context, args []string) error {
 		needs(set, len(mcpURLs) < 2, "exactly one --mcp: for several servers, use a config file (headers per server)", "header"),
 		needs(set, len(command) > 0, "an MCP server's command after --, e.g. --name Everything -- npx -y @modelcontextprotocol/server-everything", "name"),
 		needs(set, *jwtSecretEnv != "", "--jwt-secret-env", "jwt-audience"),
+		needs(set, *stateURL != "", "--state redis://…", "state-password-env"),
 	} {
 		if err != nil {
 			return err
@@ -255,6 +262,12 @@ func (m *Main) serveOTC(ctx context.Context, args []string) error {
 	}
 	if strings.HasPrefix(*tokenStore, "file:") && *tokenKeyEnv == "" {
 		return fmt.Errorf("%w: --token-store file:PATH needs --token-key-env (the tokens are encrypted at rest)", errUsage)
+	}
+	if *stateURL != "" && set["token-store"] {
+		return fmt.Errorf("%w: with --state the OAuth tokens are kept in its Redis: drop --token-store", errUsage)
+	}
+	if *drainDelay < 0 {
+		return fmt.Errorf("%w: --drain-delay must not be negative", errUsage)
 	}
 	server := otc.Options{IdempotencyTTL: *idemTTL, IdempotencyMaxRunning: *idemRunning, AllowedHosts: allowedHosts, AllowedOrigins: corsOrigins}
 
@@ -278,6 +291,23 @@ func (m *Main) serveOTC(ctx context.Context, args []string) error {
 			}
 		}
 		ownSecrets = append(ownSecrets, *tokenKeyEnv)
+	}
+	var shared *state.Redis
+	if *stateURL != "" {
+		var password string
+		if *statePasswordEnv != "" {
+			password = p.env(m.Getenv, "--state-password-env", "", *statePasswordEnv)
+			ownSecrets = append(ownSecrets, *statePasswordEnv)
+		}
+		// go-redis logs through one process-wide logger (the standard
+		// library's, on stderr, as plain text): send its lines to ours.
+		redis.SetLogger(redisLog{log})
+		var err error
+		if shared, err = state.Open(*stateURL, &state.Options{Password: password}); err != nil {
+			p.add("--state", "", err.Error())
+		} else {
+			defer shared.Close()
+		}
 	}
 	for _, a := range strings.Split(*jwtAudiences, ",") {
 		if a = strings.TrimSpace(a); a != "" {
@@ -333,8 +363,21 @@ func (m *Main) serveOTC(ctx context.Context, args []string) error {
 		server.CallTimeout = max(server.CallTimeout, ups[i].Config.CallTimeout+detachedCallGrace)
 	}
 	opts := &bridge.OTCFrontOptions{Server: server, Logger: log, Version: buildVersion()}
+	var tokens vault.Store // nil: --token-store
+	if shared != nil {
+		// The replicas share the call_id answers and the tokens; /ready
+		// says whether this one reaches them.
+		if *idemTTL > 0 {
+			opts.Server.IdempotencyStore = shared
+		}
+		tokens = shared
+		opts.Checks = map[string]func(context.Context) error{"store": shared.Ping}
+	}
 	if slices.ContainsFunc(ups, func(u bridge.MCPUpstream) bool { return u.OAuth != nil }) {
-		if opts.OAuth, err = oauthOptions(*publicURL, *listen, *tokenStore, tokenKey); err != nil {
+		if shared != nil && tokenKey == nil {
+			return fmt.Errorf("%w: --state keeps OAuth tokens in Redis, encrypted: it needs --token-key-env, the same key on every replica", errUsage)
+		}
+		if opts.OAuth, err = oauthOptions(*publicURL, *listen, *tokenStore, tokens, tokenKey); err != nil {
 			return err
 		}
 	}
@@ -346,7 +389,20 @@ func (m *Main) serveOTC(ctx context.Context, args []string) error {
 		return err
 	}
 	serveErr := m.serveHTTPWith(ctx, log, *listen, bridge.CORS(corsOrigins, bridge.LogRefusals(log, front.Handler())), "OTC for MCP servers",
-		func(sctx context.Context, srv *http.Server) error { return srv.Shutdown(sctx) })
+		func(sctx context.Context, srv *http.Server) error {
+			// /ready fails first, so that load balancers stop sending
+			// requests; those that still come are served until the
+			// shutdown, which lets in-flight calls end.
+			front.Drain()
+			if *drainDelay > 0 {
+				log.Info().Dur("drain_delay", *drainDelay).Msg("draining: GET /ready answers 503")
+				time.Sleep(*drainDelay)
+				var cancel context.CancelFunc
+				sctx, cancel = context.WithTimeout(context.WithoutCancel(sctx), shutdownGrace)
+				defer cancel()
+			}
+			return srv.Shutdown(sctx)
+		})
 	// In-flight calls are done (or the grace ran out): stop the upstreams.
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownGrace)
 	defer cancel()
@@ -390,8 +446,9 @@ func childUnsetenv(cfg otcFrontConfig, name string, own []string) []string {
 }
 
 // oauthOptions are the OAuth client options of serve-otc: the public URL
-// (default: the listen address), and the token vault.
-func oauthOptions(publicURL, listen, store string, key []byte) (*oauth.Options, error) {
+// (default: the listen address), and the token vault: in shared (--state)
+// when set, else as --token-store says.
+func oauthOptions(publicURL, listen, store string, shared vault.Store, key []byte) (*oauth.Options, error) {
 	if publicURL == "" {
 		host, port, _ := net.SplitHostPort(listen)
 		if port == "0" {
@@ -403,7 +460,9 @@ func oauthOptions(publicURL, listen, store string, key []byte) (*oauth.Options, 
 		publicURL = "http://" + net.JoinHostPort(host, port)
 	}
 	var st vault.Store = vault.Memory(nil)
-	if path, ok := strings.CutPrefix(store, "file:"); ok {
+	if path, ok := strings.CutPrefix(store, "file:"); shared != nil {
+		st = shared
+	} else if ok {
 		fst, err := vault.OpenFile(path, nil)
 		if err != nil {
 			return nil, fmt.Errorf("--token-store: %w", err)
@@ -415,6 +474,15 @@ func oauthOptions(publicURL, listen, store string, key []byte) (*oauth.Options, 
 		return nil, fmt.Errorf("--token-store: %w", err)
 	}
 	return &oauth.Options{PublicURL: publicURL, Vault: v, ClientName: "mcpotc"}, nil
+}
+
+// redisLog takes go-redis's log lines (a pool that failed to dial, …) at
+// debug level: what they report reaches the log anyway, as the error of
+// the call or the /ready check that met it.
+type redisLog struct{ log zerolog.Logger }
+
+func (l redisLog) Printf(_ context.Context, format string, v ...any) {
+	l.log.Debug().Str("component", "redis").Msg(fmt.Sprintf(format, v...))
 }
 
 // detachedCallGrace is how long a detached call may outlive its upstream's
