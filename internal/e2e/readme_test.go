@@ -133,6 +133,8 @@ var readmeChecks = map[string]func(t *testing.T, r *readmeEnv, b readmeBlock){
 	"serve-otc-everything": readmeServeOTCEverything,
 	"serve-otc-config":     readmeServeOTCConfig,
 	"serve-otc-oauth":      readmeServeOTCOAuth,
+	"replicas":             readmeScaleOut,
+	"haproxy-cfg":          readmeScaleOut,
 	"serve-mcp-oauth":      readmePlain,
 	"cors":                 readmePlain,
 	"bench":                readmeBench,
@@ -502,6 +504,14 @@ func readmeTail(s string) string {
 // --- the checks ----------------------------------------------------------------
 
 // readmePlain runs a shell block exactly as written.
+// readmeScaleOut: the reference deployment needs fixed ports of its own
+// (6379, 8181-8183) and an MCP server on 3000; TestScaleOut runs these two
+// blocks as written, on free ports, with an MCP server of its own.
+func readmeScaleOut(t *testing.T, r *readmeEnv, b readmeBlock) {
+	readmeDeployment(t, r.root)
+	r.note(b, "run by TestScaleOut (internal/e2e/scaleout_test.go) as written, on free ports, with its own MCP server; its figures are in CI's step \"scale-out\"")
+}
+
 func readmePlain(t *testing.T, r *readmeEnv, b readmeBlock) {
 	var unset []string
 	if b.name == "config-problems" {
