@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	mcpgo "github.com/mark3labs/mcp-go/mcp"
@@ -93,6 +94,8 @@ type MCPFront struct {
 	log       zerolog.Logger
 	upstreams []*otcUpstream
 	front     *front.Front
+
+	draining atomic.Bool // Drain was called: /ready is 503
 
 	mu          sync.Mutex // guards fingerprint and each upstream's tools on refresh
 	fingerprint [32]byte
@@ -185,6 +188,21 @@ func (f *MCPFront) Health(context.Context) (bool, any) {
 	}
 	return false, map[string]any{"status": "unavailable", "upstreams": status}
 }
+
+// Ready answers GET /ready on the HTTP transports
+// (front.HTTPOptions.Ready), a load balancer's readiness probe: Health's
+// answer, or 503 {"status":"draining"} once Drain was called.
+func (f *MCPFront) Ready(ctx context.Context) (bool, any) {
+	if f.draining.Load() {
+		return false, map[string]any{"status": "draining"}
+	}
+	return f.Health(ctx)
+}
+
+// Drain makes GET /ready answer 503 "draining" from now on, so that load
+// balancers stop sending new requests; they are still served until the
+// transport shuts down (cmd/mcpotc: at SIGTERM, then --drain-delay).
+func (f *MCPFront) Drain() { f.draining.Store(true) }
 
 // Front is the MCP server, for its transports.
 func (f *MCPFront) Front() *front.Front { return f.front }

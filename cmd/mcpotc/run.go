@@ -278,6 +278,23 @@ func (m *Main) serveHTTP(ctx context.Context, log zerolog.Logger, addr string, h
 	return m.serveHTTPWith(ctx, log, addr, h, what, func(ctx context.Context, srv *http.Server) error { return srv.Shutdown(ctx) })
 }
 
+// draining is a shutdown for serveHTTPWith that first calls drain (a
+// front's /ready turns 503), keeps serving for delay so that load
+// balancers see it, then runs shutdown with a full shutdownGrace.
+func draining(log zerolog.Logger, delay time.Duration, drain func(), shutdown func(context.Context, *http.Server) error) func(context.Context, *http.Server) error {
+	return func(ctx context.Context, srv *http.Server) error {
+		drain()
+		if delay > 0 {
+			log.Info().Dur("drain_delay", delay).Msg("draining: GET /ready answers 503")
+			time.Sleep(delay)
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), shutdownGrace)
+			defer cancel()
+		}
+		return shutdown(ctx, srv)
+	}
+}
+
 // serveHTTPWith is serveHTTP with a shutdown of the caller's (the MCP
 // transports close their streams and sessions themselves).
 func (m *Main) serveHTTPWith(ctx context.Context, log zerolog.Logger, addr string, h http.Handler, what string, shutdown func(context.Context, *http.Server) error) error {

@@ -97,6 +97,7 @@ func (m *Main) serveMCP(ctx context.Context, args []string) error {
 	fs.Var(&allowedHosts, "allowed-host", allowedHostUsage)
 	var corsOrigins corsOriginList
 	fs.Var(&corsOrigins, "cors-origin", corsOriginUsage)
+	drainDelay := durationFlag(fs, "drain-delay", 0, "at SIGTERM, how long GET /ready answers 503 before the server stops taking requests (http and sse transports)")
 	logOpts := m.logFlags(fs)
 	if err := m.parse(fs, args); err != nil {
 		return err
@@ -114,10 +115,13 @@ func (m *Main) serveMCP(ctx context.Context, args []string) error {
 	if *callTimeout <= 0 || *refresh <= 0 {
 		return fmt.Errorf("%w: --call-timeout and --refresh must be positive", errUsage)
 	}
+	if *drainDelay < 0 {
+		return fmt.Errorf("%w: --drain-delay must not be negative", errUsage)
+	}
 	set := flagsSet(fs)
 	for _, err := range []error{
 		needs(set, *transport != "stdio", "--transport http or sse (stdio serves on stdin/stdout)",
-			"listen", "bearer-token-env", "session-idle-ttl", "max-sessions", "body-timeout", "allowed-host", "cors-origin", "oauth-issuer"),
+			"listen", "bearer-token-env", "session-idle-ttl", "max-sessions", "body-timeout", "allowed-host", "cors-origin", "oauth-issuer", "drain-delay"),
 		needs(set, len(oauthIssuers) > 0, "--oauth-issuer (serve-mcp as an OAuth protected resource)",
 			"oauth-resource", "oauth-scope", "oauth-introspection-url", "oauth-client-id-env", "oauth-client-secret-env"),
 		needs(set, *oauthClientIDEnv != "", "--oauth-client-id-env", "oauth-client-secret-env"),
@@ -246,15 +250,17 @@ func (m *Main) serveMCP(ctx context.Context, args []string) error {
 	case "http":
 		httpOpts.BearerToken = requiredBearer
 		httpOpts.Resource = resource
-		httpOpts.Health = front.Health
+		httpOpts.Health, httpOpts.Ready = front.Health, front.Ready
 		h := front.Front().StreamableHTTPHandler(httpOpts)
-		return m.serveHTTPWith(ctx, log, *listen, bridge.CORS(corsOrigins, bridge.LogRefusals(log, h)), "MCP over streamable HTTP at /mcp", h.Shutdown)
+		return m.serveHTTPWith(ctx, log, *listen, bridge.CORS(corsOrigins, bridge.LogRefusals(log, h)), "MCP over streamable HTTP at /mcp",
+			draining(log, *drainDelay, front.Drain, h.Shutdown))
 	default:
 		httpOpts.BearerToken = requiredBearer
 		httpOpts.Resource = resource
-		httpOpts.Health = front.Health
+		httpOpts.Health, httpOpts.Ready = front.Health, front.Ready
 		h := front.Front().SSEHandler(httpOpts)
-		return m.serveHTTPWith(ctx, log, *listen, bridge.CORS(corsOrigins, bridge.LogRefusals(log, h)), "MCP over SSE at /sse", h.Shutdown)
+		return m.serveHTTPWith(ctx, log, *listen, bridge.CORS(corsOrigins, bridge.LogRefusals(log, h)), "MCP over SSE at /sse",
+			draining(log, *drainDelay, front.Drain, h.Shutdown))
 	}
 }
 

@@ -389,20 +389,10 @@ func (m *Main) serveOTC(ctx context.Context, args []string) error {
 		return err
 	}
 	serveErr := m.serveHTTPWith(ctx, log, *listen, bridge.CORS(corsOrigins, bridge.LogRefusals(log, front.Handler())), "OTC for MCP servers",
-		func(sctx context.Context, srv *http.Server) error {
-			// /ready fails first, so that load balancers stop sending
-			// requests; those that still come are served until the
-			// shutdown, which lets in-flight calls end.
-			front.Drain()
-			if *drainDelay > 0 {
-				log.Info().Dur("drain_delay", *drainDelay).Msg("draining: GET /ready answers 503")
-				time.Sleep(*drainDelay)
-				var cancel context.CancelFunc
-				sctx, cancel = context.WithTimeout(context.WithoutCancel(sctx), shutdownGrace)
-				defer cancel()
-			}
-			return srv.Shutdown(sctx)
-		})
+		// /ready fails first, so that load balancers stop sending
+		// requests; those that still come are served until the shutdown,
+		// which lets in-flight calls end.
+		draining(log, *drainDelay, front.Drain, func(sctx context.Context, srv *http.Server) error { return srv.Shutdown(sctx) }))
 	// In-flight calls are done (or the grace ran out): stop the upstreams.
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownGrace)
 	defer cancel()

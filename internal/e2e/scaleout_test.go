@@ -467,3 +467,45 @@ func TestScaleOut(t *testing.T) {
 			a.header.Get("Retry-After"), took.Round(time.Millisecond), body["checks"])
 	})
 }
+
+// TestMCPFrontDrain: serve-mcp --transport http at SIGTERM answers GET
+// /ready 503 "draining" at once, still serves MCP during --drain-delay,
+// then exits 0.
+func TestMCPFrontDrain(t *testing.T) {
+	bin := buildMcpotc(t)
+	port := strconv.Itoa(freePort(t))
+	base := "http://127.0.0.1:" + port
+	p := startProcess(t, context.Background(), bin, []string{"serve-mcp", "--transport", "http", "--listen", "127.0.0.1:" + port, "--drain-delay", "2s"}, nil)
+	p.waitHTTP(t, base+"/ready", 60*time.Second)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		status, body := getJSONOr(base + "/ready")
+		if status == http.StatusOK && body["status"] == "ok" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("GET /ready: %d %v", status, body)
+		}
+	}
+	if err := syscall.Kill(p.Pid(), syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		status, body := getJSONOr(base + "/ready")
+		if status == http.StatusServiceUnavailable && body["status"] == "draining" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("GET /ready after SIGTERM: %d %v", status, body)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	init := []byte(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"drain","version":"0"}}}`)
+	status, _, raw, err := idemE2EPost(ctx, base+"/mcp", map[string]string{"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}, init)
+	if err != nil || status != http.StatusOK || !strings.Contains(string(raw), `"protocolVersion"`) {
+		t.Fatalf("initialize during the drain delay: %d %v %s", status, err, truncate(string(raw), 500))
+	}
+	if err := p.Wait(30 * time.Second); err != nil {
+		t.Fatalf("serve-mcp after SIGTERM: %v", err)
+	}
+}

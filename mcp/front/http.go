@@ -29,7 +29,8 @@ const (
 	StreamablePath = "/mcp"     // streamable HTTP
 	SSEPath        = "/sse"     // legacy SSE: the event stream (GET)
 	SSEMessagePath = "/message" // legacy SSE: the client's messages (POST ?sessionId=…)
-	HealthPath     = "/health"  // readiness, when HTTPOptions.Health is set
+	HealthPath     = "/health"  // the upstreams' state, when HTTPOptions.Health is set
+	ReadyPath      = "/ready"   // readiness for load balancers, when HTTPOptions.Ready or Health is set
 )
 
 // HTTPOptions configure an HTTPHandler. A nil *HTTPOptions is the zero value.
@@ -64,6 +65,10 @@ type HTTPOptions struct {
 	// checked, like the OTC front's): 200 with its body when ok, else 503.
 	// Nil: /health is 404 like any other path.
 	Health func(context.Context) (ok bool, body any)
+	// Ready, when set, answers GET /ready, a load balancer's readiness
+	// probe, the same way (open, 200 or 503). Nil: Health's answer, or 404
+	// when Health is nil too.
+	Ready func(context.Context) (ok bool, body any)
 	// Stateless serves streamable HTTP without sessions: initialize mints no
 	// Mcp-Session-Id, nothing is remembered between requests (a client's
 	// capabilities and log level included), there is no standalone GET
@@ -238,7 +243,15 @@ func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.URL.Path == HealthPath && h.opts.Health != nil {
-		h.serveHealth(w, r)
+		h.serveProbe(w, r, h.opts.Health)
+		return
+	}
+	if r.URL.Path == ReadyPath && (h.opts.Ready != nil || h.opts.Health != nil) {
+		probe := h.opts.Ready
+		if probe == nil {
+			probe = h.opts.Health
+		}
+		h.serveProbe(w, r, probe)
 		return
 	}
 	if a := h.opts.Resource; a != nil && slices.Contains(a.metadataPaths(), r.URL.Path) {
@@ -594,16 +607,16 @@ func (h *HTTPHandler) rejectRebinding(w http.ResponseWriter, r *http.Request) bo
 	return false
 }
 
-// serveHealth answers GET /health with HTTPOptions.Health.
-func (h *HTTPHandler) serveHealth(w http.ResponseWriter, r *http.Request) {
+// serveProbe answers GET /health or /ready with probe.
+func (h *HTTPHandler) serveProbe(w http.ResponseWriter, r *http.Request, probe func(context.Context) (bool, any)) {
 	w.Header().Set("Content-Type", "application/json")
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET")
 		w.WriteHeader(http.StatusMethodNotAllowed)
-		_, _ = w.Write([]byte(`{"message":"` + r.Method + ` is not allowed on /health; use GET"}` + "\n"))
+		_, _ = w.Write([]byte(`{"message":"` + r.Method + ` is not allowed on ` + r.URL.Path + `; use GET"}` + "\n"))
 		return
 	}
-	ok, body := h.opts.Health(r.Context())
+	ok, body := probe(r.Context())
 	b, err := json.Marshal(body)
 	if err != nil {
 		ok, b = false, []byte(`{"status":"unavailable"}`)
