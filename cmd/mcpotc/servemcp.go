@@ -92,6 +92,7 @@ func (m *Main) serveMCP(ctx context.Context, args []string) error {
 	idleTTL := durationFlag(fs, "session-idle-ttl", front.DefaultSessionIdleTTL, "end HTTP sessions idle that long (http and sse transports); 0: never")
 	maxSessions := fs.Int("max-sessions", front.DefaultMaxSessions, "most HTTP sessions held at once; beyond it initialize gets 503 (http and sse transports); 0: no bound")
 	stateless := fs.Bool("stateless", false, "serve streamable HTTP without sessions: no Mcp-Session-Id, no standalone GET stream (http transport)")
+	sessionKeyEnv := fs.String("session-key-env", "", "environment variable holding the key (32 bytes or more; several, comma-separated, to rotate: the first signs) that signs session ids, so that replicas sharing it serve each other's sessions (http transport)")
 	bodyTimeout := durationFlag(fs, "body-timeout", front.DefaultBodyTimeout, "bound on receiving a request body; a slower one gets 408 (http and sse transports)")
 	var allowedHosts allowedHostList
 	fs.Var(&allowedHosts, "allowed-host", allowedHostUsage)
@@ -125,6 +126,7 @@ func (m *Main) serveMCP(ctx context.Context, args []string) error {
 		needs(set, len(oauthIssuers) > 0, "--oauth-issuer (serve-mcp as an OAuth protected resource)",
 			"oauth-resource", "oauth-scope", "oauth-introspection-url", "oauth-client-id-env", "oauth-client-secret-env"),
 		needs(set, *oauthClientIDEnv != "", "--oauth-client-id-env", "oauth-client-secret-env"),
+		needs(set, *transport == "http" && !*stateless, "--transport http with sessions (signed session ids are streamable HTTP's; --stateless has none)", "session-key-env"),
 		needs(set, len(otcURLs) > 0, "--otc URL (in a config file, set it per upstream: dialect, accept_forwarded_context, headers, api_key_env)",
 			"otc-dialect", "accept-otc-context", "header", "otc-api-key-env"),
 		needs(set, len(otcURLs) < 2, "exactly one --otc: for several servers, use a config file (headers and api_key_env per upstream)", "header", "otc-api-key-env"),
@@ -175,6 +177,11 @@ func (m *Main) serveMCP(ctx context.Context, args []string) error {
 	var requiredBearer string
 	if *bearerEnv != "" {
 		requiredBearer = p.env(m.Getenv, "--bearer-token-env", "", *bearerEnv)
+	}
+	if *sessionKeyEnv != "" {
+		if v := p.env(m.Getenv, "--session-key-env", "", *sessionKeyEnv); v != "" {
+			httpOpts.SessionKeys = sessionKeys(&p, *sessionKeyEnv, v)
+		}
 	}
 	if resource != nil {
 		var id, secret string
@@ -310,6 +317,24 @@ func mcpHTTPOptions(transport string, idleTTL time.Duration, maxSessions int, st
 	}
 	opts.AllowedHosts = allowedHosts
 	return opts, nil
+}
+
+// minSessionKey is the shortest key --session-key-env accepts, in bytes.
+const minSessionKey = 32
+
+// sessionKeys splits the value of --session-key-env (variable name) into
+// its comma-separated keys; problems go to p, without the value.
+func sessionKeys(p *problems, name, value string) [][]byte {
+	var keys [][]byte
+	for i, k := range strings.Split(value, ",") {
+		k = strings.TrimSpace(k)
+		if len(k) < minSessionKey {
+			p.add("--session-key-env", "", fmt.Sprintf("key %d in %s is %d bytes: use %d or more, random (openssl rand -base64 32)", i+1, name, len(k), minSessionKey))
+			continue
+		}
+		keys = append(keys, []byte(k))
+	}
+	return keys
 }
 
 // otcUpstreams checks the configured upstreams and resolves their secrets

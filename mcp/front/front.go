@@ -279,7 +279,8 @@ func CallerBearerToken(ctx context.Context) (string, bool) {
 
 // ClientSupportsURLElicitation reports whether the client declared URL-mode
 // elicitation (capabilities.elicitation.url, 2025-11-25): in the request's
-// _meta for 2026-07-28 requests, else in the session's initialize request.
+// _meta for 2026-07-28 requests, else in the session's initialize request
+// (as a signed session id carries it, see HTTPOptions.SessionKeys).
 // A stateless HTTP session does not remember initialize, so it says false.
 func ClientSupportsURLElicitation(ctx context.Context) bool {
 	var caps *mcpgo.ClientCapabilities
@@ -288,6 +289,13 @@ func ClientSupportsURLElicitation(ctx context.Context) bool {
 	} else if s, ok := mcpserver.ClientSessionFromContext(ctx).(mcpserver.SessionWithClientInfo); ok {
 		c := s.GetClientCapabilities()
 		caps = &c
+	}
+	if caps == nil || caps.Elicitation == nil {
+		// A session opened on another replica (HTTPOptions.SessionKeys):
+		// mcp-go serves it with a session that saw no initialize.
+		if c := sessionClaimsFrom(ctx); c != nil {
+			caps = c.Capabilities
+		}
 	}
 	return caps != nil && caps.Elicitation != nil && caps.Elicitation.URL != nil
 }

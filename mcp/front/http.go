@@ -79,6 +79,18 @@ type HTTPOptions struct {
 	// or ended. DELETE ends a session and closes its GET streams. 2026-07-28
 	// requests are stateless either way.
 	Stateless bool
+	// SessionKeys, when set (and not Stateless), make streamable HTTP
+	// session ids self-contained: each carries what the front needs of its
+	// session, signed with HMAC-SHA256 under SessionKeys[0] (an id signed
+	// with any of them is accepted, for key rotation). Replicas that share
+	// the keys then serve each other's sessions with no shared store, and
+	// a restart ends none. Keys should be 32 random bytes or more. See
+	// session_keys.go for what a session is then.
+	SessionKeys [][]byte
+	// SessionLifetime is how long a signed session id stays valid from its
+	// issue (SessionKeys); then every replica answers 404 and the client
+	// opens a new session. Zero means DefaultSessionLifetime.
+	SessionLifetime time.Duration
 	// KeepAlive, when positive, is the interval of the pings sent on the
 	// streams that stay open (streamable HTTP GET, legacy SSE). Zero: none.
 	KeepAlive time.Duration
@@ -194,9 +206,14 @@ func (f *Front) newHTTPHandler(opts *HTTPOptions, streamable, sse bool) *HTTPHan
 	if streamable && h.opts.SessionIdleTTL > 0 { // it starts a sweeper
 		sopts = append(sopts, mcpserver.WithSessionIdleTTL(h.opts.SessionIdleTTL))
 	}
-	if h.opts.Stateless {
+	switch {
+	case h.opts.Stateless:
 		sopts = append(sopts, mcpserver.WithStateLess(true))
-	} else {
+	case len(h.opts.SessionKeys) > 0:
+		h.ids = h.count
+		h.ids.signer = newSessionSigner(h.opts.SessionKeys, h.opts.SessionLifetime, h.opts.MaxSessions)
+		sopts = append(sopts, mcpserver.WithSessionIdManagerResolver(signingIDs{h.ids}))
+	default:
 		// Instead of WithStateful's manager: see sessionIDs.
 		h.ids = h.count
 		sopts = append(sopts, mcpserver.WithSessionIdManager(h.ids))
@@ -280,10 +297,20 @@ func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if id != nil {
 		ctx = context.WithValue(ctx, identityKey{}, id)
-		// A session is its opener's: another caller's token with its id
-		// finds no such session (MCP security best practices, "Session
-		// Hijacking").
-		if sid := r.Header.Get(mcpserver.HeaderKeySessionID); sid != "" && h.ids != nil && !h.ids.usableBy(sid, id.principal()) {
+	}
+	// A session is its opener's: another caller's token with its id finds
+	// no such session (MCP security best practices, "Session Hijacking").
+	if sid := r.Header.Get(mcpserver.HeaderKeySessionID); sid != "" && h.ids != nil {
+		owned := true
+		if h.ids.signer != nil {
+			if c, key, ok := h.ids.signer.verify(sid); ok {
+				owned = id == nil || ownedBy(c, key, id.principal())
+				ctx = context.WithValue(ctx, sessionClaimsKey{}, c)
+			}
+		} else if id != nil {
+			owned = h.ids.usableBy(sid, id.principal())
+		}
+		if !owned {
 			http.Error(w, "Session not found", http.StatusNotFound)
 			return
 		}
@@ -384,6 +411,9 @@ func (h *HTTPHandler) serveStreamable(w http.ResponseWriter, r *http.Request, bo
 			return
 		}
 		h.streamable.ServeHTTP(w, r)
+		if h.ids != nil && h.ids.signer != nil && legacySessionRequest(r) {
+			h.ids.signer.end(r.Header.Get(mcpserver.HeaderKeySessionID))
+		}
 		return
 	case http.MethodPost:
 	default:
@@ -404,6 +434,13 @@ func (h *HTTPHandler) serveStreamable(w http.ResponseWriter, r *http.Request, bo
 		defer h.ids.release(false)
 	}
 	ctx := r.Context()
+	if init && h.ids.signer != nil {
+		n := &newSession{claims: initClaims(body)}
+		if ident, ok := CallerIdentity(ctx); ok {
+			n.principal = ident.principal()
+		}
+		ctx = context.WithValue(ctx, newSessionKey{}, n)
+	}
 	if r.Header.Get(mcpgo.HeaderMethod) == string(mcpgo.MethodSubscriptionsListen) {
 		// A 2026-07-28 notification stream: a POST that lasts until the
 		// client leaves, or until Shutdown closes the streams.
@@ -416,7 +453,7 @@ func (h *HTTPHandler) serveStreamable(w http.ResponseWriter, r *http.Request, bo
 	rw := newFrontResponseWriter(w, st)
 	h.streamable.ServeHTTP(rw, r.WithContext(context.WithValue(ctx, streamKey{}, st)))
 	rw.finish()
-	if ident, ok := CallerIdentity(r.Context()); ok && init {
+	if ident, ok := CallerIdentity(r.Context()); ok && init && h.ids.signer == nil {
 		if id := w.Header().Get(mcpserver.HeaderKeySessionID); id != "" {
 			h.ids.bind(id, ident.principal())
 		}

@@ -75,6 +75,8 @@ type sessionIDs struct {
 	sse     int                                         // open legacy SSE streams
 	streams map[string]map[*context.CancelFunc]struct{} // session id → its open GET streams
 	owners  map[string]string                           // session id → who opened it (HTTPOptions.Resource)
+
+	signer *sessionSigner // non-nil: ids are signed (see session_keys.go)
 }
 
 func newFrontSessionIDs(max int) *sessionIDs {
@@ -108,15 +110,27 @@ func (m *sessionIDs) usableBy(id, owner string) bool {
 // or more, visible ASCII as the transport requires).
 func (m *sessionIDs) Generate() string {
 	id := sessionPrefix + rand.Text()
-	m.mu.Lock()
-	m.live[id] = struct{}{}
-	m.mu.Unlock()
+	m.add(id)
 	return id
 }
 
-// Validate reports an error for an id that is not a live session: mcp-go
+// add counts id as a live session of this handler.
+func (m *sessionIDs) add(id string) {
+	m.mu.Lock()
+	m.live[id] = struct{}{}
+	m.mu.Unlock()
+}
+
+// Validate reports an error for an id that is not a live session (with
+// signed ids: not one signed by a key, expired, or ended here): mcp-go
 // answers 404 then.
 func (m *sessionIDs) Validate(id string) (isTerminated bool, err error) {
+	if m.signer != nil {
+		if _, _, ok := m.signer.verify(id); !ok {
+			return false, errFrontUnknownSession
+		}
+		return false, nil
+	}
 	if !m.isLive(id) {
 		return false, errFrontUnknownSession
 	}

@@ -1,0 +1,277 @@
+package front
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	mcpgo "github.com/mark3labs/mcp-go/mcp"
+	mcpserver "github.com/mark3labs/mcp-go/server"
+)
+
+// Self-contained session ids (HTTPOptions.SessionKeys)
+//
+// With SessionKeys, a streamable HTTP session id carries what the front
+// needs of its session, authenticated with HMAC-SHA256, so that every
+// replica holding the same keys serves every session without a shared
+// store, and a restart ends none:
+//
+//	mcp-s1.<payload>.<mac>        base64url without padding, both
+//
+// The payload is JSON (sessionClaims): the protocol version the client
+// asked for, its capabilities (experimental ones left out), an HMAC of the
+// caller's identity when HTTPOptions.Resource authenticates callers (so a
+// session stays its opener's on every replica, and the id names no one),
+// the time it was issued and 128 random bits. The mac covers the payload's
+// base64 text with SessionKeys[0]; an id signed with any of the keys is
+// accepted, so keys can be rotated: add the new key first, and drop the old
+// one once the sessions it signed are no longer wanted.
+//
+// What a session is then, on any replica:
+//   - mcp-go serves a request whose id it has not registered with an
+//     ephemeral session (streamableHttpSession.Initialized is true), so
+//     the requests of a session opened elsewhere are served as those of a
+//     session opened here; what the front reads of the client's initialize
+//     (ClientSupportsURLElicitation) comes from the id.
+//   - An id is valid for HTTPOptions.SessionLifetime from its issue; after
+//     that every replica answers 404 and the client opens a new session,
+//     as the transport says it must.
+//   - DELETE ends the session on the replica that serves it (its streams
+//     close, the id gets 404 there until it would have expired). Other
+//     replicas cannot know: nothing is shared. The idle TTL frees the
+//     memory a replica holds for a session; it does not end the id.
+//   - What one replica keeps for a session stays there: its standalone GET
+//     stream (notifications go to the replica's own streams), the log
+//     level set with logging/setLevel.
+
+// sessionIDPrefix starts a signed session id (version 1 of the format).
+const sessionIDPrefix = "mcp-s1."
+
+// maxSessionIDLen bounds an id looked at: longer ones are refused unread.
+const maxSessionIDLen = 4096
+
+// maxSessionCapabilities bounds the client capabilities kept in an id, as
+// JSON; beyond it only the ones the front reads (elicitation) are kept.
+const maxSessionCapabilities = 1024
+
+// DefaultSessionLifetime is HTTPOptions.SessionLifetime when zero.
+const DefaultSessionLifetime = 24 * time.Hour
+
+// sessionClaims is what a signed session id carries.
+type sessionClaims struct {
+	Version      string                    `json:"p,omitempty"` // the protocolVersion of initialize
+	Capabilities *mcpgo.ClientCapabilities `json:"c,omitempty"`
+	Owner        string                    `json:"o,omitempty"` // ownerMAC of the opener, when identified
+	Issued       int64                     `json:"t"`           // unix seconds
+	Nonce        string                    `json:"n"`
+}
+
+// sessionSigner mints and checks signed session ids.
+type sessionSigner struct {
+	keys     [][]byte // keys[0] signs
+	lifetime time.Duration
+	ended    *endedIDs
+	now      func() time.Time
+}
+
+func newSessionSigner(keys [][]byte, lifetime time.Duration, maxEnded int) *sessionSigner {
+	if lifetime <= 0 {
+		lifetime = DefaultSessionLifetime
+	}
+	if maxEnded <= 0 {
+		maxEnded = DefaultMaxSessions
+	}
+	return &sessionSigner{keys: keys, lifetime: lifetime, ended: &endedIDs{max: maxEnded, at: make(map[string]time.Time)}, now: time.Now}
+}
+
+func mac(key []byte, parts ...string) []byte {
+	m := hmac.New(sha256.New, key)
+	for _, p := range parts {
+		m.Write([]byte(p))
+		m.Write([]byte{0})
+	}
+	return m.Sum(nil)
+}
+
+// ownerMAC names the principal of a caller under key, without revealing it.
+func ownerMAC(key []byte, principal string) string {
+	return base64.RawURLEncoding.EncodeToString(mac(key, "owner", principal)[:16])
+}
+
+// sign returns the id of a new session with claims c, whose Owner is set
+// here from principal ("" when callers are not identified).
+func (s *sessionSigner) sign(c sessionClaims, principal string) string {
+	c.Issued = s.now().Unix()
+	c.Nonce = rand.Text()
+	if principal != "" {
+		c.Owner = ownerMAC(s.keys[0], principal)
+	}
+	b, _ := json.Marshal(c)
+	payload := base64.RawURLEncoding.EncodeToString(b)
+	return sessionIDPrefix + payload + "." + base64.RawURLEncoding.EncodeToString(mac(s.keys[0], "session", payload))
+}
+
+// verify returns the claims of id and the key that signed it, or false
+// when id is not a session id signed by one of the keys, has expired, or
+// was ended here with DELETE.
+func (s *sessionSigner) verify(id string) (*sessionClaims, []byte, bool) {
+	rest, ok := strings.CutPrefix(id, sessionIDPrefix)
+	if !ok || len(id) > maxSessionIDLen {
+		return nil, nil, false
+	}
+	payload, sig, ok := strings.Cut(rest, ".")
+	if !ok {
+		return nil, nil, false
+	}
+	got, err := base64.RawURLEncoding.DecodeString(sig)
+	if err != nil {
+		return nil, nil, false
+	}
+	var key []byte
+	for _, k := range s.keys {
+		if hmac.Equal(got, mac(k, "session", payload)) {
+			key = k
+			break
+		}
+	}
+	if key == nil {
+		return nil, nil, false
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(payload)
+	if err != nil {
+		return nil, nil, false
+	}
+	var c sessionClaims
+	if json.Unmarshal(raw, &c) != nil {
+		return nil, nil, false
+	}
+	issued := time.Unix(c.Issued, 0)
+	now := s.now()
+	if now.Sub(issued) >= s.lifetime || issued.After(now.Add(time.Minute)) || s.ended.has(id, now) {
+		return nil, nil, false
+	}
+	return &c, key, true
+}
+
+// ownedBy reports whether principal may use the session of claims signed
+// with key: it opened it, or the session names no opener.
+func ownedBy(c *sessionClaims, key []byte, principal string) bool {
+	return c.Owner == "" || hmac.Equal([]byte(c.Owner), []byte(ownerMAC(key, principal)))
+}
+
+// end records that id was ended with DELETE here, until it would expire.
+func (s *sessionSigner) end(id string) {
+	c, _, ok := s.verify(id)
+	if !ok {
+		return
+	}
+	s.ended.add(id, time.Unix(c.Issued, 0).Add(s.lifetime), s.now())
+}
+
+// endedIDs are the signed ids ended here, each until its expiry, at most
+// max of them (the oldest ended are forgotten first: they become valid
+// again here, as they still are on other replicas).
+type endedIDs struct {
+	max   int
+	mu    sync.Mutex
+	at    map[string]time.Time // id → its expiry
+	order []string             // ids in the order ended
+}
+
+func (e *endedIDs) add(id string, expiry, now time.Time) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if _, ok := e.at[id]; ok {
+		return
+	}
+	for len(e.order) > 0 && (len(e.order) >= e.max || !e.at[e.order[0]].After(now)) {
+		delete(e.at, e.order[0])
+		e.order = e.order[1:]
+	}
+	e.at[id] = expiry
+	e.order = append(e.order, id)
+}
+
+func (e *endedIDs) has(id string, now time.Time) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	expiry, ok := e.at[id]
+	return ok && expiry.After(now)
+}
+
+// initClaims are the claims of the session an initialize (body) opens.
+func initClaims(body []byte) sessionClaims {
+	var msg struct {
+		Params struct {
+			ProtocolVersion string                   `json:"protocolVersion"`
+			Capabilities    mcpgo.ClientCapabilities `json:"capabilities"`
+		} `json:"params"`
+	}
+	_ = json.Unmarshal(body, &msg)
+	var c sessionClaims
+	if v := msg.Params.ProtocolVersion; len(v) <= 32 {
+		c.Version = v
+	}
+	caps := msg.Params.Capabilities
+	caps.Experimental = nil
+	b, _ := json.Marshal(caps)
+	if len(b) > maxSessionCapabilities {
+		caps = mcpgo.ClientCapabilities{Elicitation: caps.Elicitation}
+		b, _ = json.Marshal(caps)
+	}
+	if len(b) <= maxSessionCapabilities && string(b) != "{}" {
+		c.Capabilities = &caps
+	}
+	return c
+}
+
+// newSessionKey holds, in an initialize's context, the claims of the
+// session it opens and its opener's principal.
+type newSessionKey struct{}
+
+type newSession struct {
+	claims    sessionClaims
+	principal string
+}
+
+// sessionClaimsKey holds, in a request's context, the claims of the signed
+// session it belongs to.
+type sessionClaimsKey struct{}
+
+func sessionClaimsFrom(ctx context.Context) *sessionClaims {
+	c, _ := ctx.Value(sessionClaimsKey{}).(*sessionClaims)
+	return c
+}
+
+// signingIDs is mcp-go's session id manager resolver when the ids are
+// signed: an initialize's manager mints the id from the claims in its
+// context; every other request, and mcp-go's idle sweeper, get ids itself.
+type signingIDs struct{ ids *sessionIDs }
+
+func (s signingIDs) ResolveSessionIdManager(r *http.Request) mcpserver.SessionIdManager {
+	if r != nil {
+		if n, ok := r.Context().Value(newSessionKey{}).(*newSession); ok {
+			return minting{s.ids, n}
+		}
+	}
+	return s.ids
+}
+
+// minting is the session id manager of one initialize.
+type minting struct {
+	*sessionIDs
+	n *newSession
+}
+
+func (m minting) Generate() string {
+	id := m.signer.sign(m.n.claims, m.n.principal)
+	m.add(id)
+	return id
+}
