@@ -101,26 +101,33 @@ func startRedis(t *testing.T) (url string, p *proc) {
 }
 
 // readmeDeployment reads the README's "replicas" and "haproxy-cfg" blocks:
-// the serve-otc arguments (with $port, the Redis and the MCP server's
-// URL to be replaced) and the HAProxy configuration.
-func readmeDeployment(t *testing.T, root string) (serveArgs []string, haproxyCfg string) {
+// the serve-otc and serve-mcp arguments (with $port, the Redis and the
+// upstreams' URLs to be replaced) and the HAProxy configuration.
+func readmeDeployment(t *testing.T, root string) (otcArgs, mcpArgs []string, haproxyCfg string) {
 	t.Helper()
 	for _, b := range readmeBlocks(t, root) {
 		switch b.name {
 		case "replicas":
 			for _, line := range strings.Split(b.text, "\n") {
-				if _, rest, ok := strings.Cut(line, "mcpotc serve-otc "); ok {
-					serveArgs = append([]string{"serve-otc"}, strings.Fields(strings.TrimSuffix(strings.TrimSpace(rest), "&"))...)
+				for _, cmd := range []string{"serve-otc", "serve-mcp"} {
+					if _, rest, ok := strings.Cut(line, "mcpotc "+cmd+" "); ok {
+						args := append([]string{cmd}, strings.Fields(strings.TrimSuffix(strings.TrimSpace(rest), "&"))...)
+						if cmd == "serve-otc" {
+							otcArgs = args
+						} else {
+							mcpArgs = args
+						}
+					}
 				}
 			}
 		case "haproxy-cfg":
 			haproxyCfg = b.text
 		}
 	}
-	if serveArgs == nil || haproxyCfg == "" {
-		t.Fatalf("README.md: the blocks replicas (with an mcpotc serve-otc line) and haproxy-cfg are gone")
+	if otcArgs == nil || mcpArgs == nil || haproxyCfg == "" {
+		t.Fatalf("README.md: the blocks replicas (with an mcpotc serve-otc and an mcpotc serve-mcp line) and haproxy-cfg are gone")
 	}
-	return serveArgs, haproxyCfg
+	return otcArgs, mcpArgs, haproxyCfg
 }
 
 // replace applies old→new to s and fails the test when an old is not in
@@ -215,59 +222,85 @@ func TestScaleOut(t *testing.T) {
 	if err != nil {
 		missingPeer(t, "haproxy is not installed (Debian package haproxy; .ci/run installs it)")
 	}
-	serveArgs, cfg := readmeDeployment(t, root)
+	otcArgs, mcpArgs, cfg := readmeDeployment(t, root)
 	redisURL, redisProc := startRedis(t)
 	upURL, count := scaleUpstream(t)
 	bin := buildMcpotc(t)
+	otcLB, mcpLB := "127.0.0.1:"+strconv.Itoa(freePort(t)), "127.0.0.1:"+strconv.Itoa(freePort(t))
 
-	// The replicas, as the README starts them. --call-timeout 3s (a test
-	// setting) makes a dead replica's claim expire within 13 s: the call
-	// timeout, 5 s of detached-call grace, 5 s of lease margin.
+	// The serve-otc replicas, as the README starts them. --call-timeout 3s
+	// (a test setting) makes a dead replica's claim expire within 13 s:
+	// the call timeout, 5 s of detached-call grace, 5 s of lease margin.
 	var reps []*scaleReplica
 	var ports []string
-	for range 3 {
-		port := strconv.Itoa(freePort(t))
-		ports = append(ports, port)
+	startOTC := func(port string) *scaleReplica {
 		var args []string
-		for _, a := range serveArgs {
+		for _, a := range otcArgs {
 			args = append(args, strings.NewReplacer("$port", port, "redis://127.0.0.1:6379/0", redisURL, "http://127.0.0.1:3000/mcp", upURL).Replace(a))
 		}
 		args = append(args, "--call-timeout", "3s")
 		if !strings.Contains(strings.Join(args, " "), redisURL) || !strings.Contains(strings.Join(args, " "), upURL) {
-			t.Fatalf("README.md, replicas: the serve-otc line no longer names redis://127.0.0.1:6379/0 and http://127.0.0.1:3000/mcp: %q", serveArgs)
+			t.Fatalf("README.md, replicas: the serve-otc line no longer names redis://127.0.0.1:6379/0 and http://127.0.0.1:3000/mcp: %q", otcArgs)
 		}
-		p := startProcess(t, context.Background(), bin, args, nil)
-		reps = append(reps, &scaleReplica{p: p, base: "http://127.0.0.1:" + port})
+		return &scaleReplica{p: startProcess(t, context.Background(), bin, args, nil), base: "http://127.0.0.1:" + port}
 	}
-	front := freePort(t)
-	cfg = replaceAll(t, "haproxy-cfg", cfg, "127.0.0.1:8080", "127.0.0.1:"+strconv.Itoa(front),
-		"127.0.0.1:8181", "127.0.0.1:"+ports[0], "127.0.0.1:8182", "127.0.0.1:"+ports[1], "127.0.0.1:8183", "127.0.0.1:"+ports[2])
+	for range 3 {
+		port := strconv.Itoa(freePort(t))
+		ports = append(ports, port)
+		reps = append(reps, startOTC(port))
+	}
+	// The serve-mcp replicas, as the README starts them, with a session
+	// key of the test's own, in front of the OTC replicas' balancer.
+	sessionKey := "MCPOTC_SESSION_KEY=" + rand.Text() + rand.Text()
+	var mcpReps []*scaleReplica
+	var mcpPorts []string
+	for range 3 {
+		port := strconv.Itoa(freePort(t))
+		mcpPorts = append(mcpPorts, port)
+		var args []string
+		for _, a := range mcpArgs {
+			args = append(args, strings.NewReplacer("$port", port, "http://127.0.0.1:8080", "http://"+otcLB).Replace(a))
+		}
+		if j := strings.Join(args, " "); !strings.Contains(j, "http://"+otcLB) || !strings.Contains(j, "--session-key-env MCPOTC_SESSION_KEY") {
+			t.Fatalf("README.md, replicas: the serve-mcp line no longer names http://127.0.0.1:8080 and --session-key-env MCPOTC_SESSION_KEY: %q", mcpArgs)
+		}
+		mcpReps = append(mcpReps, &scaleReplica{p: startProcess(t, context.Background(), bin, append(args, "--log-format", "json"), []string{sessionKey}),
+			base: "http://127.0.0.1:" + port})
+	}
+	cfg = replaceAll(t, "haproxy-cfg", cfg, "127.0.0.1:8080", otcLB, "127.0.0.1:8090", mcpLB,
+		"127.0.0.1:8181", "127.0.0.1:"+ports[0], "127.0.0.1:8182", "127.0.0.1:"+ports[1], "127.0.0.1:8183", "127.0.0.1:"+ports[2],
+		"127.0.0.1:8191", "127.0.0.1:"+mcpPorts[0], "127.0.0.1:8192", "127.0.0.1:"+mcpPorts[1], "127.0.0.1:8193", "127.0.0.1:"+mcpPorts[2])
 	cfgPath := filepath.Join(t.TempDir(), "haproxy.cfg")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	ha := startProcess(t, context.Background(), haproxyBin, []string{"-f", cfgPath, "-db"}, nil)
-	lb := "http://127.0.0.1:" + strconv.Itoa(front)
+	lb := "http://" + otcLB
 
-	// Every replica ready (its MCP server listed, Redis reachable).
-	var toolID string
-	for i, r := range reps {
+	// Every replica ready (its upstreams listed; Redis reachable for
+	// serve-otc).
+	waitReady := func(what string, r *scaleReplica, store bool) {
+		t.Helper()
 		r.p.waitHTTP(t, r.base+"/ready", 60*time.Second)
 		deadline := time.Now().Add(60 * time.Second)
 		for {
 			status, body := getJSON(t, r.base+"/ready")
 			if status == http.StatusOK {
-				if checks, _ := body["checks"].(map[string]any); checks["store"] != "ok" {
-					t.Fatalf("replica %d: /ready 200 without the store check: %v", i, body)
+				if checks, _ := body["checks"].(map[string]any); store && checks["store"] != "ok" {
+					t.Fatalf("%s: /ready 200 without the store check: %v", what, body)
 				}
-				break
+				return
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("replica %d: /ready %d %v", i, status, body)
+				t.Fatalf("%s: /ready %d %v", what, status, body)
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
 	}
+	for i, r := range reps {
+		waitReady(fmt.Sprintf("serve-otc replica %d", i), r, true)
+	}
+	var toolID string
 	_, tools := getJSON(t, reps[0].base+"/tools")
 	for _, tl := range tools["tools"].([]any) {
 		if m := tl.(map[string]any); m["name"] == "scale_work" {
@@ -278,15 +311,27 @@ func TestScaleOut(t *testing.T) {
 		t.Fatalf("no tool scale_work in %v", tools)
 	}
 	// HAProxy sends requests once its checks found the replicas ready.
-	ha.waitHTTP(t, lb+"/ready", 30*time.Second)
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		if status, _ := getJSONOr(lb + "/ready"); status == http.StatusOK {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("HAProxy found no replica ready within 30 s:\n%s", ha.Stderr())
+	waitLB := func(base string) {
+		t.Helper()
+		ha.waitHTTP(t, base+"/ready", 30*time.Second)
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			if status, _ := getJSONOr(base + "/ready"); status == http.StatusOK {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("HAProxy found no replica ready behind %s within 30 s:\n%s", base, ha.Stderr())
+			}
 		}
 	}
+	waitLB(lb)
+	for i, r := range mcpReps {
+		waitReady(fmt.Sprintf("serve-mcp replica %d", i), r, false)
+	}
+	waitLB("http://" + mcpLB)
+
+	t.Run("MCPSessionAcrossReplicas", func(t *testing.T) {
+		scaleMCPSession(t, "http://"+mcpLB+"/mcp", mcpReps, count)
+	})
 
 	t.Run("OneExecutionPerCallID", func(t *testing.T) {
 		// 64 callers, each sending its call_id to the three replicas at
