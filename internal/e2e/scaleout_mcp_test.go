@@ -5,7 +5,10 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -86,4 +89,106 @@ func scaleMCPSession(t *testing.T, url string, reps []*scaleReplica, count *scal
 		t.Errorf("%d executions for %d calls", execs, calls)
 	}
 	t.Logf("scale-out: one MCP session (protocol 2025-11-25, official Go SDK client) through HAProxy over 3 serve-mcp replicas: %d calls, %d executions, %d errors; calls served by replica: %v", calls, execs, errs, per)
+}
+
+// scaleKillUnderLoad: 64 OTC callers through HAProxy, each making calls
+// with call_ids of its own one after the other and repeating a call (same
+// call_id) when the answer says it may (a connection error, a 502/503/504
+// from HAProxy, x-should-retry: true), while replica victim is killed with
+// SIGKILL. At least 99.9 % of the calls are answered; a call_id runs
+// twice only if its first run was in flight when the replica died (the
+// MCP server finished a run whose answer died with the replica: only a
+// tool that is idempotent itself avoids that), and such a repeat is
+// answered once the dead replica's claim expired.
+func scaleKillUnderLoad(t *testing.T, lb, toolID string, victim *scaleReplica, count *scaleCounter) {
+	const callers, ms, maxAttempts = 64, 50, 40
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	stop := make(chan struct{})
+	type outcome struct {
+		id       string
+		answered bool
+		attempts int
+		took     time.Duration
+		last     scaleAnswer
+	}
+	var mu sync.Mutex
+	var outcomes []outcome
+	var wg sync.WaitGroup
+	for i := range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := 0; ; n++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				o := outcome{id: fmt.Sprintf("kill-%d-%d", i, n)}
+				start := time.Now()
+				for backoff := 50 * time.Millisecond; o.attempts < maxAttempts && ctx.Err() == nil; backoff = min(2*backoff, time.Second) {
+					o.attempts++
+					o.last = scaleCall(ctx, lb, toolID, o.id, o.id, ms)
+					if o.answered = o.last.value() != ""; o.answered {
+						break
+					}
+					if o.last.err == nil && o.last.status != http.StatusBadGateway && o.last.status != http.StatusServiceUnavailable &&
+						o.last.status != http.StatusGatewayTimeout && o.last.header.Get("x-should-retry") != "true" {
+						break // an answer that says not to repeat
+					}
+					time.Sleep(backoff)
+				}
+				o.took = time.Since(start)
+				mu.Lock()
+				outcomes = append(outcomes, o)
+				mu.Unlock()
+			}
+		}()
+	}
+	time.Sleep(2 * time.Second)
+	inFlight := map[string]bool{}
+	count.running(inFlight)
+	if err := syscall.Kill(victim.p.Pid(), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	count.running(inFlight)
+	<-victim.p.Done()
+	time.Sleep(3 * time.Second)
+	close(stop)
+	wg.Wait()
+
+	answered, retried, twice, twiceFinished := 0, 0, 0, 0
+	var slowest time.Duration
+	for _, o := range outcomes {
+		if o.answered {
+			answered++
+		} else {
+			t.Logf("%s not answered after %d attempts: %v", o.id, o.attempts, o.last)
+		}
+		if o.attempts > 1 {
+			retried++
+		}
+		started, finished := count.get(o.id)
+		if started > 1 {
+			twice++
+			if !inFlight[o.id] {
+				t.Errorf("%s ran %d times, and was not running when the replica died", o.id, started)
+			}
+			slowest = max(slowest, o.took)
+		}
+		if finished > 1 {
+			twiceFinished++
+		}
+		if started == 0 && o.answered {
+			t.Errorf("%s answered, the tool never ran", o.id)
+		}
+	}
+	calls := len(outcomes)
+	if calls == 0 || float64(answered) < 0.999*float64(calls) {
+		t.Errorf("%d of %d calls answered, want ≥ 99.9 %%", answered, calls)
+	}
+	t.Logf("scale-out: 64 callers through HAProxy, one of 3 replicas killed (SIGKILL) after 2 s, 3 s more of load: %d calls, %d answered (%.2f %%), %d repeated by their client; "+
+		"%d call_ids run twice, every one in flight on the killed replica at the kill (%d finished twice: the MCP server ended those runs, whose answers died with the replica), the slowest answered after %v, once the dead replica's claims expired; 0 other double executions",
+		calls, answered, 100*float64(answered)/float64(max(calls, 1)), retried, twice, twiceFinished, slowest.Round(100*time.Millisecond))
 }

@@ -46,6 +46,17 @@ func (c *scaleCounter) get(key string) (started, finished int) {
 	return c.started[key], c.finished[key]
 }
 
+// running adds to set the keys with a run started and not finished.
+func (c *scaleCounter) running(set map[string]bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k, n := range c.started {
+		if n > c.finished[k] {
+			set[k] = true
+		}
+	}
+}
+
 // scaleUpstream serves an MCP server over streamable HTTP (JSON answers)
 // with the tool "work" {key, ms}: it runs ms milliseconds and answers
 // "key=KEY run=RANDOM", a value of its own per run, so that two runs never
@@ -414,6 +425,14 @@ func TestScaleOut(t *testing.T) {
 			}
 		}
 		t.Logf("scale-out: %d callers through HAProxy (round robin over 3 replicas), %d call_ids each sent twice: %d calls, %d executions, %d errors", callers, each, calls, execs, errs)
+	})
+
+	t.Run("KillUnderLoad", func(t *testing.T) {
+		scaleKillUnderLoad(t, lb, toolID, reps[2], count)
+		// The replica comes back on its port, as an orchestrator would
+		// restart it, and HAProxy takes it in again.
+		reps[2] = startOTC(ports[2])
+		waitReady("serve-otc replica 2, restarted", reps[2], true)
 	})
 
 	t.Run("DeadReplicaLeaseExpires", func(t *testing.T) {
