@@ -174,7 +174,7 @@ func (c *Client) Authorization(ctx context.Context) (string, error) {
 		// rather than send the request without one, once the operator's
 		// connection has discovered the authorization server.
 		if srv := c.server(); srv != nil {
-			return "", c.m.challenge(c, user, srv, c.scopes(challengeParams{}, srv))
+			return "", c.m.challenge(ctx, c, user, srv, c.scopes(challengeParams{}, srv))
 		}
 	}
 	if rec == nil && c.machine(user) {
@@ -248,7 +248,7 @@ func (c *Client) Unauthorized(ctx context.Context, sent string, resp *http.Respo
 		}
 		return true, nil
 	}
-	return false, c.m.challenge(c, user, srv, scopes)
+	return false, c.m.challenge(ctx, c, user, srv, scopes)
 }
 
 // scopes chooses what to ask for (MCP authorization 2025-11-25, "Scope

@@ -69,6 +69,7 @@ type Manager struct {
 	mu      sync.Mutex
 	pending map[string]*pending  // by state
 	live    map[vault.Key]string // the pending state of each (upstream, user)
+	clients map[string]*Client   // by upstream: what a shared authorization names
 }
 
 // pending is one authorization: started by a challenge, ended by the
@@ -121,6 +122,7 @@ func NewManager(o *Options) (*Manager, error) {
 		maxPending:   maxPending,
 		pending:      map[string]*pending{},
 		live:         map[vault.Key]string{},
+		clients:      map[string]*Client{},
 	}
 	if m.vault == nil {
 		v, err := vault.New(vault.Memory(nil), nil)
@@ -158,7 +160,11 @@ func (m *Manager) Client(cfg Config) (*Client, error) {
 	case (cfg.Grant != GrantClientCredentials || cfg.PerUser) && m.publicURL == "":
 		return nil, errors.New("oauth: the authorization code grant needs the bridge's public URL")
 	}
-	return &Client{m: m, cfg: cfg}, nil
+	c := &Client{m: m, cfg: cfg}
+	m.mu.Lock()
+	m.clients[cfg.Upstream] = c
+	m.mu.Unlock()
+	return c, nil
 }
 
 func (m *Manager) callbackURL() string { return m.publicURL + "/oauth/callback" }
@@ -170,20 +176,22 @@ func (m *Manager) clientContext(ctx context.Context) context.Context {
 
 // challenge returns the *AuthorizationRequired of (c, user): the live
 // pending authorization when there is one for the same scopes, else a new
-// one.
-func (m *Manager) challenge(c *Client, user string, srv *server, scopes []string) error {
+// one, which is also kept in the vault for the other replicas (see
+// shared.go).
+func (m *Manager) challenge(ctx context.Context, c *Client, user string, srv *server, scopes []string) error {
 	key := c.key(user)
 	now := m.now()
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	if st, ok := m.live[key]; ok {
 		if p := m.pending[st]; p != nil && p.status == "pending" && now.Sub(p.created) < PendingTTL &&
 			p.srv == srv && slices.Equal(p.scopes, scopes) {
+			defer m.mu.Unlock()
 			return m.required(p)
 		}
 	}
 	m.sweepLocked(now)
 	if len(m.pending) >= m.maxPending {
+		m.mu.Unlock()
 		return fmt.Errorf("upstream %q: too many authorizations pending (%d); try again later", c.cfg.Upstream, m.maxPending)
 	}
 	p := &pending{
@@ -195,17 +203,7 @@ func (m *Manager) challenge(c *Client, user string, srv *server, scopes []string
 		scopes:   scopes,
 		created:  now,
 		status:   "pending",
-		cfg: oauth2.Config{
-			ClientID:     srv.client.ID,
-			ClientSecret: srv.client.Secret,
-			Endpoint: oauth2.Endpoint{
-				AuthURL:   srv.asm.AuthorizationEndpoint,
-				TokenURL:  srv.asm.TokenEndpoint,
-				AuthStyle: srv.client.authStyle(),
-			},
-			RedirectURL: m.callbackURL(),
-			Scopes:      scopes,
-		},
+		cfg:      m.authConfig(srv, scopes),
 	}
 	opts := []oauth2.AuthCodeOption{oauth2.S256ChallengeOption(p.verifier)}
 	if srv.resource != "" {
@@ -215,6 +213,9 @@ func (m *Manager) challenge(c *Client, user string, srv *server, scopes []string
 	m.pending[p.state] = p
 	m.live[key] = p.state
 	r := m.required(p)
+	shared := *p
+	m.mu.Unlock()
+	m.share(ctx, &shared)
 	if user == "" {
 		// The bridge's own identity: the operator authorizes; tell them
 		// where.
@@ -223,6 +224,22 @@ func (m *Manager) challenge(c *Client, user string, srv *server, scopes []string
 		m.log.Info("authorization challenge issued", "upstream", c.cfg.Upstream)
 	}
 	return r
+}
+
+// authConfig is the OAuth client configuration of an authorization at srv
+// for scopes.
+func (m *Manager) authConfig(srv *server, scopes []string) oauth2.Config {
+	return oauth2.Config{
+		ClientID:     srv.client.ID,
+		ClientSecret: srv.client.Secret,
+		Endpoint: oauth2.Endpoint{
+			AuthURL:   srv.asm.AuthorizationEndpoint,
+			TokenURL:  srv.asm.TokenEndpoint,
+			AuthStyle: srv.client.authStyle(),
+		},
+		RedirectURL: m.callbackURL(),
+		Scopes:      scopes,
+	}
 }
 
 func (m *Manager) required(p *pending) *AuthorizationRequired {
@@ -280,7 +297,7 @@ func (m *Manager) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case p == "/oauth/callback":
 		m.serveCallback(w, r)
 	case strings.HasPrefix(p, "/oauth/check/"):
-		m.serveCheck(w, strings.TrimPrefix(p, "/oauth/check/"))
+		m.serveCheck(w, r, strings.TrimPrefix(p, "/oauth/check/"))
 	case p == "/oauth/client-metadata.json":
 		m.serveClientMetadata(w)
 	default:
@@ -288,21 +305,43 @@ func (m *Manager) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (m *Manager) lookup(state string) (pending, bool) {
+// lookup returns a copy of the authorization of state: this replica's,
+// with the state another replica may have brought it to since, or the one
+// another replica issued.
+func (m *Manager) lookup(ctx context.Context, state string) (pending, bool) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
 	p := m.pending[state]
-	if p == nil {
-		return pending{}, false
+	var cp pending
+	if p != nil {
+		m.expireLocked(p)
+		cp = *p
 	}
+	m.mu.Unlock()
+	if p != nil && cp.status != "pending" {
+		return cp, true
+	}
+	sp := m.fetchShared(ctx, state)
+	switch {
+	case sp == nil:
+		return cp, p != nil
+	case p == nil:
+		m.expireLocked(sp) // sp is this call's own copy
+		return *sp, true
+	case sp.status != "pending":
+		cp.status, cp.why, cp.ended = sp.status, sp.why, sp.ended
+	}
+	return cp, true
+}
+
+// expireLocked marks a pending authorization past PendingTTL failed.
+func (m *Manager) expireLocked(p *pending) {
 	if p.status == "pending" && m.now().Sub(p.created) >= PendingTTL {
 		p.status, p.why, p.ended = "failed", "the authorization URL expired", m.now()
 	}
-	return *p, true
 }
 
 func (m *Manager) serveAuthorize(w http.ResponseWriter, r *http.Request, state string) {
-	p, ok := m.lookup(state)
+	p, ok := m.lookup(r.Context(), state)
 	switch {
 	case !ok:
 		page(w, http.StatusNotFound, "Unknown or expired authorization", "Call the tool again to get a new authorization URL.")
@@ -313,8 +352,8 @@ func (m *Manager) serveAuthorize(w http.ResponseWriter, r *http.Request, state s
 	}
 }
 
-func (m *Manager) serveCheck(w http.ResponseWriter, state string) {
-	p, ok := m.lookup(state)
+func (m *Manager) serveCheck(w http.ResponseWriter, r *http.Request, state string) {
+	p, ok := m.lookup(r.Context(), state)
 	w.Header().Set("Content-Type", "application/json")
 	if !ok {
 		w.WriteHeader(http.StatusNotFound)
@@ -353,13 +392,27 @@ func (m *Manager) serveCallback(w http.ResponseWriter, r *http.Request) {
 	state := q.Get("state")
 	m.mu.Lock()
 	p := m.pending[state]
-	if p == nil || p.status != "pending" || m.now().Sub(p.created) >= PendingTTL {
+	m.mu.Unlock()
+	// Issued by another replica, or taken by one since.
+	sp := m.fetchShared(r.Context(), state)
+	if p == nil && sp != nil {
+		m.mu.Lock()
+		if m.pending[state] == nil && len(m.pending) < m.maxPending {
+			m.pending[state] = sp
+		}
+		p = m.pending[state]
+		m.mu.Unlock()
+	}
+	m.mu.Lock()
+	if p == nil || p.status != "pending" || (sp != nil && sp.status != "pending") || m.now().Sub(p.created) >= PendingTTL {
 		m.mu.Unlock()
 		page(w, http.StatusBadRequest, "Unknown or expired authorization", "Call the tool again to get a new authorization URL.")
 		return
 	}
 	p.status = "exchanging" // single use: a second callback finds it taken
+	taken := *p
 	m.mu.Unlock()
+	m.share(r.Context(), &taken) // on the other replicas too
 
 	why := m.complete(r.Context(), p, q)
 	m.mu.Lock()
@@ -372,7 +425,9 @@ func (m *Manager) serveCallback(w http.ResponseWriter, r *http.Request) {
 	if k := p.c.key(p.user); m.live[k] == p.state {
 		delete(m.live, k)
 	}
+	ended := *p
 	m.mu.Unlock()
+	m.share(r.Context(), &ended)
 	if why != "" {
 		m.log.Warn("authorization failed", "upstream", p.c.cfg.Upstream, "reason", why)
 		page(w, http.StatusBadRequest, "Authorization failed", why)

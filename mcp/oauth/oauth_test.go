@@ -158,7 +158,7 @@ func newTestManager(t *testing.T, asm *oauthex.AuthServerMeta) (*Manager, *Clien
 		t.Fatal(err)
 	}
 	srv := &server{resource: "http://mcp.test/mcp", asm: asm, client: registration{ID: "cid", Method: "none"}}
-	err = m.challenge(c, "u", srv, []string{"read"})
+	err = m.challenge(t.Context(), c, "u", srv, []string{"read"})
 	r, ok := err.(*AuthorizationRequired)
 	if !ok {
 		t.Fatalf("challenge: %v", err)
@@ -197,11 +197,11 @@ func TestChallengeAndAuthorizeRedirect(t *testing.T) {
 	if len(state) < 40 {
 		t.Errorf("state %q is too short to be unguessable", state)
 	}
-	again := m.challenge(c, "u", m.pending[state].srv, []string{"read"}).(*AuthorizationRequired)
+	again := m.challenge(t.Context(), c, "u", m.pending[state].srv, []string{"read"}).(*AuthorizationRequired)
 	if again.URL != r.URL {
 		t.Errorf("a second challenge for the same user made a new authorization: %s", again.URL)
 	}
-	other := m.challenge(c, "v", m.pending[state].srv, []string{"read"}).(*AuthorizationRequired)
+	other := m.challenge(t.Context(), c, "v", m.pending[state].srv, []string{"read"}).(*AuthorizationRequired)
 	if other.URL == r.URL {
 		t.Error("two users share one authorization")
 	}
@@ -281,20 +281,20 @@ func TestPendingBounds(t *testing.T) {
 	m.maxPending = 100
 	c, _ := m.Client(Config{Upstream: "up", ServerURL: "http://mcp.test/mcp", PerUser: true})
 	srv := &server{asm: &oauthex.AuthServerMeta{Issuer: "http://as.test", AuthorizationEndpoint: "http://as.test/a", TokenEndpoint: "http://as.test/t"}}
-	first := m.challenge(c, "u0", srv, nil).(*AuthorizationRequired)
+	first := m.challenge(t.Context(), c, "u0", srv, nil).(*AuthorizationRequired)
 	for i := 1; i < m.maxPending; i++ {
-		if err := m.challenge(c, fmt.Sprint("user-", i), srv, nil); err == nil {
+		if err := m.challenge(t.Context(), c, fmt.Sprint("user-", i), srv, nil); err == nil {
 			t.Fatal("no challenge")
 		}
 	}
-	if err := m.challenge(c, "one-too-many", srv, nil); err == nil || !strings.Contains(err.Error(), "too many") {
+	if err := m.challenge(t.Context(), c, "one-too-many", srv, nil); err == nil || !strings.Contains(err.Error(), "too many") {
 		t.Fatalf("past the bound: %v", err)
 	}
 	now = now.Add(PendingTTL)
 	if w := get(t, m, strings.TrimPrefix(first.URL, "http://bridge.test")); w.Code != http.StatusGone {
 		t.Errorf("an expired authorization URL answered %d", w.Code)
 	}
-	if err, ok := m.challenge(c, "after-expiry", srv, nil).(*AuthorizationRequired); !ok {
+	if err, ok := m.challenge(t.Context(), c, "after-expiry", srv, nil).(*AuthorizationRequired); !ok {
 		t.Errorf("after expiry the old ones are swept: %v", err)
 	}
 }
