@@ -1,0 +1,111 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestScaleOutOAuth: three serve-otc replicas share one Redis (--state)
+// in per-user mode in front of the TypeScript SDK's OAuth-protected
+// example server, with one public URL (replica 2's, standing for a load
+// balancer's). The operator authorizes once; replicas started after
+// serve at once. Alice is challenged by replica 0, completes the
+// authorization through replica 2 (which did not issue it: it rebuilds it
+// from the vault), replica 1's check_url says completed, and her calls
+// through each replica go with her own token, without a new challenge.
+func TestScaleOutOAuth(t *testing.T) {
+	redisURL, _ := startRedis(t)
+	mcpPort := freePort(t)
+	server := oauthTSServerOn(t, mcpPort, freePort(t), "--oauth-strict")
+	dir := t.TempDir()
+	config := filepath.Join(dir, "config.json")
+	cfg := fmt.Sprintf(`{"mcpServers": {"demo": {"url": "http://localhost:%d/mcp", "toolkit": "Demo", "oauth": {"per_user": true}}}}`, mcpPort)
+	if err := os.WriteFile(config, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"MCPOTC_TOKEN_KEY=" + base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{5}, 32))}
+	ports := []int{freePort(t), freePort(t), freePort(t)}
+	public := "http://127.0.0.1:" + strconv.Itoa(ports[2])
+	args := []string{"--state", redisURL, "--token-key-env", "MCPOTC_TOKEN_KEY", "--public-url", public}
+	reps := make([]*otcfBridge, 3)
+
+	// The operator authorizes the catalog through replica 2.
+	reps[2] = oauthBridge(t, ports[2], config, env, args...)
+	health := oauthWaitChallenge(t, reps[2])
+	oauthAuthorize(t, health["url"].(string))
+	reps[2].waitHealthy(t, 30*time.Second)
+	operator := oauthLastToken(t, server)
+	// Replicas started now find the operator's token in Redis.
+	for _, i := range []int{0, 1} {
+		reps[i] = oauthBridge(t, ports[i], config, env, args...)
+		reps[i].waitHealthy(t, 30*time.Second)
+	}
+
+	d := otcfDialects[2]
+	call := func(i int, user string) *otcfResp {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), otcfCallTimeout)
+		defer cancel()
+		return reps[i].call(t, ctx, d, map[string]any{"tool_id": "Demo.greet", "input": map[string]any{"name": "user"},
+			"context": map[string]any{"user_id": user}}, nil)
+	}
+	challenge := func(i int, user string) (url, check string) {
+		t.Helper()
+		r := call(i, user)
+		body, _ := r.Body.(map[string]any)
+		mr, _ := body["missing_requirements"].(map[string]any)
+		as, _ := mr["authorization"].([]any)
+		if r.Status != http.StatusBadRequest || len(as) != 1 {
+			t.Fatalf("%s on replica %d without a token: %d %s, want the 400 challenge", user, i, r.Status, otcfTrunc(r.Raw))
+		}
+		a := as[0].(map[string]any)
+		url, _ = a["url"].(string)
+		check, _ = a["check_url"].(string)
+		if !strings.HasPrefix(url, public+"/oauth/authorize/") {
+			t.Fatalf("%s's challenge on replica %d: %s, want the public URL", user, i, otcfShow(a))
+		}
+		return url, check
+	}
+
+	aliceURL, aliceCheck := challenge(0, "alice")
+	oauthAuthorize(t, aliceURL) // served by replica 2, issued by replica 0
+	checkOn1 := strings.Replace(aliceCheck, public, reps[1].base, 1)
+	if r := reps[1].get(t, strings.TrimPrefix(checkOn1, reps[1].base), nil, nil); otcfShow(r.Body) != `{"status":"completed"}` {
+		t.Errorf("alice's check_url on replica 1: %d %s", r.Status, otcfTrunc(r.Raw))
+	}
+	var alice string
+	for i := range reps {
+		r := call(i, "alice")
+		if r.Status != http.StatusOK || !strings.Contains(string(r.Raw), `"Hello, user!"`) {
+			t.Fatalf("alice through replica %d: %d %s, want her call to succeed without a new challenge", i, r.Status, otcfTrunc(r.Raw))
+		}
+		tok := oauthLastToken(t, server)
+		if alice == "" {
+			alice = tok
+		}
+		if tok != alice || tok == operator {
+			t.Errorf("alice through replica %d went with another token (the operator's: %t)", i, tok == operator)
+		}
+	}
+	// Bob is not alice: challenged, on any replica.
+	if bobURL, _ := challenge(1, "bob"); bobURL == aliceURL {
+		t.Error("bob got alice's authorization")
+	}
+	for _, r := range reps {
+		if strings.Contains(r.p.Stderr(), alice) || strings.Contains(r.p.Stderr(), operator) {
+			t.Error("a token is in a replica's log")
+		}
+	}
+	t.Logf("scale-out: OAuth per user over 3 replicas sharing Redis: the operator authorized once (replicas started later served at once); alice challenged by replica 0, authorized through replica 2 (which rebuilt the authorization from the vault), check_url on replica 1: completed; her calls through replicas 0, 1 and 2: 3 answered with her own token (not the operator's), 0 new challenges; bob still challenged")
+}
