@@ -17,12 +17,14 @@ import (
 // handler encodes what it keeps; a store holds opaque values under opaque
 // keys, each with an expiry, and must make Claim and Settle atomic.
 type IdempotencyStore interface {
-	// Claim stores claim under key for lease unless key holds a value; it
-	// returns that value (nil when the claim was stored).
-	Claim(ctx context.Context, key string, claim []byte, lease time.Duration) (held []byte, err error)
+	// Claim stores claim under key for lease+remember, its lease live for
+	// lease, unless key holds a value. It returns that value (nil when the
+	// claim was stored) and whether its lease is still live: a claim whose
+	// lease ran out was left by a replica that stopped before settling it.
+	Claim(ctx context.Context, key string, claim []byte, lease, remember time.Duration) (held []byte, live bool, err error)
 	// Settle replaces the value of key, if it is still exactly claim, with
-	// answer for ttl, or deletes it when answer is nil. It reports false
-	// when key no longer holds claim (the lease ran out).
+	// answer for ttl, or deletes it when answer is nil; the lease ends. It
+	// reports false when key no longer holds claim.
 	Settle(ctx context.Context, key string, claim, answer []byte, ttl time.Duration) (bool, error)
 }
 
@@ -41,9 +43,16 @@ const (
 // sharedIdempotency is the call_id idempotency over an IdempotencyStore.
 // Repeats that reach the same replica wait for its run without asking
 // the store; the others poll the store until the answer is there, the
-// claim expires (they claim it then) or their wait ends.
+// claim's lease ends or their wait ends.
+//
+// A call_id runs at most once. A replica that dies mid-call leaves its
+// claim, whose lease ends: the tool may or may not have run (the MCP
+// server may have finished a run whose answer died with the replica), so
+// the claim is kept, as an answer would be, and its repeats get
+// errOutcomeUnknown instead of a second run.
 type sharedIdempotency struct {
 	store       IdempotencyStore
+	remember    time.Duration // how long an answer, or a dead claim, is kept
 	callTimeout time.Duration
 	maxRunning  int
 	maxAnswer   int           // bytes of the largest answer kept
@@ -72,14 +81,14 @@ type sharedRecord struct {
 	Answer json.RawMessage `json:"answer,omitempty"`
 }
 
-func newSharedIdempotency(store IdempotencyStore, callTimeout time.Duration, maxRunning int, maxBytes int64) *sharedIdempotency {
+func newSharedIdempotency(store IdempotencyStore, remember, callTimeout time.Duration, maxRunning int, maxBytes int64) *sharedIdempotency {
 	if maxRunning <= 0 {
 		maxRunning = DefaultIdempotencyMaxRunning
 	}
 	if maxBytes <= 0 {
 		maxBytes = DefaultIdempotencyMaxBytes
 	}
-	return &sharedIdempotency{store: store, callTimeout: callTimeout, maxRunning: maxRunning, maxAnswer: int(maxBytes / 10),
+	return &sharedIdempotency{store: store, remember: remember, callTimeout: callTimeout, maxRunning: maxRunning, maxAnswer: int(maxBytes / 10),
 		leaseMargin: sharedLeaseMargin, running: map[string]*sharedRun{}}
 }
 
@@ -112,6 +121,16 @@ func errStillRunning(callID string) *ServerErrorResponse {
 		Message:          "This call is still running",
 		DeveloperMessage: "call_id " + callID + " is running on another replica; retry with the same call_id to get its answer",
 		RetryAfter:       time.Second,
+	}
+}
+
+// errOutcomeUnknown answers a repeat of a call whose replica stopped
+// before answering it: not to be repeated with this call_id.
+func errOutcomeUnknown(callID string) *ServerErrorResponse {
+	return &ServerErrorResponse{
+		Message: "The outcome of this call is unknown",
+		DeveloperMessage: "call_id " + callID + " was running on a replica that stopped before answering: the tool may or may not have run. " +
+			"It is not run again under this call_id (a call_id runs at most once); call again with a new call_id to run it",
 	}
 }
 
@@ -169,14 +188,14 @@ func (s *sharedIdempotency) claimOrWait(ctx context.Context, key idemKey, print 
 	}
 	storeKey := sharedKey(key.callID)
 	lease := s.callTimeout + s.leaseMargin
-	// A claim held when this wait starts ends within lease (answered, or
-	// expired with its dead replica): one more look after that claims it
-	// or finds its answer.
+	// A claim held when this wait starts is settled within lease, or its
+	// lease ends with its dead replica: one more look after that finds
+	// either.
 	wait, stop := context.WithTimeout(ctx, lease+sharedPollMax+time.Second)
 	defer stop()
 	pause := sharedPollMin
 	for {
-		held, err := s.store.Claim(wait, storeKey, claim, lease)
+		held, live, err := s.store.Claim(wait, storeKey, claim, lease, s.remember)
 		switch {
 		case err != nil && ctx.Err() != nil:
 			return cancelled(ctx)
@@ -205,6 +224,9 @@ func (s *sharedIdempotency) claimOrWait(ctx context.Context, key idemKey, print 
 			}
 			return out
 		}
+		if !live {
+			return outcome{status: http.StatusBadRequest, failure: errOutcomeUnknown(key.callID)}
+		}
 		t := time.NewTimer(pause)
 		select {
 		case <-t.C:
@@ -220,8 +242,10 @@ func (s *sharedIdempotency) claimOrWait(ctx context.Context, key idemKey, print 
 }
 
 // run runs a claimed call and settles its claim: the answer is kept for
-// retain (when it fits in maxAnswer), or the claim is dropped so that a repeat runs it again. A store
-// that fails here does not change the answer: the claim expires.
+// retain (when it fits in maxAnswer), or the claim is dropped so that a
+// repeat runs it again. A store that fails here does not change the
+// answer: the claim's lease ends, and repeats are told the outcome is
+// unknown.
 func (s *sharedIdempotency) run(storeKey string, claim []byte, run func() outcome, retain func(outcome) time.Duration) outcome {
 	out := run()
 	var answer []byte

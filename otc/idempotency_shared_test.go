@@ -28,26 +28,28 @@ type memIdemStore struct {
 }
 
 type memIdemVal struct {
-	b   []byte
-	exp time.Time
+	b     []byte
+	exp   time.Time
+	lease time.Time // a claim's lease ends then
 }
 
 var errMemStoreDown = errors.New("store down")
 
 func newMemIdemStore() *memIdemStore { return &memIdemStore{vals: map[string]memIdemVal{}} }
 
-func (s *memIdemStore) Claim(ctx context.Context, key string, claim []byte, lease time.Duration) ([]byte, error) {
+func (s *memIdemStore) Claim(ctx context.Context, key string, claim []byte, lease, remember time.Duration) ([]byte, bool, error) {
 	if s.down.Load() {
-		return nil, errMemStoreDown
+		return nil, false, errMemStoreDown
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if v, ok := s.vals[key]; ok && time.Now().Before(v.exp) {
-		return bytes.Clone(v.b), nil
+	now := time.Now()
+	if v, ok := s.vals[key]; ok && now.Before(v.exp) {
+		return bytes.Clone(v.b), now.Before(v.lease), nil
 	}
 	s.claims.Add(1)
-	s.vals[key] = memIdemVal{bytes.Clone(claim), time.Now().Add(lease)}
-	return nil, nil
+	s.vals[key] = memIdemVal{bytes.Clone(claim), now.Add(lease + remember), now.Add(lease)}
+	return nil, false, nil
 }
 
 func (s *memIdemStore) Settle(ctx context.Context, key string, claim, answer []byte, ttl time.Duration) (bool, error) {
@@ -63,7 +65,7 @@ func (s *memIdemStore) Settle(ctx context.Context, key string, claim, answer []b
 	if answer == nil {
 		delete(s.vals, key)
 	} else {
-		s.vals[key] = memIdemVal{bytes.Clone(answer), time.Now().Add(ttl)}
+		s.vals[key] = memIdemVal{b: bytes.Clone(answer), exp: time.Now().Add(ttl)}
 	}
 	return true, nil
 }
@@ -181,7 +183,9 @@ func TestSharedIdempotencyReusedElsewhere(t *testing.T) {
 }
 
 // TestSharedIdempotencyDeadReplica: a claim left by a replica that died
-// mid-call expires, and a repeat then runs the call (once).
+// mid-call is waited for until its lease ends; then its repeats get "the
+// outcome is unknown" (no retry headers) and the tool does not run: a
+// call_id runs at most once. A new call_id runs.
 func TestSharedIdempotencyDeadReplica(t *testing.T) {
 	rs := newReplicas(t, 1, Options{CallTimeout: 300 * time.Millisecond})
 	rs.h[0].shared.leaseMargin = 0
@@ -189,19 +193,27 @@ func TestSharedIdempotencyDeadReplica(t *testing.T) {
 	// What the dead replica claimed: the same call, from the same caller.
 	print := fingerprint("T.Slow@1.0.0", json.RawMessage(`{"x":1}`), nil)
 	claim, _ := json.Marshal(sharedRecord{V: 1, Caller: callerHash(""), Print: fmt.Sprintf("%x", print), Claim: "dead"})
-	if held, err := rs.store.Claim(context.Background(), sharedKey("orphan"), claim, 300*time.Millisecond); held != nil || err != nil {
+	if held, _, err := rs.store.Claim(context.Background(), sharedKey("orphan"), claim, 300*time.Millisecond, time.Minute); held != nil || err != nil {
 		t.Fatal(held, err)
 	}
 	start := time.Now()
-	status, _, data, err := rs.post(context.Background(), 0, `{"tool_id":"T.Slow","call_id":"orphan","input":{"x":1}}`)
-	if err != nil || status != 200 || !strings.Contains(string(data), `"run":1`) {
-		t.Fatalf("after the dead replica's lease: %d %s %v", status, data, err)
+	for i := range 2 {
+		status, hdr, data, err := rs.post(context.Background(), 0, `{"tool_id":"T.Slow","call_id":"orphan","input":{"x":1}}`)
+		var body map[string]any
+		if err != nil || json.Unmarshal(data, &body) != nil || status != 400 || body["message"] != "The outcome of this call is unknown" ||
+			!strings.Contains(fmt.Sprint(body["developer_message"]), "new call_id") || hdr.Get("x-should-retry") != "" || hdr.Get("Retry-After") != "" {
+			t.Fatalf("repeat %d after the dead replica's lease: %d %v %s %v", i, status, hdr, data, err)
+		}
 	}
 	if waited := time.Since(start); waited < 200*time.Millisecond {
-		t.Fatalf("answered after %v: the claim of the dead replica was not waited for", waited)
+		t.Fatalf("answered after %v: the lease of the dead replica was not waited for", waited)
 	}
-	if n := rs.runs.Load(); n != 1 {
-		t.Fatalf("%d runs", n)
+	if n := rs.runs.Load(); n != 0 {
+		t.Fatalf("%d runs, want none", n)
+	}
+	status, _, data, err := rs.post(context.Background(), 0, `{"tool_id":"T.Slow","call_id":"orphan-2","input":{"x":1}}`)
+	if err != nil || status != 200 || !strings.Contains(string(data), `"run":1`) {
+		t.Fatalf("a new call_id: %d %s %v", status, data, err)
 	}
 }
 

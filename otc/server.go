@@ -277,7 +277,7 @@ func NewHandler(tools []Tool, opts *Options) (*Handler, error) {
 	}
 	switch {
 	case h.opts.IdempotencyTTL > 0 && h.opts.IdempotencyStore != nil:
-		h.shared = newSharedIdempotency(h.opts.IdempotencyStore, h.callTimeout, h.opts.IdempotencyMaxRunning, h.opts.IdempotencyMaxBytes)
+		h.shared = newSharedIdempotency(h.opts.IdempotencyStore, h.opts.IdempotencyTTL, h.callTimeout, h.opts.IdempotencyMaxRunning, h.opts.IdempotencyMaxBytes)
 	case h.opts.IdempotencyTTL > 0:
 		h.idem = newIdempotency(h.opts.IdempotencyTTL, h.opts.IdempotencyMaxEntries, h.opts.IdempotencyMaxBytes,
 			h.opts.IdempotencyMaxRunning, h.opts.Now)

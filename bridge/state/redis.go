@@ -129,37 +129,54 @@ func (r *Redis) Close() error { return r.c.Close() }
 // does too is required).
 func (r *Redis) Durable() bool { return true }
 
-// claimScript stores ARGV[1] under KEYS[1] for ARGV[2] ms unless the key
-// holds a value, which it returns.
+// claimScript stores ARGV[1] under KEYS[1] for ARGV[3] ms, and its lease
+// mark KEYS[2] for ARGV[2] ms, unless KEYS[1] holds a value: then it
+// returns that value and whether the lease mark is there (1 or 0). The
+// lease lives in Redis's own clock: replicas' clocks do not matter.
 var claimScript = redis.NewScript(`
 local v = redis.call('GET', KEYS[1])
-if v then return v end
-redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+if v then return {v, redis.call('EXISTS', KEYS[2])} end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[3])
+redis.call('SET', KEYS[2], '1', 'PX', ARGV[2])
 return false
 `)
 
 // settleScript replaces KEYS[1], if it holds exactly ARGV[1], with ARGV[2]
-// for ARGV[3] ms, or deletes it when ARGV[3] is 0; 1 if it did.
+// for ARGV[3] ms, or deletes it when ARGV[3] is 0, and ends the lease
+// KEYS[2]; 1 if it did.
 var settleScript = redis.NewScript(`
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 if ARGV[3] == '0' then redis.call('DEL', KEYS[1]) else redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3]) end
+redis.call('DEL', KEYS[2])
 return 1
 `)
 
+// idemKeys are the Redis keys of an idempotency key: its value and its
+// lease mark, in one hash slot (Redis Cluster runs a script on one slot).
+func idemKeys(key string) []string {
+	k := keyPrefix + "{" + key + "}"
+	return []string{k, k + ":lease"}
+}
+
 // Claim implements otc.IdempotencyStore.
-func (r *Redis) Claim(ctx context.Context, key string, claim []byte, lease time.Duration) ([]byte, error) {
-	v, err := claimScript.Run(ctx, r.c, []string{keyPrefix + key}, claim, max(lease.Milliseconds(), 1)).Result()
+func (r *Redis) Claim(ctx context.Context, key string, claim []byte, lease, remember time.Duration) ([]byte, bool, error) {
+	v, err := claimScript.Run(ctx, r.c, idemKeys(key), claim, max(lease.Milliseconds(), 1), max((lease+remember).Milliseconds(), 1)).Result()
 	switch {
 	case errors.Is(err, redis.Nil):
-		return nil, nil
+		return nil, false, nil
 	case err != nil:
-		return nil, fmt.Errorf("redis %s: %w", r.addr, err)
+		return nil, false, fmt.Errorf("redis %s: %w", r.addr, err)
 	}
-	s, ok := v.(string)
-	if !ok {
-		return nil, fmt.Errorf("redis %s: claim answered %T", r.addr, v)
+	pair, ok := v.([]any)
+	if !ok || len(pair) != 2 {
+		return nil, false, fmt.Errorf("redis %s: claim answered %T", r.addr, v)
 	}
-	return []byte(s), nil
+	s, ok1 := pair[0].(string)
+	live, ok2 := pair[1].(int64)
+	if !ok1 || !ok2 {
+		return nil, false, fmt.Errorf("redis %s: claim answered %T, %T", r.addr, pair[0], pair[1])
+	}
+	return []byte(s), live == 1, nil
 }
 
 // Settle implements otc.IdempotencyStore.
@@ -168,7 +185,7 @@ func (r *Redis) Settle(ctx context.Context, key string, claim, answer []byte, tt
 	if answer != nil {
 		ms = max(ttl.Milliseconds(), 1)
 	}
-	n, err := settleScript.Run(ctx, r.c, []string{keyPrefix + key}, claim, answer, ms).Int()
+	n, err := settleScript.Run(ctx, r.c, idemKeys(key), claim, answer, ms).Int()
 	if err != nil {
 		return false, fmt.Errorf("redis %s: %w", r.addr, err)
 	}

@@ -61,7 +61,7 @@ func TestUnreachableFailsFast(t *testing.T) {
 	defer r.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := r.Claim(ctx, "k", []byte("c"), time.Second); err == nil || ctx.Err() != nil {
+	if _, _, err := r.Claim(ctx, "k", []byte("c"), time.Second, time.Minute); err == nil || ctx.Err() != nil {
 		t.Fatalf("Claim on a closed port: %v (context: %v)", err, ctx.Err())
 	}
 	if err := r.Ping(ctx); err == nil || !strings.Contains(err.Error(), "redis redis://127.0.0.1:1/0") {

@@ -46,17 +46,6 @@ func (c *scaleCounter) get(key string) (started, finished int) {
 	return c.started[key], c.finished[key]
 }
 
-// running adds to set the keys with a run started and not finished.
-func (c *scaleCounter) running(set map[string]bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for k, n := range c.started {
-		if n > c.finished[k] {
-			set[k] = true
-		}
-	}
-}
-
 // scaleUpstream serves an MCP server over streamable HTTP (JSON answers)
 // with the tool "work" {key, ms}: it runs ms milliseconds and answers
 // "key=KEY run=RANDOM", a value of its own per run, so that two runs never
@@ -437,8 +426,10 @@ func TestScaleOut(t *testing.T) {
 
 	t.Run("DeadReplicaLeaseExpires", func(t *testing.T) {
 		// A call runs on replica 2, which is killed; the client repeats
-		// it on replica 0, which waits for the dead replica's claim to
-		// expire and then runs it.
+		// it on replica 0, which waits for the dead replica's lease to
+		// end, then answers that the outcome is unknown: the MCP server
+		// finished the killed replica's run, and a call_id runs at most
+		// once. A new call_id runs.
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		go scaleCall(ctx, reps[2].base, toolID, "dead-1", "dead-1", 2500)
@@ -457,16 +448,21 @@ func TestScaleOut(t *testing.T) {
 		start := time.Now()
 		a := scaleCall(ctx, reps[0].base, toolID, "dead-1", "dead-1", 2500)
 		waited := time.Since(start)
-		started, finished := count.get("dead-1")
-		if a.value() == "" || started != 2 {
-			t.Fatalf("the repeat on replica 0 after the kill: %v (tool started %d times, finished %d)", a, started, finished)
+		if a.err != nil || a.status != http.StatusBadRequest || a.body["message"] != "The outcome of this call is unknown" || a.header.Get("x-should-retry") != "" {
+			t.Fatalf("the repeat on replica 0 after the kill: %v %v", a, a.header)
 		}
-		// The MCP server ran the killed replica's call to its end: its
-		// answer reached no one, and the repeat ran the tool again. Only
-		// a tool that is idempotent itself avoids that second run; what
-		// the bridge guarantees is that the repeat is answered, once its
-		// claim expired, and that live replicas never run a call twice.
-		t.Logf("scale-out: replica killed mid-call (SIGKILL): the repeat on another replica waited %v for the dead replica's claim to expire, then ran the call: answered; the tool ran %d times (the killed replica's run, which the MCP server finished, and the repeat's)", waited.Round(100*time.Millisecond), started)
+		if again := scaleCall(ctx, reps[1].base, toolID, "dead-1", "dead-1", 2500); again.body["message"] != "The outcome of this call is unknown" {
+			t.Errorf("a second repeat, on replica 1: %v", again)
+		}
+		started, finished := count.get("dead-1")
+		if started != 1 {
+			t.Errorf("the tool ran %d times for dead-1, want once", started)
+		}
+		if b := scaleCall(ctx, reps[0].base, toolID, "dead-2", "dead-2", 10); b.value() == "" {
+			t.Errorf("the call with a new call_id: %v", b)
+		}
+		t.Logf("scale-out: replica killed mid-call (SIGKILL): the repeat on another replica waited %v for the dead replica's lease to end, then answered 400 \"The outcome of this call is unknown\" (no retry headers); the tool ran %d time(s) (%d finished: the MCP server ended the killed replica's run), not again; a new call_id ran",
+			waited.Round(100*time.Millisecond), started, finished)
 	})
 
 	t.Run("Drain", func(t *testing.T) {
