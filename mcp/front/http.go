@@ -487,6 +487,7 @@ type sseBinding struct {
 	st     *streamBook
 	life   *lifecycle
 	id     string
+	owner  string       // who opened it (HTTPOptions.Resource), "" when callers are not identified
 	active atomic.Int64 // unix nanoseconds of the last message POSTed, or of the stream's start
 }
 
@@ -513,6 +514,9 @@ func (h *HTTPHandler) serveSSEStream(w http.ResponseWriter, r *http.Request) {
 	stop, end := context.WithCancel(h.life.stop)
 	defer end()
 	b := &sseBinding{h: h, st: newFrontStream(h.f.maxPending, true), life: &lifecycle{stop: stop}}
+	if ident, ok := CallerIdentity(r.Context()); ok {
+		b.owner = ident.principal()
+	}
 	b.active.Store(time.Now().UnixNano())
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
@@ -553,10 +557,16 @@ func (b *sseBinding) expire(ctx context.Context, ttl time.Duration, end context.
 }
 
 // serveSSEMessage gives a POSTed message the stream of its session, where
-// its response will be written, and the session's life.
+// its response will be written, and the session's life. A session is its
+// opener's: another caller's message to it finds no such session (MCP
+// security best practices, "Session Hijacking").
 func (h *HTTPHandler) serveSSEMessage(w http.ResponseWriter, r *http.Request) {
 	if v, ok := h.sessions.Load(r.URL.Query().Get("sessionId")); ok {
 		b := v.(*sseBinding)
+		if ident, ok := CallerIdentity(r.Context()); b.owner != "" && (!ok || ident.principal() != b.owner) {
+			http.Error(w, "Session not found", http.StatusNotFound)
+			return
+		}
 		b.active.Store(time.Now().UnixNano())
 		ctx := context.WithValue(r.Context(), streamKey{}, b.st)
 		r = r.WithContext(context.WithValue(ctx, lifeKey{}, b.life))

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 )
@@ -215,4 +216,41 @@ func TestFrontSSEShutdownTimeoutCancelsCalls(t *testing.T) {
 	case <-time.After(wait):
 		t.Fatal("the SSE stream is still open")
 	}
+}
+
+// A legacy SSE session is its opener's: with HTTPOptions.Resource, a
+// message POSTed to alice's session with bob's token finds no session
+// (404) and reaches no tool; alice's own messages are served.
+func TestFrontSSESessionOwner(t *testing.T) {
+	t.Parallel()
+	f, _ := testFront(t, nil)
+	auth := &ResourceAuth{
+		Resource:             "https://mcp.example.com/mcp",
+		AuthorizationServers: []string{"https://as.example.com"},
+		Verify: func(_ context.Context, token string) (*Identity, error) {
+			sub, ok := strings.CutPrefix(token, "tok-")
+			if !ok {
+				return nil, ErrInvalidToken
+			}
+			return &Identity{Subject: sub, Audience: []string{"https://mcp.example.com/mcp"}, Expiry: time.Now().Add(time.Hour)}, nil
+		},
+	}
+	srv, _ := startFrontHTTP(t, f, &HTTPOptions{Resource: auth})
+	alice := startFrontSSE(t, srv.URL, "tok-alice")
+	initialize(t, alice)
+	ref, _ := url.Parse(alice.endpoint)
+	req, _ := http.NewRequest(http.MethodPost, alice.base.ResolveReference(ref).String(),
+		bytes.NewReader(request(2, "tools/call", callParams("whois", `{}`))))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer tok-bob")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Errorf("bob's message in alice's SSE session: %d, want 404", resp.StatusCode)
+	}
+	sameJSON(t, callTool(t, alice, 3, "tools/call", callParams("whois", `{}`)),
+		`{"jsonrpc":"2.0","id":3,"result":{"content":[{"type":"text","text":"subject alice"}]}}`)
 }
