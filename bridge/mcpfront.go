@@ -19,6 +19,7 @@ import (
 	mcpserver "github.com/mark3labs/mcp-go/server"
 	"github.com/rs/zerolog"
 
+	"github.com/mcpotc/mcpotc/bridge/metrics"
 	"github.com/mcpotc/mcpotc/mapping"
 	"github.com/mcpotc/mcpotc/mcp/front"
 	"github.com/mcpotc/mcpotc/otc"
@@ -86,6 +87,8 @@ type MCPFrontOptions struct {
 	Logger zerolog.Logger
 	// Version is the server version announced to MCP clients. Empty: "dev".
 	Version string
+	// Metrics records calls and upstreams. Nil: none.
+	Metrics *metrics.Metrics
 }
 
 // MCPFront serves the tools of OTC upstreams to MCP clients.
@@ -158,7 +161,16 @@ func NewMCPFront(ctx context.Context, upstreams []OTCUpstream, opts *MCPFrontOpt
 		seen[u.Name] = true
 		f.upstreams = append(f.upstreams, &otcUpstream{OTCUpstream: u, tools: map[string]*frontTool{}})
 	}
-	f.front = front.New("mcpotc", f.opts.Version, &front.Options{Logger: slogLogger(f.log)})
+	// Calls of tools the catalog does not hold never reach a handler:
+	// mcp-go answers them, and tells this hook.
+	hooks := &mcpserver.Hooks{}
+	hooks.AddOnError(func(_ context.Context, _ any, method mcpgo.MCPMethod, _ any, err error) {
+		if method == mcpgo.MethodToolsCall && errors.Is(err, mcpserver.ErrToolNotFound) {
+			f.opts.Metrics.Call(metrics.FrontMCP, metrics.Other, metrics.Other, metrics.UnknownTool, 0)
+		}
+	})
+	f.front = front.New("mcpotc", f.opts.Version, &front.Options{Logger: slogLogger(f.log)}, mcpserver.WithHooks(hooks))
+	f.opts.Metrics.Watch(metrics.FrontMCP, f.upstreamMetrics)
 	if err := f.refresh(ctx, true); err != nil {
 		return nil, err
 	}
@@ -242,6 +254,7 @@ func (f *MCPFront) refresh(ctx context.Context, atStart bool) error {
 			defer cancel()
 			start := time.Now()
 			defs, err := u.Client.ListTools(lctx)
+			f.opts.Metrics.Refreshed(metrics.FrontMCP, u.Name, err)
 			f.log.Debug().Str("upstream", u.Name).Dur("took", time.Since(start)).Int("tools", len(defs)).AnErr("error", err).Msg("GET /tools")
 			if err != nil {
 				results[i].err = u.explain(lctx, err)
@@ -409,6 +422,7 @@ func (f *MCPFront) handler(t *frontTool) mcpserver.ToolHandlerFunc {
 			// Calling would only earn a 400: say what to configure now.
 			f.log.Warn().Str("call_id", cutID(callReq.CallID)).Str("tool", t.Tool.Name).Str("tool_id", t.OTCID).Str("upstream", t.up.Name).
 				Str("missing", missing).Msg("call refused: requirement not configured")
+			f.opts.Metrics.Call(metrics.FrontMCP, t.up.Name, t.Tool.Name, metrics.AuthRequired, time.Since(start))
 			return nil, &front.RPCError{Code: mapping.CodeInternal, Message: fmt.Sprintf("the OTC tool %s needs %s: configure it for upstream %s", t.OTCID, missing, t.up.Name)}
 		}
 		timeout := t.up.CallTimeout
@@ -427,7 +441,11 @@ func (f *MCPFront) handler(t *frontTool) mcpserver.ToolHandlerFunc {
 		if id, ok := front.CallerIdentity(ctx); ok && id.Subject != "" {
 			ev = ev.Str("subject", cutID(id.Subject)) // who called (OAuth); never the token
 		}
-		defer func() { ev.Dur("duration", time.Since(start)).Msg("call") }()
+		defer func() {
+			d := time.Since(start)
+			ev.Dur("duration", d).Msg("call")
+			f.opts.Metrics.Call(metrics.FrontMCP, t.up.Name, t.Tool.Name, callOutcome(resp, err), d)
+		}()
 		if err == nil {
 			ev = ev.Bool("success", resp.Success)
 			if !resp.Success && resp.Error != nil && resp.Error.DeveloperMessage != "" {
@@ -452,6 +470,47 @@ func (f *MCPFront) handler(t *frontTool) mcpserver.ToolHandlerFunc {
 			URLElicitation:      front.ClientSupportsURLElicitation(ctx),
 		})
 	}
+}
+
+// callOutcome classifies a call's answer for the metrics (see
+// metrics.OK and the others).
+func callOutcome(resp *otc.CallToolResponse, err error) string {
+	var se *otc.StatusError
+	switch {
+	case err == nil && resp.Success:
+		return metrics.OK
+	case err == nil:
+		return metrics.ToolError
+	case errors.Is(err, context.Canceled):
+		return metrics.Cancelled
+	case errors.Is(err, context.DeadlineExceeded):
+		return metrics.Timeout
+	case !errors.As(err, &se):
+		return metrics.Unavailable // unreachable, or an unreadable answer
+	case errors.Is(se, otc.ErrValidation), errors.Is(se, otc.ErrBadRequest) && len(se.ParameterErrors) > 0:
+		return metrics.InvalidInput
+	case errors.Is(se, otc.ErrUnauthorized), se.MissingRequirements != nil:
+		return metrics.AuthRequired
+	case errors.Is(se, otc.ErrServerFailure):
+		return metrics.Unavailable
+	case mapping.UnknownToolError(se):
+		return metrics.UnknownTool
+	case errors.Is(se, otc.ErrBadRequest):
+		return metrics.InvalidInput
+	}
+	return metrics.Internal
+}
+
+// upstreamMetrics is the state of every upstream, for a scrape: up when
+// its last listing succeeded.
+func (f *MCPFront) upstreamMetrics() []metrics.UpstreamState {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]metrics.UpstreamState, 0, len(f.upstreams))
+	for _, u := range f.upstreams {
+		out = append(out, metrics.UpstreamState{Name: u.Name, Up: u.err == nil, Tools: len(u.tools)})
+	}
+	return out
 }
 
 // arguments are the call's arguments as sent, byte for byte ({} when absent).

@@ -17,6 +17,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/mcpotc/mcpotc/bridge/metrics"
 	"github.com/mcpotc/mcpotc/mapping"
 	"github.com/mcpotc/mcpotc/mcp/oauth"
 	"github.com/mcpotc/mcpotc/mcp/upstream"
@@ -68,6 +69,8 @@ type OTCFrontOptions struct {
 	// (the store the replicas share: "store"). Each answers nil when what
 	// it checks is reachable; it gets ReadyCheckTimeout. Nil: none.
 	Checks map[string]func(context.Context) error
+	// Metrics records calls, upstreams and OAuth events. Nil: none.
+	Metrics *metrics.Metrics
 }
 
 // ReadyCheckTimeout bounds each of OTCFrontOptions.Checks in one GET /ready.
@@ -83,6 +86,8 @@ type OTCFront struct {
 
 	checks   map[string]func(context.Context) error
 	draining atomic.Bool // Drain was called: /ready is 503
+	metrics  *metrics.Metrics
+	owners   atomic.Pointer[map[string]string] // served tool id → its upstream, for the metrics' labels
 
 	mu    sync.Mutex   // serializes catalog rebuilds; guards what follows
 	print catalogPrint // the served catalog's fingerprint
@@ -109,7 +114,8 @@ func NewOTCFront(ctx context.Context, upstreams []MCPUpstream, opts *OTCFrontOpt
 	if o.Version == "" {
 		o.Version = "dev"
 	}
-	f := &OTCFront{log: o.Logger, checks: o.Checks}
+	f := &OTCFront{log: o.Logger, checks: o.Checks, metrics: o.Metrics}
+	f.owners.Store(&map[string]string{})
 	names, toolkits := map[string]bool{}, map[string]bool{}
 	for _, u := range upstreams {
 		if u.Config.Name != "" && names[u.Config.Name] {
@@ -128,7 +134,11 @@ func NewOTCFront(ctx context.Context, upstreams []MCPUpstream, opts *OTCFrontOpt
 	server := o.Server
 	server.Health = f.health
 	server.Ready = f.ready
-	server.Observe = LogOTCCalls(f.log)
+	logCall := LogOTCCalls(f.log)
+	server.Observe = func(rec *otc.CallRecord) {
+		logCall(rec)
+		f.measure(rec)
+	}
 	server.Unknown = f.unknown
 	h, err := otc.NewHandler(nil, &server)
 	if err != nil {
@@ -139,6 +149,7 @@ func NewOTCFront(ctx context.Context, upstreams []MCPUpstream, opts *OTCFrontOpt
 		oo := *o.OAuth
 		oo.Logger = slogLogger(f.log)
 		oo.OnAuthorized = f.authorized
+		oo.OnEvent = f.metrics.OAuth
 		if f.oauth, err = oauth.NewManager(&oo); err != nil {
 			return nil, err
 		}
@@ -182,6 +193,7 @@ func NewOTCFront(ctx context.Context, upstreams []MCPUpstream, opts *OTCFrontOpt
 		u.up = up
 		f.mu.Unlock()
 	}
+	f.metrics.Watch(metrics.FrontOTC, f.upstreamMetrics)
 	// A tool list that arrived before its upstream was recorded above was
 	// skipped by that rebuild: build again.
 	for _, u := range f.ups {
@@ -427,6 +439,7 @@ func (f *OTCFront) rebuild() {
 		u.served = true
 		u.mu.Unlock()
 	}
+	f.owners.Store(&ids)
 	next := catalogPrint{}
 	for _, t := range all {
 		next.add(t.Definition.ID, t.Definition)
@@ -576,6 +589,44 @@ var traceparentPattern = regexp.MustCompile(`^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{
 func isTraceparent(s string) bool {
 	return traceparentPattern.MatchString(s) && s[:2] != "ff" &&
 		s[3:35] != strings.Repeat("0", 32) && s[36:52] != strings.Repeat("0", 16)
+}
+
+// measure records an answered call in the metrics: the tool's labels are
+// its upstream's name and its id without version, when the catalog holds
+// it, else metrics.Other.
+func (f *OTCFront) measure(rec *otc.CallRecord) {
+	if f.metrics == nil {
+		return
+	}
+	up, tool := metrics.Other, metrics.Other
+	if u, ok := (*f.owners.Load())[rec.Resolved]; ok {
+		up, tool = u, rec.Resolved
+		if id, err := otc.ParseToolID(rec.Resolved); err == nil {
+			tool = id.Key()
+		}
+	}
+	f.metrics.Call(metrics.FrontOTC, up, tool, rec.Outcome, rec.Duration)
+	if rec.Replayed {
+		f.metrics.Replayed(metrics.FrontOTC)
+	}
+}
+
+// upstreamMetrics is the state of every upstream, for a scrape.
+func (f *OTCFront) upstreamMetrics() []metrics.UpstreamState {
+	f.mu.Lock() // NewOTCFront sets each u.up under it
+	defer f.mu.Unlock()
+	out := make([]metrics.UpstreamState, 0, len(f.ups))
+	for _, u := range f.ups {
+		if u.up == nil {
+			continue
+		}
+		s := u.up.Status()
+		u.mu.Lock()
+		st := metrics.UpstreamState{Name: u.name(), Up: s.Ready && u.served, Tools: len(u.tools), Restarts: int64(s.Restarts)}
+		u.mu.Unlock()
+		out = append(out, st)
+	}
+	return out
 }
 
 // LogOTCCalls logs every answered OTC call: call id, tool, outcome,

@@ -159,6 +159,10 @@ func invalidArguments(se *otc.StatusError) string {
 
 // unknownTool recognises a 400/404 that says the tool id or version is not
 // served (there is no code for it in OTC: the text and 404 are all there is).
+// UnknownToolError reports whether an OTC server's error says it does not
+// serve the tool (404, or a 400 whose message says so).
+func UnknownToolError(se *otc.StatusError) bool { return unknownTool(se) }
+
 func unknownTool(se *otc.StatusError) bool {
 	if se.StatusCode == 404 {
 		return true

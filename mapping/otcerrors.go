@@ -75,6 +75,7 @@ func OTCError(err error) error {
 			DeveloperMessage: err.Error(),
 			CanRetry:         true,
 			RetryAfterMS:     &retry,
+			TimedOut:         errors.Is(err, context.DeadlineExceeded),
 		}
 	default:
 		return &otc.ToolError{Message: "The tool failed", DeveloperMessage: err.Error()}

@@ -192,6 +192,53 @@ type CallRecord struct {
 	PanicStack string
 	// Replayed: the answer is the first answer to this call_id (idempotency).
 	Replayed bool
+	// Outcome classifies the answer, for metrics: one of the Outcome
+	// constants.
+	Outcome string
+}
+
+// Outcomes of a call (CallRecord.Outcome): the label values of the
+// bridge's metrics (README, Observability).
+const (
+	OutcomeOK           = "ok"            // the tool ran and succeeded
+	OutcomeToolError    = "tool_error"    // the tool ran and failed
+	OutcomeInvalidInput = "invalid_input" // the request or its input was refused (422, 400, 413, 415)
+	OutcomeUnknownTool  = "unknown_tool"  // no such tool
+	OutcomeAuthRequired = "auth_required" // requirements missing (authorization, secrets, user id) or credentials refused
+	OutcomeUnavailable  = "unavailable"   // refused for now (Retry-After), or never reached the tool (NotRun)
+	OutcomeTimeout      = "timeout"       // the call timeout ran out
+	OutcomeCancelled    = "cancelled"     // the client went away before the answer
+	OutcomeInternal     = "internal"      // a panic or a 5xx
+)
+
+// classify is the Outcome of an answer.
+func classify(status int, success bool, failure any) string {
+	switch {
+	case status == http.StatusOK && success:
+		return OutcomeOK
+	case status == http.StatusOK:
+		if te, ok := failure.(*ToolError); ok && te != nil && te.NotRun {
+			return OutcomeUnavailable
+		} else if ok && te != nil && te.TimedOut {
+			return OutcomeTimeout
+		}
+		return OutcomeToolError
+	case status == http.StatusUnprocessableEntity:
+		return OutcomeInvalidInput
+	case status == http.StatusUnauthorized || status == http.StatusForbidden:
+		return OutcomeAuthRequired
+	case status >= 500:
+		return OutcomeInternal
+	}
+	if se, ok := failure.(*ServerErrorResponse); ok && se != nil {
+		switch {
+		case se.MissingRequirements != nil:
+			return OutcomeAuthRequired
+		case se.RetryAfter > 0:
+			return OutcomeUnavailable
+		}
+	}
+	return OutcomeInvalidInput
 }
 
 // Handler serves OTC over HTTP: GET /health, GET /ready, GET /tools, POST /tools/call
@@ -840,7 +887,7 @@ func (h *Handler) call(rp *reply, r *http.Request, req *CallToolRequest, caller 
 	if err != nil {
 		failure := &ServerErrorResponse{Message: fmt.Sprintf("Tool '%s' was not found", req.ToolID), DeveloperMessage: err.Error()}
 		rp.error(http.StatusBadRequest, failure)
-		h.observe(req, "", http.StatusBadRequest, false, start, failure)
+		h.observeUnknown(req, start, failure)
 		return
 	}
 	// Toolkit.Tool is the id up to its version: looked up without building it.
@@ -854,7 +901,7 @@ func (h *Handler) call(rp *reply, r *http.Request, req *CallToolRequest, caller 
 	if st == nil && h.opts.Unknown != nil {
 		if failure := h.opts.Unknown(id); failure != nil {
 			rp.error(http.StatusBadRequest, failure)
-			h.observe(req, "", http.StatusBadRequest, false, start, failure)
+			h.observeUnknown(req, start, failure)
 			return
 		}
 	}
@@ -865,7 +912,7 @@ func (h *Handler) call(rp *reply, r *http.Request, req *CallToolRequest, caller 
 		}
 		failure := &ServerErrorResponse{Message: fmt.Sprintf("Tool '%s' was not found", req.ToolID), DeveloperMessage: dev}
 		rp.error(http.StatusBadRequest, failure)
-		h.observe(req, "", http.StatusBadRequest, false, start, failure)
+		h.observeUnknown(req, start, failure)
 		return
 	}
 	def := &st.Definition
@@ -911,10 +958,17 @@ func (h *Handler) call(rp *reply, r *http.Request, req *CallToolRequest, caller 
 	rec := h.record(req, def.ID, out.status, out.status == http.StatusOK && out.resp.Success, start, out.failure)
 	if rec != nil && r.Context().Err() != nil {
 		rec.Status = StatusClientClosed // nobody received the answer
+		rec.Outcome = OutcomeCancelled
 	}
 	if rec != nil {
 		rec.PanicStack = out.stack
 		rec.Replayed = out.replayed
+		switch {
+		case out.stack != "":
+			rec.Outcome = OutcomeInternal
+		case out.timedOut && rec.Outcome != OutcomeCancelled:
+			rec.Outcome = OutcomeTimeout
+		}
 		h.opts.Observe(rec)
 	}
 }
@@ -926,6 +980,7 @@ type outcome struct {
 	failure  any               // the 400 / 422 body otherwise; for 200, the *ToolError if any
 	stack    string            // a panic's stack, for the log
 	replayed bool              // answered from the idempotency cache
+	timedOut bool              // the call timeout ran out while the tool ran
 }
 
 // execute runs the tool's function and classifies what it returned.
@@ -955,7 +1010,7 @@ func (h *Handler) execute(ctx context.Context, r *http.Request, st *servedTool, 
 		resp.Error = &ToolError{Message: "The tool failed", DeveloperMessage: err.Error()}
 	}
 	resp.Duration = millis(h.opts.Now().Sub(start))
-	out := outcome{status: http.StatusOK, resp: resp, stack: stack}
+	out := outcome{status: http.StatusOK, resp: resp, stack: stack, timedOut: errors.Is(ctx.Err(), context.DeadlineExceeded)}
 	if resp.Error != nil {
 		out.failure = resp.Error
 	}
@@ -1069,7 +1124,8 @@ func (h *Handler) record(req *CallToolRequest, resolved string, status int, succ
 	if h.opts.Observe == nil {
 		return nil
 	}
-	rec := &CallRecord{Resolved: resolved, Status: status, Success: success, Duration: h.opts.Now().Sub(start)}
+	rec := &CallRecord{Resolved: resolved, Status: status, Success: success, Duration: h.opts.Now().Sub(start),
+		Outcome: classify(status, success, failure)}
 	if req != nil {
 		rec.CallID, rec.TraceID, rec.ToolID = req.CallID, req.TraceID, req.ToolID
 	}
@@ -1084,6 +1140,17 @@ func (h *Handler) record(req *CallToolRequest, resolved string, status int, succ
 		rec.DeveloperMessage = f.Message
 	}
 	return rec
+}
+
+// observeUnknown observes the 400 to a call of a tool the catalog does not
+// hold (unavailable when the failure says to retry: its server starts).
+func (h *Handler) observeUnknown(req *CallToolRequest, start time.Time, failure *ServerErrorResponse) {
+	if rec := h.record(req, "", http.StatusBadRequest, false, start, failure); rec != nil {
+		if failure.RetryAfter <= 0 {
+			rec.Outcome = OutcomeUnknownTool
+		}
+		h.opts.Observe(rec)
+	}
 }
 
 func (h *Handler) observe(req *CallToolRequest, resolved string, status int, success bool, start time.Time, failure any) {

@@ -160,6 +160,10 @@ type ToolError struct {
 	// answer is not kept for the call_id, and a repeat runs again. Not on
 	// the wire.
 	NotRun bool `json:"-"`
+	// TimedOut, set by a tool function, says the call ran out of time (a
+	// bridge's upstream call timeout): its outcome is "timeout" in the
+	// metrics. Not on the wire.
+	TimedOut bool `json:"-"`
 }
 
 func (e *ToolError) Error() string { return "tool error: " + e.Message }

@@ -72,6 +72,8 @@ func TestCommandLine(t *testing.T) {
 		{args: []string{"serve-otc", "--state-password-env", "P"}, code: 2, stderr: "--state-password-env needs --state redis://…", noStdout: true},
 		{args: []string{"serve-otc", "--state", "redis://h:1/0", "--token-store", "memory"}, code: 2, stderr: "with --state the OAuth tokens are kept in its Redis: drop --token-store", noStdout: true},
 		{args: []string{"serve-otc", "--state", "http://u:s3cret@h:1/0"}, code: 2, stderr: `--state: scheme "http": want redis://, rediss:// (TLS) or unix://`, noStdout: true},
+		{args: []string{"serve-otc", "--metrics-listen", "9090"}, code: 2, stderr: "--metrics-listen 9090: use host:port", noStdout: true},
+		{args: []string{"serve-mcp", "--metrics-listen", "http://x:1"}, code: 2, stderr: "--metrics-listen \"http://x:1\": use host:port without a scheme", noStdout: true},
 		{args: []string{"serve-otc", "--drain-delay", "-1s"}, code: 2, stderr: "--drain-delay must not be negative", noStdout: true},
 		{args: []string{"serve-otc", "--public-url", "ftp://x"}, code: 2, stderr: "--public-url must be an http(s) base URL", noStdout: true},
 		{args: []string{"serve-otc", "--mcp-sse"}, code: 2, stderr: "--mcp-sse needs --mcp URL", noStdout: true},

@@ -240,3 +240,42 @@ func TestCORS(t *testing.T) {
 		})
 	}
 }
+
+// --metrics-listen serves GET /metrics on a listener of its own: the
+// front's metrics are there, the protocol is not; the protocol's listener
+// does not serve /metrics.
+func TestMetricsListen(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	otcBase := startCommand(t, ctx, nil, "sample-otc", "--listen", "127.0.0.1:0", "--log-level", "error")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metricsAddr := ln.Addr().String()
+	ln.Close()
+	base := startCommand(t, ctx, nil, "serve-mcp", "--transport", "http", "--listen", "127.0.0.1:0", "--otc", otcBase,
+		"--metrics-listen", metricsAddr, "--log-level", "error")
+	upstream := strings.TrimPrefix(otcBase, "http://")
+	var a httpAnswer
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		a = send(t, "GET", "http://"+metricsAddr+"/metrics", nil, "")
+		if strings.Contains(a.body, `mcpotc_upstream_up{front="mcp",upstream="`+upstream+`"} 1`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("GET /metrics: %d\n%s", a.status, a.body)
+		}
+	}
+	for _, line := range []string{"mcpotc_mcp_sessions 0", `mcpotc_upstream_tools{front="mcp",upstream="` + upstream + `"} `, "go_goroutines "} {
+		if !strings.Contains(a.body, line) {
+			t.Errorf("/metrics lacks %q", line)
+		}
+	}
+	if a := send(t, "POST", "http://"+metricsAddr+"/mcp", nil, "{}"); a.status != http.StatusNotFound {
+		t.Errorf("the metrics listener answers POST /mcp: %d", a.status)
+	}
+	if a := send(t, "GET", base+"/metrics", nil, ""); a.status != http.StatusNotFound {
+		t.Errorf("the MCP listener serves /metrics: %d", a.status)
+	}
+}

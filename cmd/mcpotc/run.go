@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mcpotc/mcpotc/bridge"
+	"github.com/mcpotc/mcpotc/bridge/metrics"
 	"github.com/mcpotc/mcpotc/otc"
 	"github.com/mcpotc/mcpotc/otc/sample"
 )
@@ -327,5 +328,25 @@ func (m *Main) serveHTTPWith(ctx context.Context, log zerolog.Logger, addr strin
 		_ = srv.Close()
 		return fmt.Errorf("shutdown: %w", err)
 	}
+	return nil
+}
+
+// metricsUsage is the help of --metrics-listen.
+const metricsUsage = "address of a listener of its own that serves Prometheus metrics at GET /metrics (off by default; see README, Observability)"
+
+// serveMetrics serves mt at GET /metrics on addr, apart from the
+// protocol's listener, until ctx ends. It fails at once when addr cannot
+// be listened on.
+func (m *Main) serveMetrics(ctx context.Context, log zerolog.Logger, addr string, mt *metrics.Metrics) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("--metrics-listen: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", mt.Handler())
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 16 << 10}
+	log.Info().Str("addr", ln.Addr().String()).Msg("serving metrics at /metrics")
+	go func() { _ = srv.Serve(ln) }()
+	context.AfterFunc(ctx, func() { _ = srv.Close() })
 	return nil
 }

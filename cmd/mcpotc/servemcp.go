@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mcpotc/mcpotc/bridge"
+	"github.com/mcpotc/mcpotc/bridge/metrics"
 	"github.com/mcpotc/mcpotc/mcp/front"
 	"github.com/mcpotc/mcpotc/mcp/oauth"
 	"github.com/mcpotc/mcpotc/otc"
@@ -99,6 +100,7 @@ func (m *Main) serveMCP(ctx context.Context, args []string) error {
 	var corsOrigins corsOriginList
 	fs.Var(&corsOrigins, "cors-origin", corsOriginUsage)
 	drainDelay := durationFlag(fs, "drain-delay", 0, "at SIGTERM, how long GET /ready answers 503 before the server stops taking requests (http and sse transports)")
+	metricsListen := fs.String("metrics-listen", "", metricsUsage)
 	logOpts := m.logFlags(fs)
 	if err := m.parse(fs, args); err != nil {
 		return err
@@ -137,6 +139,11 @@ func (m *Main) serveMCP(ctx context.Context, args []string) error {
 	}
 	if *transport != "stdio" {
 		if err := checkListen("--listen", *listen); err != nil {
+			return err
+		}
+	}
+	if *metricsListen != "" {
+		if err := checkListen("--metrics-listen", *metricsListen); err != nil {
 			return err
 		}
 	}
@@ -228,12 +235,20 @@ func (m *Main) serveMCP(ctx context.Context, args []string) error {
 		upstreams = []bridge.OTCUpstream{u}
 	}
 
+	var mt *metrics.Metrics
+	if *metricsListen != "" {
+		mt = metrics.New()
+		if err := m.serveMetrics(ctx, log, *metricsListen, mt); err != nil {
+			return err
+		}
+	}
 	front, err := bridge.NewMCPFront(ctx, upstreams, &bridge.MCPFrontOptions{
 		CallTimeout:         *callTimeout,
 		Refresh:             *refresh,
 		InputErrorsAsResult: *inputErrors == "result",
 		Logger:              log,
 		Version:             buildVersion(),
+		Metrics:             mt,
 	})
 	if err != nil {
 		return err
@@ -259,6 +274,7 @@ func (m *Main) serveMCP(ctx context.Context, args []string) error {
 		httpOpts.Resource = resource
 		httpOpts.Health, httpOpts.Ready = front.Health, front.Ready
 		h := front.Front().StreamableHTTPHandler(httpOpts)
+		mt.GaugeFunc("mcpotc_mcp_sessions", "MCP sessions open (streamable HTTP).", func() float64 { return float64(h.Sessions()) })
 		return m.serveHTTPWith(ctx, log, *listen, bridge.CORS(corsOrigins, bridge.LogRefusals(log, h)), "MCP over streamable HTTP at /mcp",
 			draining(log, *drainDelay, front.Drain, h.Shutdown))
 	default:
@@ -266,6 +282,7 @@ func (m *Main) serveMCP(ctx context.Context, args []string) error {
 		httpOpts.Resource = resource
 		httpOpts.Health, httpOpts.Ready = front.Health, front.Ready
 		h := front.Front().SSEHandler(httpOpts)
+		mt.GaugeFunc("mcpotc_mcp_sessions", "MCP sessions open (legacy SSE streams).", func() float64 { return float64(h.Sessions()) })
 		return m.serveHTTPWith(ctx, log, *listen, bridge.CORS(corsOrigins, bridge.LogRefusals(log, h)), "MCP over SSE at /sse",
 			draining(log, *drainDelay, front.Drain, h.Shutdown))
 	}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/mcpotc/mcpotc/bridge"
+	"github.com/mcpotc/mcpotc/bridge/metrics"
 	"github.com/mcpotc/mcpotc/bridge/state"
 	"github.com/mcpotc/mcpotc/mcp/oauth"
 	"github.com/mcpotc/mcpotc/mcp/oauth/vault"
@@ -204,6 +205,7 @@ func (m *Main) serveOTC(ctx context.Context, args []string) error {
 	stateURL := fs.String("state", "", "redis:// (rediss:// for TLS) URL of the Redis that replicas share for call_id answers and OAuth tokens (default: this process's memory)")
 	statePasswordEnv := fs.String("state-password-env", "", "environment variable holding the password of the --state Redis (instead of writing it in the URL)")
 	drainDelay := durationFlag(fs, "drain-delay", 0, "at SIGTERM, how long GET /ready answers 503 before the server stops taking requests (a load balancer's check interval times its fall count)")
+	metricsListen := fs.String("metrics-listen", "", metricsUsage)
 	var allowedHosts allowedHostList
 	fs.Var(&allowedHosts, "allowed-host", allowedHostUsage)
 	var corsOrigins corsOriginList
@@ -234,6 +236,11 @@ func (m *Main) serveOTC(ctx context.Context, args []string) error {
 	}
 	if err := checkListen("--listen", *listen); err != nil {
 		return err
+	}
+	if *metricsListen != "" {
+		if err := checkListen("--metrics-listen", *metricsListen); err != nil {
+			return err
+		}
 	}
 	set := flagsSet(fs)
 	for _, err := range []error{
@@ -363,6 +370,12 @@ func (m *Main) serveOTC(ctx context.Context, args []string) error {
 		server.CallTimeout = max(server.CallTimeout, ups[i].Config.CallTimeout+detachedCallGrace)
 	}
 	opts := &bridge.OTCFrontOptions{Server: server, Logger: log, Version: buildVersion()}
+	if *metricsListen != "" {
+		opts.Metrics = metrics.New()
+		if err := m.serveMetrics(ctx, log, *metricsListen, opts.Metrics); err != nil {
+			return err
+		}
+	}
 	var tokens vault.Store // nil: --token-store
 	if shared != nil {
 		// The replicas share the call_id answers and the tokens; /ready

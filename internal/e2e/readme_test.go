@@ -137,6 +137,7 @@ var readmeChecks = map[string]func(t *testing.T, r *readmeEnv, b readmeBlock){
 	"haproxy-cfg":          readmeScaleOut,
 	"serve-mcp-oauth":      readmePlain,
 	"cors":                 readmePlain,
+	"metrics":              readmePlain,
 	"bench":                readmeBench,
 	"bench-output":         readmeBenchOutput,
 	"tests":                readmeTests,

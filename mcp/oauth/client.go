@@ -426,6 +426,7 @@ func (c *Client) renew(ctx context.Context, user string, rec *record) (*record, 
 	old := &oauth2.Token{RefreshToken: rec.RefreshToken, Expiry: time.Unix(1, 0)}
 	tok, err := cfg.TokenSource(c.m.clientContext(ctx), old).Token()
 	if err != nil {
+		c.m.onEvent(c.cfg.Upstream, "refresh_failed")
 		var re *oauth2.RetrieveError
 		if errors.As(err, &re) && re.Response != nil && re.Response.StatusCode < 500 {
 			_ = c.m.vault.Delete(ctx, c.key(user))
@@ -435,6 +436,7 @@ func (c *Client) renew(ctx context.Context, user string, rec *record) (*record, 
 		}
 		return nil, fmt.Errorf("upstream %q: token refresh: %w", c.cfg.Upstream, tokenErr(err))
 	}
+	c.m.onEvent(c.cfg.Upstream, "refresh")
 	n := *rec
 	n.AccessToken, n.Expiry = tok.AccessToken, tok.Expiry
 	if tok.RefreshToken != "" {

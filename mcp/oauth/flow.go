@@ -49,6 +49,10 @@ type Options struct {
 	// OnAuthorized is told when a user completed an authorization (user
 	// "" in shared mode), after the token is in the vault. Must not block.
 	OnAuthorized func(upstream, user string)
+	// OnEvent is told of each event, for metrics: "challenge" (a new
+	// authorization URL), "authorized", "authorization_failed",
+	// "refresh" and "refresh_failed" (a token refresh). Must not block.
+	OnEvent func(upstream, event string)
 	// Now is the clock. Nil: time.Now.
 	Now func() time.Time
 }
@@ -62,6 +66,7 @@ type Manager struct {
 	log          *slog.Logger
 	clientName   string
 	onAuthorized func(upstream, user string)
+	onEvent      func(upstream, event string)
 	now          func() time.Time
 
 	maxPending int // maxPending; tests lower it
@@ -118,6 +123,7 @@ func NewManager(o *Options) (*Manager, error) {
 		log:          o.Logger,
 		clientName:   o.ClientName,
 		onAuthorized: o.OnAuthorized,
+		onEvent:      o.OnEvent,
 		now:          o.Now,
 		maxPending:   maxPending,
 		pending:      map[string]*pending{},
@@ -142,6 +148,9 @@ func NewManager(o *Options) (*Manager, error) {
 	}
 	if m.now == nil {
 		m.now = time.Now
+	}
+	if m.onEvent == nil {
+		m.onEvent = func(string, string) {}
 	}
 	return m, nil
 }
@@ -216,6 +225,7 @@ func (m *Manager) challenge(ctx context.Context, c *Client, user string, srv *se
 	shared := *p
 	m.mu.Unlock()
 	m.share(ctx, &shared)
+	m.onEvent(c.cfg.Upstream, "challenge")
 	if user == "" {
 		// The bridge's own identity: the operator authorizes; tell them
 		// where.
@@ -429,10 +439,12 @@ func (m *Manager) serveCallback(w http.ResponseWriter, r *http.Request) {
 	m.mu.Unlock()
 	m.share(r.Context(), &ended)
 	if why != "" {
+		m.onEvent(p.c.cfg.Upstream, "authorization_failed")
 		m.log.Warn("authorization failed", "upstream", p.c.cfg.Upstream, "reason", why)
 		page(w, http.StatusBadRequest, "Authorization failed", why)
 		return
 	}
+	m.onEvent(p.c.cfg.Upstream, "authorized")
 	m.log.Info("authorization completed", "upstream", p.c.cfg.Upstream, "per_user", p.c.cfg.PerUser)
 	if m.onAuthorized != nil {
 		m.onAuthorized(p.c.cfg.Upstream, p.user)
