@@ -211,9 +211,14 @@ func NewOTCFront(ctx context.Context, upstreams []MCPUpstream, opts *OTCFrontOpt
 // Handler serves OTC, and the /oauth/ routes with OTCFrontOptions.OAuth.
 func (f *OTCFront) Handler() http.Handler { return f.serve }
 
-// authorized reconnects an upstream at once when a user authorized the
-// bridge for it.
-func (f *OTCFront) authorized(name, _ string) {
+// authorized reconnects an upstream at once when the bridge's own
+// identity (user "") was authorized for it: its connection waited for
+// that. A user's own authorization (per-user mode) leaves the connection,
+// which is the operator's, alone.
+func (f *OTCFront) authorized(name, user string) {
+	if user != "" {
+		return
+	}
 	for _, u := range f.ups {
 		if u.Config.Name == name && u.up != nil {
 			u.up.Retry()
