@@ -18,8 +18,11 @@ import (
 	mcpgo "github.com/mark3labs/mcp-go/mcp"
 	mcpserver "github.com/mark3labs/mcp-go/server"
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mcpotc/mcpotc/bridge/metrics"
+	"github.com/mcpotc/mcpotc/bridge/tracing"
 	"github.com/mcpotc/mcpotc/mapping"
 	"github.com/mcpotc/mcpotc/mcp/front"
 	"github.com/mcpotc/mcpotc/otc"
@@ -89,12 +92,16 @@ type MCPFrontOptions struct {
 	Version string
 	// Metrics records calls and upstreams. Nil: none.
 	Metrics *metrics.Metrics
+	// Tracer starts a span per call and per OTC request. Nil: no spans
+	// (trace context still flows from the host to the OTC server).
+	Tracer trace.Tracer
 }
 
 // MCPFront serves the tools of OTC upstreams to MCP clients.
 type MCPFront struct {
 	opts      MCPFrontOptions
 	log       zerolog.Logger
+	tracer    trace.Tracer
 	upstreams []*otcUpstream
 	front     *front.Front
 
@@ -148,6 +155,10 @@ func NewMCPFront(ctx context.Context, upstreams []OTCUpstream, opts *MCPFrontOpt
 	}
 	if f.opts.Refresh <= 0 {
 		f.opts.Refresh = DefaultRefresh
+	}
+	f.tracer = f.opts.Tracer
+	if f.tracer == nil {
+		f.tracer = tracing.Tracer(nil)
 	}
 	if f.opts.Version == "" {
 		f.opts.Version = "dev"
@@ -396,8 +407,18 @@ func (f *MCPFront) handler(t *frontTool) mcpserver.ToolHandlerFunc {
 			CallID: otc.NewCallID(),
 			Input:  arguments(req),
 		}
-		if tp := traceparent(req); tp != "" {
-			callReq.TraceID = tp
+		// The call's span continues the host's trace: _meta.traceparent
+		// (2026-07-28), else the HTTP request's traceparent header.
+		tp, ts := front.TraceHeaders(ctx)
+		if m := traceparent(req); m != "" {
+			tp, ts = m, ""
+		}
+		ctx, span := f.tracer.Start(tracing.Continue(ctx, tp, ts), "tools/call "+t.Tool.Name, trace.WithSpanKind(trace.SpanKindServer),
+			trace.WithAttributes(tracing.KeyMCPMethod.String("tools/call"), tracing.KeyToolName.String(t.Tool.Name),
+				tracing.KeyOperation.String(tracing.OperationExecuteTool), tracing.KeyUpstream.String(t.up.Name)))
+		defer span.End()
+		if s := mcpserver.ClientSessionFromContext(ctx); s != nil && s.SessionID() != "" {
+			span.SetAttributes(tracing.KeyMCPSession.String(s.SessionID()))
 		}
 		def := t.def
 		var forwarded *otc.CallContext
@@ -423,6 +444,7 @@ func (f *MCPFront) handler(t *frontTool) mcpserver.ToolHandlerFunc {
 			f.log.Warn().Str("call_id", cutID(callReq.CallID)).Str("tool", t.Tool.Name).Str("tool_id", t.OTCID).Str("upstream", t.up.Name).
 				Str("missing", missing).Msg("call refused: requirement not configured")
 			f.opts.Metrics.Call(metrics.FrontMCP, t.up.Name, t.Tool.Name, metrics.AuthRequired, time.Since(start))
+			failed(span, metrics.AuthRequired)
 			return nil, &front.RPCError{Code: mapping.CodeInternal, Message: fmt.Sprintf("the OTC tool %s needs %s: configure it for upstream %s", t.OTCID, missing, t.up.Name)}
 		}
 		timeout := t.up.CallTimeout
@@ -431,11 +453,21 @@ func (f *MCPFront) handler(t *frontTool) mcpserver.ToolHandlerFunc {
 		}
 		cctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
+		// The OTC request's span; its traceparent goes as the OTC trace_id
+		// and the HTTP traceparent header.
+		cctx, cspan := f.tracer.Start(cctx, "execute_tool "+callReq.ToolID, trace.WithSpanKind(trace.SpanKindClient),
+			trace.WithAttributes(tracing.KeyToolName.String(callReq.ToolID), tracing.KeyOperation.String(tracing.OperationExecuteTool),
+				tracing.KeyToolCallID.String(callReq.CallID), tracing.KeyUpstream.String(t.up.Name)))
+		if tp := tracing.Traceparent(cctx); tp != "" {
+			callReq.TraceID = tp
+		}
 		f.log.Debug().Str("call_id", cutID(callReq.CallID)).Str("tool_id", callReq.ToolID).Str("upstream", t.up.Name).
 			Str("dialect", string(t.up.Client.Dialect())).Dur("timeout", timeout).Msg("POST /tools/call")
 		resp, err := t.up.Client.Call(cctx, callReq)
 		ev := f.log.Info().Str("call_id", cutID(callReq.CallID)).Str("tool", t.Tool.Name).Str("tool_id", callReq.ToolID).Str("upstream", t.up.Name)
-		if callReq.TraceID != "" {
+		if id := tracing.TraceID(ctx); id != "" {
+			ev = ev.Str("trace_id", id)
+		} else if callReq.TraceID != "" {
 			ev = ev.Str("trace_id", cutID(callReq.TraceID))
 		}
 		if id, ok := front.CallerIdentity(ctx); ok && id.Subject != "" {
@@ -444,7 +476,11 @@ func (f *MCPFront) handler(t *frontTool) mcpserver.ToolHandlerFunc {
 		defer func() {
 			d := time.Since(start)
 			ev.Dur("duration", d).Msg("call")
-			f.opts.Metrics.Call(metrics.FrontMCP, t.up.Name, t.Tool.Name, callOutcome(resp, err), d)
+			outcome := callOutcome(resp, err)
+			f.opts.Metrics.Call(metrics.FrontMCP, t.up.Name, t.Tool.Name, outcome, d)
+			failed(span, outcome)
+			failed(cspan, outcome)
+			cspan.End()
 		}()
 		if err == nil {
 			ev = ev.Bool("success", resp.Success)
@@ -469,6 +505,15 @@ func (f *MCPFront) handler(t *frontTool) mcpserver.ToolHandlerFunc {
 			InputErrorsAsResult: f.opts.InputErrorsAsResult,
 			URLElicitation:      front.ClientSupportsURLElicitation(ctx),
 		})
+	}
+}
+
+// failed marks span as failed with error.type outcome, unless outcome is
+// metrics.OK.
+func failed(span trace.Span, outcome string) {
+	if outcome != metrics.OK {
+		span.SetAttributes(tracing.KeyErrorType.String(outcome))
+		span.SetStatus(codes.Error, outcome)
 	}
 }
 
@@ -532,7 +577,7 @@ func traceparent(req mcpgo.CallToolRequest) string {
 		return ""
 	}
 	tp, _ := req.Params.Meta.AdditionalFields["traceparent"].(string)
-	if !isTraceparent(tp) {
+	if !otc.IsTraceparent(tp) {
 		return ""
 	}
 	return tp

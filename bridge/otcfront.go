@@ -7,17 +7,17 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
-	"regexp"
 	"slices"
 	"sort"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mcpotc/mcpotc/bridge/metrics"
+	"github.com/mcpotc/mcpotc/bridge/tracing"
 	"github.com/mcpotc/mcpotc/mapping"
 	"github.com/mcpotc/mcpotc/mcp/oauth"
 	"github.com/mcpotc/mcpotc/mcp/upstream"
@@ -71,6 +71,9 @@ type OTCFrontOptions struct {
 	Checks map[string]func(context.Context) error
 	// Metrics records calls, upstreams and OAuth events. Nil: none.
 	Metrics *metrics.Metrics
+	// Tracer starts a span per call and per MCP request. Nil: no spans
+	// (trace context still flows from the caller to the MCP server).
+	Tracer trace.Tracer
 }
 
 // ReadyCheckTimeout bounds each of OTCFrontOptions.Checks in one GET /ready.
@@ -88,6 +91,7 @@ type OTCFront struct {
 	draining atomic.Bool // Drain was called: /ready is 503
 	metrics  *metrics.Metrics
 	owners   atomic.Pointer[map[string]string] // served tool id → its upstream, for the metrics' labels
+	tracer   trace.Tracer
 
 	mu    sync.Mutex   // serializes catalog rebuilds; guards what follows
 	print catalogPrint // the served catalog's fingerprint
@@ -114,7 +118,10 @@ func NewOTCFront(ctx context.Context, upstreams []MCPUpstream, opts *OTCFrontOpt
 	if o.Version == "" {
 		o.Version = "dev"
 	}
-	f := &OTCFront{log: o.Logger, checks: o.Checks, metrics: o.Metrics}
+	f := &OTCFront{log: o.Logger, checks: o.Checks, metrics: o.Metrics, tracer: o.Tracer}
+	if f.tracer == nil {
+		f.tracer = tracing.Tracer(nil)
+	}
 	f.owners.Store(&map[string]string{})
 	names, toolkits := map[string]bool{}, map[string]bool{}
 	for _, u := range upstreams {
@@ -140,6 +147,7 @@ func NewOTCFront(ctx context.Context, upstreams []MCPUpstream, opts *OTCFrontOpt
 		f.measure(rec)
 	}
 	server.Unknown = f.unknown
+	server.StartCall = f.startCall
 	h, err := otc.NewHandler(nil, &server)
 	if err != nil {
 		return nil, err
@@ -539,9 +547,17 @@ func (f *OTCFront) call(u *mcpUpstream, mcpName string, t mapping.OTCTool) otc.T
 	// Worked out once per tool version, when the catalog changes.
 	shape := mapping.ResultShapeOf(t.Def.OutputSchema)
 	return func(ctx context.Context, c *otc.Call) (json.RawMessage, error) {
+		// The MCP request's span; its traceparent goes in
+		// _meta.traceparent and, to an HTTP server, the traceparent header.
+		ctx, span := f.tracer.Start(ctx, "tools/call "+mcpName, trace.WithSpanKind(trace.SpanKindClient),
+			trace.WithAttributes(tracing.KeyMCPMethod.String("tools/call"), tracing.KeyToolName.String(mcpName),
+				tracing.KeyOperation.String(tracing.OperationExecuteTool), tracing.KeyUpstream.String(u.name())))
+		defer span.End()
 		meta := map[string]any{}
-		if tp := c.Request.TraceID; isTraceparent(tp) {
+		var header http.Header
+		if tp := tracing.Traceparent(ctx); tp != "" {
 			meta["traceparent"] = tp
+			header = http.Header{"Traceparent": {tp}}
 		}
 		if t.Restored {
 			req := mapping.OTCRequestMeta{ToolID: c.Tool.ID, CallID: c.Request.CallID}
@@ -550,9 +566,11 @@ func (f *OTCFront) call(u *mcpUpstream, mcpName string, t mapping.OTCTool) otc.T
 			}
 			meta[mapping.MetaOTCRequest] = req
 		}
-		var header http.Header
 		if u.ForwardAuthorization && c.Request.Context != nil && len(c.Request.Context.Authorization) > 0 {
-			header = http.Header{"Authorization": {"Bearer " + c.Request.Context.Authorization[0].Token}}
+			if header == nil {
+				header = http.Header{}
+			}
+			header.Set("Authorization", "Bearer "+c.Request.Context.Authorization[0].Token)
 		}
 		if u.perUser() {
 			// The caller's own token for this upstream, as it is; else the
@@ -573,7 +591,9 @@ func (f *OTCFront) call(u *mcpUpstream, mcpName string, t mapping.OTCTool) otc.T
 		}
 		raw, err := u.up.CallTool(ctx, mcpName, c.Request.Input, meta, header)
 		if err != nil {
-			return nil, mapping.OTCError(err)
+			err := mapping.OTCError(err)
+			failed(span, classifyToolErr(err))
+			return nil, err
 		}
 		out, err := mapping.OTCResultFor(raw, shape)
 		switch {
@@ -587,19 +607,56 @@ func (f *OTCFront) call(u *mcpUpstream, mcpName string, t mapping.OTCTool) otc.T
 	}
 }
 
-var traceparentPattern = regexp.MustCompile(`^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$`)
+// callSpanKey holds, in a call's context, the span startCall started.
+type callSpanKey struct{}
 
-// isTraceparent reports whether s is a valid W3C traceparent
-// (version-traceid-parentid-flags; version ff and all-zero ids are invalid).
-func isTraceparent(s string) bool {
-	return traceparentPattern.MatchString(s) && s[:2] != "ff" &&
-		s[3:35] != strings.Repeat("0", 32) && s[36:52] != strings.Repeat("0", 16)
+// startCall starts the call's span, continuing the caller's trace: the
+// HTTP traceparent header, else a trace_id that is a traceparent.
+func (f *OTCFront) startCall(ctx context.Context, r *http.Request, req *otc.CallToolRequest) context.Context {
+	tp, ts := r.Header.Get("traceparent"), r.Header.Get("tracestate")
+	if !otc.IsTraceparent(tp) {
+		tp, ts = "", ""
+		if otc.IsTraceparent(req.TraceID) {
+			tp = req.TraceID
+		}
+	}
+	ctx, span := f.tracer.Start(tracing.Continue(ctx, tp, ts), "execute_tool "+req.ToolID, trace.WithSpanKind(trace.SpanKindServer),
+		trace.WithAttributes(tracing.KeyToolName.String(req.ToolID), tracing.KeyOperation.String(tracing.OperationExecuteTool),
+			tracing.KeyToolCallID.String(req.CallID)))
+	return context.WithValue(ctx, callSpanKey{}, span)
+}
+
+// classifyToolErr is the outcome of a tool function's error, for its span.
+func classifyToolErr(err error) string {
+	var te *otc.ToolError
+	var se *otc.ServerErrorResponse
+	switch {
+	case errors.As(err, &te) && te.TimedOut:
+		return metrics.Timeout
+	case errors.As(err, &te):
+		return metrics.ToolError
+	case errors.As(err, &se) && se.MissingRequirements != nil:
+		return metrics.AuthRequired
+	case errors.As(err, &se) && se.RetryAfter > 0:
+		return metrics.Unavailable
+	}
+	return metrics.InvalidInput
 }
 
 // measure records an answered call in the metrics: the tool's labels are
 // its upstream's name and its id without version, when the catalog holds
 // it, else metrics.Other.
 func (f *OTCFront) measure(rec *otc.CallRecord) {
+	if rec.Context == nil {
+		rec.Context = context.Background()
+	}
+	if span, ok := rec.Context.Value(callSpanKey{}).(trace.Span); ok {
+		if rec.Resolved != "" {
+			span.SetAttributes(tracing.KeyToolName.String(rec.Resolved))
+		}
+		failed(span, rec.Outcome)
+		span.End()
+	}
 	if f.metrics == nil {
 		return
 	}
@@ -634,6 +691,17 @@ func (f *OTCFront) upstreamMetrics() []metrics.UpstreamState {
 	return out
 }
 
+// traceIDOf is the trace id of a call: its span's, else its trace_id (cut
+// to 64 bytes).
+func traceIDOf(rec *otc.CallRecord) string {
+	if rec.Context != nil {
+		if id := tracing.TraceID(rec.Context); id != "" {
+			return id
+		}
+	}
+	return cutID(rec.TraceID)
+}
+
 // LogOTCCalls logs every answered OTC call: call id, tool, outcome,
 // duration. Context (tokens, secrets) is never part of the record;
 // call_id and trace_id are cut to 64 bytes.
@@ -648,8 +716,8 @@ func LogOTCCalls(log zerolog.Logger) func(*otc.CallRecord) {
 		if rec.Resolved != "" && rec.Resolved != rec.ToolID {
 			ev = ev.Str("resolved", rec.Resolved)
 		}
-		if rec.TraceID != "" {
-			ev = ev.Str("trace_id", cutID(rec.TraceID))
+		if id := traceIDOf(rec); id != "" {
+			ev = ev.Str("trace_id", id)
 		}
 		if rec.Replayed {
 			ev = ev.Bool("replayed", true)

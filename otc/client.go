@@ -250,7 +250,7 @@ func (c *Client) BaseURL() string { return strings.TrimSuffix(c.toolsURL, "/tool
 // Health checks GET /health: nil on a 2xx answer, else a *StatusError
 // (a 503 is ErrServerFailure) or a transport error.
 func (c *Client) Health(ctx context.Context) error {
-	_, _, err := c.do(ctx, http.MethodGet, c.healthURL, nil, c.configured == DialectOXPFlat)
+	_, _, err := c.do(ctx, http.MethodGet, c.healthURL, nil, c.configured == DialectOXPFlat, nil)
 	return err
 }
 
@@ -265,7 +265,7 @@ func (c *Client) Health(ctx context.Context) error {
 // "output": {"value": S} becomes OutputSchema S; a missing version is taken
 // from the id's @x.y.z (@x means x.0.0).
 func (c *Client) ListTools(ctx context.Context) ([]ToolDefinition, error) {
-	data, header, err := c.do(ctx, http.MethodGet, c.toolsURL, nil, c.configured == DialectOXPFlat)
+	data, header, err := c.do(ctx, http.MethodGet, c.toolsURL, nil, c.configured == DialectOXPFlat, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -315,7 +315,13 @@ func (c *Client) Call(ctx context.Context, req *CallToolRequest) (*CallToolRespo
 	if err != nil {
 		return nil, fmt.Errorf("otc: encoding the call of %s: %w", r.ToolID, err)
 	}
-	answer, _, err := c.do(ctx, http.MethodPost, c.callURL, data, d == DialectOXPFlat)
+	// A trace_id that is a W3C traceparent also goes as the HTTP header,
+	// for a server (or a proxy) that reads trace context there.
+	var extra http.Header
+	if IsTraceparent(r.TraceID) {
+		extra = http.Header{"Traceparent": {r.TraceID}}
+	}
+	answer, _, err := c.do(ctx, http.MethodPost, c.callURL, data, d == DialectOXPFlat, extra)
 	if err != nil {
 		return nil, err
 	}
@@ -353,7 +359,7 @@ func (c *Client) callDialect(ctx context.Context) (Dialect, error) {
 
 // do sends one request and returns the body and headers of a 2xx answer.
 // Any other status is a *StatusError.
-func (c *Client) do(ctx context.Context, method, target string, body []byte, flat bool) ([]byte, http.Header, error) {
+func (c *Client) do(ctx context.Context, method, target string, body []byte, flat bool, extra http.Header) ([]byte, http.Header, error) {
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
@@ -363,6 +369,9 @@ func (c *Client) do(ctx context.Context, method, target string, body []byte, fla
 		return nil, nil, fmt.Errorf("otc: %w", err)
 	}
 	req.Header = c.header.Clone()
+	for k, v := range extra {
+		req.Header[k] = v
+	}
 	if body != nil {
 		req.Header.Set("Content-Type", contentTypeJSON)
 	}

@@ -101,6 +101,11 @@ type Options struct {
 	// Observe, when set, is told about every call that named a tool once it
 	// has been answered (for logs and metrics; it must not block).
 	Observe func(*CallRecord)
+	// StartCall, when set, is called with each call once its body is
+	// decoded, before anything else is done with it; the context it
+	// returns is the call's (its tool function's, CallRecord.Context): a
+	// tracer starts the call's span there, Observe ends it.
+	StartCall func(ctx context.Context, r *http.Request, req *CallToolRequest) context.Context
 	// Unknown, when set, may explain a call to a tool id the catalog does
 	// not hold (for example: its server is still starting) with its own
 	// 400 body; nil from it, or a nil Unknown, answers "was not found".
@@ -179,6 +184,9 @@ const (
 // CallRecord describes one answered call for Options.Observe. It never
 // carries context secrets or tokens.
 type CallRecord struct {
+	// Context is the call's context: the request's, or what
+	// Options.StartCall made of it.
+	Context  context.Context
 	CallID   string
 	TraceID  string
 	ToolID   string // as requested
@@ -677,7 +685,7 @@ func (h *Handler) serveCall(w http.ResponseWriter, r *http.Request) {
 	}
 	if failure := checkContentType(r); failure != nil {
 		rp.error(http.StatusUnsupportedMediaType, failure)
-		h.observe(nil, "", http.StatusUnsupportedMediaType, false, h.opts.Now(), failure)
+		h.observe(r.Context(), nil, "", http.StatusUnsupportedMediaType, false, h.opts.Now(), failure)
 		return
 	}
 	req, status, failure := h.decodeCall(rp, r)
@@ -688,8 +696,11 @@ func (h *Handler) serveCall(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Connection", "close")
 		}
 		rp.error(status, failure)
-		h.observe(req, "", status, false, start, failure)
+		h.observe(r.Context(), req, "", status, false, start, failure)
 		return
+	}
+	if h.opts.StartCall != nil {
+		r = r.WithContext(h.opts.StartCall(r.Context(), r, req))
 	}
 	h.call(rp, r, req, caller, start)
 }
@@ -887,7 +898,7 @@ func (h *Handler) call(rp *reply, r *http.Request, req *CallToolRequest, caller 
 	if err != nil {
 		failure := &ServerErrorResponse{Message: fmt.Sprintf("Tool '%s' was not found", req.ToolID), DeveloperMessage: err.Error()}
 		rp.error(http.StatusBadRequest, failure)
-		h.observeUnknown(req, start, failure)
+		h.observeUnknown(r.Context(), req, start, failure)
 		return
 	}
 	// Toolkit.Tool is the id up to its version: looked up without building it.
@@ -901,7 +912,7 @@ func (h *Handler) call(rp *reply, r *http.Request, req *CallToolRequest, caller 
 	if st == nil && h.opts.Unknown != nil {
 		if failure := h.opts.Unknown(id); failure != nil {
 			rp.error(http.StatusBadRequest, failure)
-			h.observeUnknown(req, start, failure)
+			h.observeUnknown(r.Context(), req, start, failure)
 			return
 		}
 	}
@@ -912,19 +923,19 @@ func (h *Handler) call(rp *reply, r *http.Request, req *CallToolRequest, caller 
 		}
 		failure := &ServerErrorResponse{Message: fmt.Sprintf("Tool '%s' was not found", req.ToolID), DeveloperMessage: dev}
 		rp.error(http.StatusBadRequest, failure)
-		h.observeUnknown(req, start, failure)
+		h.observeUnknown(r.Context(), req, start, failure)
 		return
 	}
 	def := &st.Definition
 	if perrs := st.validator.validate(req.Input); perrs != nil {
 		failure := &ValidationErrorResponse{Message: validationMessage(perrs), ParameterErrors: perrs}
 		rp.error(http.StatusUnprocessableEntity, failure)
-		h.observe(req, def.ID, http.StatusUnprocessableEntity, false, start, failure)
+		h.observe(r.Context(), req, def.ID, http.StatusUnprocessableEntity, false, start, failure)
 		return
 	}
 	if failure := missingRequirements(r, &st.Tool, req.Context); failure != nil && !st.DeferRequirements {
 		rp.error(http.StatusBadRequest, failure)
-		h.observe(req, def.ID, http.StatusBadRequest, false, start, failure)
+		h.observe(r.Context(), req, def.ID, http.StatusBadRequest, false, start, failure)
 		return
 	}
 	if len(req.Input) == 0 {
@@ -955,7 +966,7 @@ func (h *Handler) call(rp *reply, r *http.Request, req *CallToolRequest, caller 
 	} else {
 		rp.error(out.status, out.failure)
 	}
-	rec := h.record(req, def.ID, out.status, out.status == http.StatusOK && out.resp.Success, start, out.failure)
+	rec := h.record(r.Context(), req, def.ID, out.status, out.status == http.StatusOK && out.resp.Success, start, out.failure)
 	if rec != nil && r.Context().Err() != nil {
 		rec.Status = StatusClientClosed // nobody received the answer
 		rec.Outcome = OutcomeCancelled
@@ -1120,11 +1131,11 @@ func validationMessage(perrs map[string]string) string {
 	return "Some input parameters are invalid: " + strings.Join(parts, "; ")
 }
 
-func (h *Handler) record(req *CallToolRequest, resolved string, status int, success bool, start time.Time, failure any) *CallRecord {
+func (h *Handler) record(ctx context.Context, req *CallToolRequest, resolved string, status int, success bool, start time.Time, failure any) *CallRecord {
 	if h.opts.Observe == nil {
 		return nil
 	}
-	rec := &CallRecord{Resolved: resolved, Status: status, Success: success, Duration: h.opts.Now().Sub(start),
+	rec := &CallRecord{Context: ctx, Resolved: resolved, Status: status, Success: success, Duration: h.opts.Now().Sub(start),
 		Outcome: classify(status, success, failure)}
 	if req != nil {
 		rec.CallID, rec.TraceID, rec.ToolID = req.CallID, req.TraceID, req.ToolID
@@ -1144,8 +1155,8 @@ func (h *Handler) record(req *CallToolRequest, resolved string, status int, succ
 
 // observeUnknown observes the 400 to a call of a tool the catalog does not
 // hold (unavailable when the failure says to retry: its server starts).
-func (h *Handler) observeUnknown(req *CallToolRequest, start time.Time, failure *ServerErrorResponse) {
-	if rec := h.record(req, "", http.StatusBadRequest, false, start, failure); rec != nil {
+func (h *Handler) observeUnknown(ctx context.Context, req *CallToolRequest, start time.Time, failure *ServerErrorResponse) {
+	if rec := h.record(ctx, req, "", http.StatusBadRequest, false, start, failure); rec != nil {
 		if failure.RetryAfter <= 0 {
 			rec.Outcome = OutcomeUnknownTool
 		}
@@ -1153,8 +1164,8 @@ func (h *Handler) observeUnknown(req *CallToolRequest, start time.Time, failure 
 	}
 }
 
-func (h *Handler) observe(req *CallToolRequest, resolved string, status int, success bool, start time.Time, failure any) {
-	if rec := h.record(req, resolved, status, success, start, failure); rec != nil {
+func (h *Handler) observe(ctx context.Context, req *CallToolRequest, resolved string, status int, success bool, start time.Time, failure any) {
+	if rec := h.record(ctx, req, resolved, status, success, start, failure); rec != nil {
 		h.opts.Observe(rec)
 	}
 }

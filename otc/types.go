@@ -12,6 +12,8 @@ package otc
 import (
 	"bytes"
 	"encoding/json"
+	"regexp"
+	"strings"
 	"time"
 )
 
@@ -230,4 +232,14 @@ type AuthorizationCheckResponse struct {
 // isJSONNull reports whether raw is the JSON literal null.
 func isJSONNull(raw []byte) bool {
 	return string(bytes.TrimSpace(raw)) == "null"
+}
+
+var traceparentPattern = regexp.MustCompile(`^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$`)
+
+// IsTraceparent reports whether s is a valid W3C traceparent
+// (version-traceid-parentid-flags; version ff and all-zero ids are
+// invalid), as a trace_id may be.
+func IsTraceparent(s string) bool {
+	return traceparentPattern.MatchString(s) && s[:2] != "ff" &&
+		s[3:35] != strings.Repeat("0", 32) && s[36:52] != strings.Repeat("0", 16)
 }

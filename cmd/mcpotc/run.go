@@ -13,9 +13,11 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mcpotc/mcpotc/bridge"
 	"github.com/mcpotc/mcpotc/bridge/metrics"
+	"github.com/mcpotc/mcpotc/bridge/tracing"
 	"github.com/mcpotc/mcpotc/otc"
 	"github.com/mcpotc/mcpotc/otc/sample"
 )
@@ -349,4 +351,25 @@ func (m *Main) serveMetrics(ctx context.Context, log zerolog.Logger, addr string
 	go func() { _ = srv.Serve(ln) }()
 	context.AfterFunc(ctx, func() { _ = srv.Close() })
 	return nil
+}
+
+// startTracing sets up the process's traces from the OTEL_* environment
+// (README, Observability): a no-op tracer when it asks for none. The
+// returned stop flushes the spans still buffered, within shutdownGrace.
+func (m *Main) startTracing(ctx context.Context, log zerolog.Logger, service string) (trace.Tracer, func(), error) {
+	tp, shutdown, err := tracing.Setup(ctx, m.Getenv, service, buildVersion())
+	if err != nil {
+		return nil, nil, fmt.Errorf("traces (OTEL_* environment): %w", err)
+	}
+	if tracing.Enabled(m.Getenv) {
+		log.Info().Msg("exporting traces over OTLP/HTTP (OTEL_* environment)")
+	}
+	stop := func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownGrace)
+		defer cancel()
+		if err := shutdown(sctx); err != nil {
+			log.Warn().Err(err).Msg("flushing traces")
+		}
+	}
+	return tracing.Tracer(tp), stop, nil
 }

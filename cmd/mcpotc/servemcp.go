@@ -242,6 +242,11 @@ func (m *Main) serveMCP(ctx context.Context, args []string) error {
 			return err
 		}
 	}
+	tracer, stopTracing, err := m.startTracing(ctx, log, "mcpotc serve-mcp")
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	front, err := bridge.NewMCPFront(ctx, upstreams, &bridge.MCPFrontOptions{
 		CallTimeout:         *callTimeout,
 		Refresh:             *refresh,
@@ -249,6 +254,7 @@ func (m *Main) serveMCP(ctx context.Context, args []string) error {
 		Logger:              log,
 		Version:             buildVersion(),
 		Metrics:             mt,
+		Tracer:              tracer,
 	})
 	if err != nil {
 		return err

@@ -369,7 +369,12 @@ func (m *Main) serveOTC(ctx context.Context, args []string) error {
 		// upstream's own timeout (which cancels the call there) ends it first.
 		server.CallTimeout = max(server.CallTimeout, ups[i].Config.CallTimeout+detachedCallGrace)
 	}
-	opts := &bridge.OTCFrontOptions{Server: server, Logger: log, Version: buildVersion()}
+	tracer, stopTracing, err := m.startTracing(ctx, log, "mcpotc serve-otc")
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
+	opts := &bridge.OTCFrontOptions{Server: server, Logger: log, Version: buildVersion(), Tracer: tracer}
 	if *metricsListen != "" {
 		opts.Metrics = metrics.New()
 		if err := m.serveMetrics(ctx, log, *metricsListen, opts.Metrics); err != nil {

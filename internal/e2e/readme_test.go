@@ -138,6 +138,7 @@ var readmeChecks = map[string]func(t *testing.T, r *readmeEnv, b readmeBlock){
 	"serve-mcp-oauth":      readmePlain,
 	"cors":                 readmePlain,
 	"metrics":              readmePlain,
+	"trace-tree":           readmeTraceTree,
 	"bench":                readmeBench,
 	"bench-output":         readmeBenchOutput,
 	"tests":                readmeTests,
@@ -514,6 +515,24 @@ func readmeTail(s string) string {
 func readmeScaleOut(t *testing.T, r *readmeEnv, b readmeBlock) {
 	readmeDeployment(t, r.root)
 	r.note(b, "run by TestScaleOut (internal/e2e/scaleout_test.go) as written, on free ports, with its own MCP server; its figures are in CI's step \"scale-out\"")
+}
+
+// readmeTraceTree: each line of the tree is a span of traceChain, in
+// order: its name, its service and its kind.
+func readmeTraceTree(t *testing.T, r *readmeEnv, b readmeBlock) {
+	lines := strings.Split(strings.TrimSpace(b.text), "\n")
+	if len(lines) != len(traceChain) {
+		t.Fatalf("README.md:%d: %d lines, want the %d spans TestTraceAcrossBothBridges checks", b.line, len(lines), len(traceChain))
+	}
+	for i, line := range lines {
+		f := strings.Fields(strings.TrimLeft(line, "└─│ "))
+		s := traceChain[i]
+		got := strings.Join(f, " ")
+		if !strings.HasPrefix(got, s.name+" "+s.service+" "+s.kind) {
+			t.Errorf("README.md:%d: line %d is %q, want the span %s %s %s", b.line, i+1, line, s.name, s.service, s.kind)
+		}
+	}
+	r.note(b, "the spans TestTraceAcrossBothBridges receives, in order")
 }
 
 func readmePlain(t *testing.T, r *readmeEnv, b readmeBlock) {

@@ -277,6 +277,16 @@ func CallerBearerToken(ctx context.Context) (string, bool) {
 	return t.s, ok
 }
 
+type traceHeadersKey struct{}
+
+// TraceHeaders returns the W3C trace context headers (traceparent,
+// tracestate) of the HTTP request that carried the current MCP request,
+// "" when it had none (or on stdio).
+func TraceHeaders(ctx context.Context) (traceparent, tracestate string) {
+	h, _ := ctx.Value(traceHeadersKey{}).([2]string)
+	return h[0], h[1]
+}
+
 // ClientSupportsURLElicitation reports whether the client declared URL-mode
 // elicitation (capabilities.elicitation.url, 2025-11-25): in the request's
 // _meta for 2026-07-28 requests, else in the session's initialize request

@@ -292,6 +292,9 @@ func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := context.WithValue(r.Context(), lifeKey{}, h.life)
+	if tp := r.Header.Get("traceparent"); tp != "" {
+		ctx = context.WithValue(ctx, traceHeadersKey{}, [2]string{tp, r.Header.Get("tracestate")})
+	}
 	if hasToken {
 		ctx = context.WithValue(ctx, tokenKey{}, secretToken{token})
 	}

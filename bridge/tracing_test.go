@@ -1,0 +1,208 @@
+package bridge
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	mcpgo "github.com/mark3labs/mcp-go/mcp"
+	mcpserver "github.com/mark3labs/mcp-go/server"
+	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/codes"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/mcpotc/mcpotc/bridge/tracing"
+	"github.com/mcpotc/mcpotc/mcp/upstream"
+	"github.com/mcpotc/mcpotc/otc"
+	otcsample "github.com/mcpotc/mcpotc/otc/sample"
+)
+
+const (
+	parentTrace = "4bf92f3577b34da6a3ce929d0e0e4736"
+	parentSpan  = "00f067aa0ba902b7"
+	parentTP    = "00-" + parentTrace + "-" + parentSpan + "-01"
+)
+
+func recorder() (*tracetest.SpanRecorder, trace.Tracer) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	return rec, tracing.Tracer(tp)
+}
+
+// spanView is what a test compares of a span.
+type spanView struct {
+	Name, Kind, Trace, Parent, Status string
+	Attrs                             map[string]string
+}
+
+func view(s sdktrace.ReadOnlySpan) spanView {
+	v := spanView{Name: s.Name(), Kind: s.SpanKind().String(), Trace: s.SpanContext().TraceID().String(),
+		Parent: s.Parent().SpanID().String(), Attrs: map[string]string{}}
+	if s.Status().Code == codes.Error {
+		v.Status = "error"
+	}
+	for _, kv := range s.Attributes() {
+		v.Attrs[string(kv.Key)] = kv.Value.Emit()
+	}
+	return v
+}
+
+func traceparentOf(s sdktrace.ReadOnlySpan) string {
+	return "00-" + s.SpanContext().TraceID().String() + "-" + s.SpanContext().SpanID().String() + "-01"
+}
+
+func sameView(t *testing.T, what string, got spanView, want spanView) {
+	t.Helper()
+	g, _ := json.Marshal(got)
+	w, _ := json.Marshal(want)
+	if string(g) != string(w) {
+		t.Errorf("%s\n got: %s\nwant: %s", what, g, w)
+	}
+}
+
+// The MCP front: a tools/call with _meta.traceparent gets a server span
+// in that trace (MCP semantic conventions), and a client span for the OTC
+// request whose traceparent the OTC server receives as the HTTP header and
+// as trace_id; a failed call marks both with error.type.
+func TestMCPFrontSpans(t *testing.T) {
+	h, err := otcsample.New(nil).Handler(&otc.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var seen []string // traceparent header, body trace_id
+	probe := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/tools/call" {
+			body, _ := io.ReadAll(r.Body)
+			var req struct {
+				TraceID string `json:"trace_id"`
+				Request struct {
+					TraceID string `json:"trace_id"`
+				} `json:"request"` // the OXP envelope
+			}
+			_ = json.Unmarshal(body, &req)
+			mu.Lock()
+			seen = append(seen, r.Header.Get("traceparent"), req.TraceID+req.Request.TraceID)
+			mu.Unlock()
+			r.Body = io.NopCloser(strings.NewReader(string(body)))
+		}
+		h.ServeHTTP(w, r)
+	})
+	rec, tracer := recorder()
+	f, err := NewMCPFront(context.Background(), []OTCUpstream{otcUpstreamOn(t, "calc", "", probe)}, &MCPFrontOptions{Logger: zerolog.Nop(), Tracer: tracer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := f.Front().Server()
+	ctx := context.Background()
+	s.HandleMessage(ctx, json.RawMessage(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}`))
+	s.HandleMessage(ctx, json.RawMessage(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"Calculator_Add","arguments":{"a":2,"b":3},"_meta":{"traceparent":"`+parentTP+`"}}}`))
+	spans := rec.Ended()
+	if len(spans) != 2 {
+		t.Fatalf("%d spans, want 2", len(spans))
+	}
+	client, server := spans[0], spans[1]
+	sameView(t, "server span", view(server), spanView{Name: "tools/call Calculator_Add", Kind: "server", Trace: parentTrace, Parent: parentSpan,
+		Attrs: map[string]string{"mcp.method.name": "tools/call", "gen_ai.tool.name": "Calculator_Add", "gen_ai.operation.name": "execute_tool", "mcpotc.upstream": "calc"}})
+	cv := view(client)
+	delete(cv.Attrs, "gen_ai.tool.call.id")
+	sameView(t, "client span", cv, spanView{Name: "execute_tool Calculator.Add@1.1.0", Kind: "client", Trace: parentTrace, Parent: server.SpanContext().SpanID().String(),
+		Attrs: map[string]string{"gen_ai.tool.name": "Calculator.Add@1.1.0", "gen_ai.operation.name": "execute_tool", "mcpotc.upstream": "calc"}})
+	mu.Lock()
+	if want := traceparentOf(client); len(seen) != 2 || seen[0] != want || seen[1] != want {
+		t.Errorf("the OTC server saw traceparent / trace_id %q, want the client span's %s twice", seen, want)
+	}
+	mu.Unlock()
+
+	s.HandleMessage(ctx, json.RawMessage(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"Calculator_Add","arguments":{"a":"two","b":3}}}`))
+	spans = rec.Ended()
+	if len(spans) != 4 {
+		t.Fatalf("%d spans, want 4", len(spans))
+	}
+	for _, sp := range spans[2:] {
+		v := view(sp)
+		if v.Status != "error" || v.Attrs["error.type"] != "invalid_input" || v.Trace == parentTrace {
+			t.Errorf("span of a refused call without a parent: %+v", v)
+		}
+	}
+}
+
+// The OTC front: a call with a traceparent header (or a trace_id that is
+// one) gets a server span in that trace, and a client span for the MCP
+// request whose traceparent the MCP server receives in _meta; an unknown
+// tool's span has error.type unknown_tool.
+func TestOTCFrontSpans(t *testing.T) {
+	var mu sync.Mutex
+	var metaTP []string
+	srv := mcpserver.NewMCPServer("probe", "1.0.0", mcpserver.WithToolCapabilities(false))
+	srv.AddTool(mcpgo.NewTool("probe"), func(ctx context.Context, req mcpgo.CallToolRequest) (*mcpgo.CallToolResult, error) {
+		tp := ""
+		if req.Params.Meta != nil {
+			tp, _ = req.Params.Meta.AdditionalFields["traceparent"].(string)
+		}
+		mu.Lock()
+		metaTP = append(metaTP, tp)
+		mu.Unlock()
+		return mcpgo.NewToolResultText("ok"), nil
+	})
+	rec, tracer := recorder()
+	f, err := NewOTCFront(context.Background(), []MCPUpstream{{Toolkit: "Probe", Config: upstream.Config{Name: "probe", InProcess: srv}}},
+		&OTCFrontOptions{Logger: zerolog.Nop(), Tracer: tracer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.Close(context.Background()) })
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		w := httptest.NewRecorder()
+		f.Handler().ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/ready", nil))
+		if w.Code == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the upstream never served")
+		}
+	}
+	call := func(body, traceparent string) {
+		r := httptest.NewRequest(http.MethodPost, "/tools/call", strings.NewReader(body))
+		r.Header.Set("Content-Type", "application/json")
+		if traceparent != "" {
+			r.Header.Set("traceparent", traceparent)
+		}
+		f.Handler().ServeHTTP(httptest.NewRecorder(), r)
+	}
+	call(`{"tool_id":"Probe.probe","call_id":"c1","input":{}}`, parentTP)
+	spans := rec.Ended()
+	if len(spans) != 2 {
+		t.Fatalf("%d spans, want 2", len(spans))
+	}
+	client, server := spans[0], spans[1]
+	sameView(t, "server span", view(server), spanView{Name: "execute_tool Probe.probe", Kind: "server", Trace: parentTrace, Parent: parentSpan,
+		Attrs: map[string]string{"gen_ai.tool.name": "Probe.probe@1.0.0", "gen_ai.operation.name": "execute_tool", "gen_ai.tool.call.id": "c1"}})
+	sameView(t, "client span", view(client), spanView{Name: "tools/call probe", Kind: "client", Trace: parentTrace, Parent: server.SpanContext().SpanID().String(),
+		Attrs: map[string]string{"mcp.method.name": "tools/call", "gen_ai.tool.name": "probe", "gen_ai.operation.name": "execute_tool", "mcpotc.upstream": "probe"}})
+	mu.Lock()
+	if len(metaTP) != 1 || metaTP[0] != traceparentOf(client) {
+		t.Errorf("the MCP server saw _meta.traceparent %q, want the client span's %s", metaTP, traceparentOf(client))
+	}
+	mu.Unlock()
+
+	other := "00-" + strings.Repeat("ab", 16) + "-" + strings.Repeat("cd", 8) + "-01"
+	call(fmt.Sprintf(`{"tool_id":"Probe.probe","trace_id":%q,"input":{}}`, other), "")
+	if sp := rec.Ended()[3]; sp.SpanContext().TraceID().String() != strings.Repeat("ab", 16) || sp.Parent().SpanID().String() != strings.Repeat("cd", 8) {
+		t.Errorf("a trace_id that is a traceparent: span %s, parent %s", sp.SpanContext().TraceID(), sp.Parent().SpanID())
+	}
+	call(`{"tool_id":"Probe.nope","input":{}}`, "")
+	last := view(rec.Ended()[4])
+	if last.Name != "execute_tool Probe.nope" || last.Status != "error" || last.Attrs["error.type"] != "unknown_tool" {
+		t.Errorf("unknown tool span: %+v", last)
+	}
+}
