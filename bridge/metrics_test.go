@@ -117,6 +117,8 @@ func TestOTCFrontMetrics(t *testing.T) {
 		`mcpotc_upstream_up{front="otc",upstream="sample"} 1`,
 		`mcpotc_upstream_tools{front="otc",upstream="sample"} 4`,
 		`mcp_client_operation_duration_seconds_count{gen_ai_tool_name="Sample.echo",mcp_method_name="tools/call",outcome="ok",upstream="sample"} 1`,
+		`mcpotc_catalog_refreshes_total{front="otc",result="ok",upstream="sample"} 1`,
+		"mcpotc_idempotency_entries 0",
 	} {
 		if !strings.Contains(text, line+"\n") {
 			t.Errorf("/metrics lacks %s", line)

@@ -153,6 +153,14 @@ func NewOTCFront(ctx context.Context, upstreams []MCPUpstream, opts *OTCFrontOpt
 		return nil, err
 	}
 	f.handler, f.serve = h, h
+	f.metrics.GaugeFunc("mcpotc_idempotency_entries", "serve-otc: call_id answers kept in this process.", func() float64 {
+		n, _ := h.IdempotencyStats()
+		return float64(n)
+	})
+	f.metrics.GaugeFunc("mcpotc_idempotency_bytes", "serve-otc: bytes of the call_id answers kept in this process.", func() float64 {
+		_, b := h.IdempotencyStats()
+		return float64(b)
+	})
 	if o.OAuth != nil {
 		oo := *o.OAuth
 		oo.Logger = slogLogger(f.log)
@@ -183,11 +191,14 @@ func NewOTCFront(ctx context.Context, upstreams []MCPUpstream, opts *OTCFrontOpt
 			cfg.Auth = client
 		}
 		up, err := upstream.Start(ctx, &cfg, &upstream.Options{
-			Logger:         slogLogger(f.log),
-			ClientName:     "mcpotc",
-			ClientVersion:  o.Version,
-			OnToolsChanged: func(tools []json.RawMessage) { f.toolsChanged(u, tools) },
-			Diagnose:       diagnoseMCPURL,
+			Logger:        slogLogger(f.log),
+			ClientName:    "mcpotc",
+			ClientVersion: o.Version,
+			OnToolsChanged: func(tools []json.RawMessage) {
+				f.metrics.Refreshed(metrics.FrontOTC, u.name(), nil)
+				f.toolsChanged(u, tools)
+			},
+			Diagnose: diagnoseMCPURL,
 			OnElicitation: func(e upstream.Elicitation) {
 				f.log.Warn().Str("upstream", e.Upstream).Str("mode", e.Mode).Str("url", e.URL).Str("answer", e.Action).
 					Msg("upstream asked for an elicitation during a call; OTC cannot carry it, so it was refused")

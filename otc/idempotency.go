@@ -323,3 +323,10 @@ func (h *idemHeap) Pop() any {
 	e.heapIdx = -1
 	return e
 }
+
+// stats is the number of answers kept and their bytes.
+func (c *idempotency) stats() (entries int, bytes int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.order.Len(), c.bytes
+}

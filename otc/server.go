@@ -249,6 +249,16 @@ func classify(status int, success bool, failure any) string {
 	return OutcomeInvalidInput
 }
 
+// IdempotencyStats is what the call_id idempotency of this process holds:
+// the answers kept and their bytes (zero when it is off, or shared through
+// Options.IdempotencyStore, which keeps them in the store).
+func (h *Handler) IdempotencyStats() (entries int, bytes int64) {
+	if h.idem == nil {
+		return 0, 0
+	}
+	return h.idem.stats()
+}
+
 // Handler serves OTC over HTTP: GET /health, GET /ready, GET /tools, POST /tools/call
 // (and POST /call, the docs' alias). It is safe for concurrent use; SetTools
 // may replace the catalog at any time.
