@@ -195,7 +195,10 @@ func NewOTCFront(ctx context.Context, upstreams []MCPUpstream, opts *OTCFrontOpt
 			ClientName:    "mcpotc",
 			ClientVersion: o.Version,
 			OnToolsChanged: func(tools []json.RawMessage) {
-				f.metrics.Refreshed(metrics.FrontOTC, u.name(), nil)
+				f.mu.Lock() // u.name reads u.up, set under it below
+				name := u.name()
+				f.mu.Unlock()
+				f.metrics.Refreshed(metrics.FrontOTC, name, nil)
 				f.toolsChanged(u, tools)
 			},
 			Diagnose: diagnoseMCPURL,
