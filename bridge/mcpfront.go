@@ -175,10 +175,25 @@ func NewMCPFront(ctx context.Context, upstreams []OTCUpstream, opts *MCPFrontOpt
 	// Calls of tools the catalog does not hold never reach a handler:
 	// mcp-go answers them, and tells this hook.
 	hooks := &mcpserver.Hooks{}
-	hooks.AddOnError(func(_ context.Context, _ any, method mcpgo.MCPMethod, _ any, err error) {
-		if method == mcpgo.MethodToolsCall && errors.Is(err, mcpserver.ErrToolNotFound) {
-			f.opts.Metrics.Call(metrics.FrontMCP, metrics.Other, metrics.Other, metrics.UnknownTool, 0)
+	hooks.AddOnError(func(ctx context.Context, id any, method mcpgo.MCPMethod, message any, err error) {
+		if method != mcpgo.MethodToolsCall || !errors.Is(err, mcpserver.ErrToolNotFound) {
+			return
 		}
+		f.opts.Metrics.Call(metrics.FrontMCP, metrics.Other, metrics.Other, metrics.UnknownTool, 0)
+		// Its span, in the host's trace like any call's.
+		req, _ := message.(*mcpgo.CallToolRequest)
+		if req == nil {
+			return
+		}
+		tp, ts := front.TraceHeaders(ctx)
+		if m := traceparent(*req); m != "" {
+			tp, ts = m, ""
+		}
+		_, span := f.tracer.Start(tracing.Continue(ctx, tp, ts), "tools/call "+req.Params.Name, trace.WithSpanKind(trace.SpanKindServer),
+			trace.WithAttributes(tracing.KeyMCPMethod.String("tools/call"), tracing.KeyToolName.String(req.Params.Name),
+				tracing.KeyOperation.String(tracing.OperationExecuteTool), tracing.KeyRequestID.String(fmt.Sprint(id))))
+		failed(span, metrics.UnknownTool)
+		span.End()
 	})
 	f.front = front.New("mcpotc", f.opts.Version, &front.Options{Logger: slogLogger(f.log)}, mcpserver.WithHooks(hooks))
 	f.opts.Metrics.Watch(metrics.FrontMCP, f.upstreamMetrics)

@@ -134,6 +134,15 @@ func TestMCPFrontSpans(t *testing.T) {
 			t.Errorf("span of a refused call without a parent: %+v", v)
 		}
 	}
+
+	// A tool the front does not serve: mcp-go answers, the span is there.
+	s.HandleMessage(ctx, json.RawMessage(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"nope","arguments":{},"_meta":{"traceparent":"`+parentTP+`"}}}`))
+	spans = rec.Ended()
+	if len(spans) != 5 {
+		t.Fatalf("%d spans, want 5", len(spans))
+	}
+	sameView(t, "unknown tool span", view(spans[4]), spanView{Name: "tools/call nope", Kind: "server", Trace: parentTrace, Parent: parentSpan, Status: "error",
+		Attrs: map[string]string{"mcp.method.name": "tools/call", "gen_ai.tool.name": "nope", "gen_ai.operation.name": "execute_tool", "jsonrpc.request.id": "3", "error.type": "unknown_tool"}})
 }
 
 // The OTC front: a call with a traceparent header (or a trace_id that is
