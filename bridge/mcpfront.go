@@ -435,6 +435,9 @@ func (f *MCPFront) handler(t *frontTool) mcpserver.ToolHandlerFunc {
 		if s := mcpserver.ClientSessionFromContext(ctx); s != nil && s.SessionID() != "" {
 			span.SetAttributes(tracing.KeyMCPSession.String(s.SessionID()))
 		}
+		if id, ok := f.front.RequestID(req); ok {
+			span.SetAttributes(tracing.KeyRequestID.String(fmt.Sprint(id)))
+		}
 		def := t.def
 		var forwarded *otc.CallContext
 		var carrier mapping.OTCRequestMeta

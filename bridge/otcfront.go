@@ -603,6 +603,7 @@ func (f *OTCFront) call(u *mcpUpstream, mcpName string, t mapping.OTCTool) otc.T
 				ctx = oauth.WithUser(ctx, cc.UserID)
 			}
 		}
+		ctx = upstream.WithRequestIDs(ctx, func(id int64) { span.SetAttributes(tracing.KeyRequestID.Int64(id)) })
 		raw, err := u.up.CallTool(ctx, mcpName, c.Request.Input, meta, header)
 		if err != nil {
 			err := mapping.OTCError(err)

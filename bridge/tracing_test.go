@@ -112,7 +112,7 @@ func TestMCPFrontSpans(t *testing.T) {
 	}
 	client, server := spans[0], spans[1]
 	sameView(t, "server span", view(server), spanView{Name: "tools/call Calculator_Add", Kind: "server", Trace: parentTrace, Parent: parentSpan,
-		Attrs: map[string]string{"mcp.method.name": "tools/call", "gen_ai.tool.name": "Calculator_Add", "gen_ai.operation.name": "execute_tool", "mcpotc.upstream": "calc"}})
+		Attrs: map[string]string{"mcp.method.name": "tools/call", "gen_ai.tool.name": "Calculator_Add", "gen_ai.operation.name": "execute_tool", "mcpotc.upstream": "calc", "jsonrpc.request.id": "1"}})
 	cv := view(client)
 	delete(cv.Attrs, "gen_ai.tool.call.id")
 	sameView(t, "client span", cv, spanView{Name: "execute_tool Calculator.Add@1.1.0", Kind: "client", Trace: parentTrace, Parent: server.SpanContext().SpanID().String(),
@@ -196,7 +196,12 @@ func TestOTCFrontSpans(t *testing.T) {
 	client, server := spans[0], spans[1]
 	sameView(t, "server span", view(server), spanView{Name: "execute_tool Probe.probe", Kind: "server", Trace: parentTrace, Parent: parentSpan,
 		Attrs: map[string]string{"gen_ai.tool.name": "Probe.probe@1.0.0", "gen_ai.operation.name": "execute_tool", "gen_ai.tool.call.id": "c1"}})
-	sameView(t, "client span", view(client), spanView{Name: "tools/call probe", Kind: "client", Trace: parentTrace, Parent: server.SpanContext().SpanID().String(),
+	cv := view(client)
+	if cv.Attrs["jsonrpc.request.id"] == "" {
+		t.Errorf("client span without jsonrpc.request.id: %+v", cv)
+	}
+	delete(cv.Attrs, "jsonrpc.request.id")
+	sameView(t, "client span", cv, spanView{Name: "tools/call probe", Kind: "client", Trace: parentTrace, Parent: server.SpanContext().SpanID().String(),
 		Attrs: map[string]string{"mcp.method.name": "tools/call", "gen_ai.tool.name": "probe", "gen_ai.operation.name": "execute_tool", "mcpotc.upstream": "probe"}})
 	mu.Lock()
 	if len(metaTP) != 1 || metaTP[0] != traceparentOf(client) {

@@ -80,6 +80,7 @@ type Front struct {
 	log        *slog.Logger
 	maxPending int
 	grace      time.Duration
+	ids        requestIDs // the JSON-RPC ids of calls in flight (RequestID)
 }
 
 // New returns a Front whose server is created with serverOpts. The
@@ -122,7 +123,14 @@ func (f *Front) Server() *mcpserver.MCPServer { return f.server }
 
 func (f *Front) addHooks(h *mcpserver.Hooks) {
 	h.AddOnError(f.onError)
+	h.AddOnError(func(_ context.Context, _ any, _ mcpgo.MCPMethod, message any, _ error) {
+		if req, ok := message.(*mcpgo.CallToolRequest); ok {
+			f.ids.end(req)
+		}
+	})
+	h.AddAfterCallTool(func(_ context.Context, _ any, req *mcpgo.CallToolRequest, _ any) { f.ids.end(req) })
 	h.AddBeforeCallTool(func(ctx context.Context, id any, req *mcpgo.CallToolRequest) {
+		f.ids.begin(id, req)
 		if st := streamFrom(ctx); st != nil && st.trackOpen {
 			st.open(idKey(id))
 		}

@@ -43,7 +43,9 @@ import (
 // open; TestFrontCanaryMCPGoKeepsEndedSessionIDs,
 // TestFrontCanaryMCPGoSweeperLeavesStreamOpen), invalid JSON-RPC ids
 // (jsonrpc.go; TestFrontCanaryMCPGoServesInvalidIDs), one stdio session
-// per process (stdio.go) and task augmentation (front.go).
+// per process (stdio.go), task augmentation (front.go) and the JSON-RPC id
+// a tool handler is not given (requestid.go;
+// TestFrontCanaryMCPGoHandlerSharesMeta).
 
 // endStreamableSession has mcp-go remove every trace of session id, as its
 // DELETE does.

@@ -2,6 +2,8 @@ package front
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -103,5 +105,34 @@ func TestFrontCanaryMCPGoNotificationNeedsMetaVersion(t *testing.T) {
 	status, body := canaryDo(t, http.MethodPost, url, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}`, header)
 	if status != http.StatusBadRequest {
 		t.Errorf("notification without _meta version: mcp-go now answers %d %s: reconsider fillNotificationVersion", status, body)
+	}
+}
+
+// Canary for mcp-go v1.2.1 (requestid.go): a tool handler gets no JSON-RPC
+// id, but its request shares Params.Meta with the one BeforeCallTool saw,
+// through which the front hands it the id. Also: the entry is gone once
+// the call ended, with a result or an error.
+func TestFrontCanaryMCPGoHandlerSharesMeta(t *testing.T) {
+	f := New("canary", "1.0.0", nil)
+	var got []any
+	f.Server().AddTool(mcpgo.NewTool("id"), func(_ context.Context, req mcpgo.CallToolRequest) (*mcpgo.CallToolResult, error) {
+		id, ok := f.RequestID(req)
+		got = append(got, id, ok)
+		if req.GetString("fail", "") != "" {
+			return nil, errors.New("failed")
+		}
+		return mcpgo.NewToolResultText("ok"), nil
+	})
+	ctx := context.Background()
+	f.Server().HandleMessage(ctx, request(1, "initialize", initParams))
+	f.Server().HandleMessage(ctx, request("call-7", "tools/call", `{"name":"id","arguments":{}}`))
+	f.Server().HandleMessage(ctx, request(8, "tools/call", `{"name":"id","arguments":{"fail":"yes"},"_meta":{"progressToken":"p"}}`))
+	if fmt.Sprint(got) != "[call-7 true 8 true]" {
+		t.Errorf("ids seen by the handler: %v, want [call-7 true 8 true]", got)
+	}
+	n := 0
+	f.ids.m.Range(func(any, any) bool { n++; return true })
+	if n != 0 {
+		t.Errorf("%d ids kept after the calls ended", n)
 	}
 }

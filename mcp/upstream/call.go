@@ -20,6 +20,15 @@ var (
 	errAbandoned = errors.New("upstream closing")
 )
 
+type requestIDsKey struct{}
+
+// WithRequestIDs returns ctx for a CallTool that tells record the JSON-RPC
+// id of each tools/call request it sends (one per attempt), for a trace
+// span's jsonrpc.request.id.
+func WithRequestIDs(ctx context.Context, record func(id int64)) context.Context {
+	return context.WithValue(ctx, requestIDsKey{}, record)
+}
+
 // CallTool calls tool name of the upstream and returns the raw
 // CallToolResult object (isError results included: they are results).
 //
@@ -70,6 +79,9 @@ func (u *Upstream) CallTool(ctx context.Context, name string, arguments json.Raw
 			r = conn.sendTask(callCtx, name, params, header) // tasks.go
 		} else {
 			r = conn.send(callCtx, string(mcpgo.MethodToolsCall), params, header)
+		}
+		if record, ok := ctx.Value(requestIDsKey{}).(func(int64)); ok && r.id != 0 {
+			record(r.id)
 		}
 		if debug {
 			u.log.Debug("tools/call sent", "tool", name, "attempt", attempt+1, "took", time.Since(start).String(),
