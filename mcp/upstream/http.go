@@ -113,11 +113,20 @@ func (rt *roundTripper) roundTrip(req *http.Request) (*http.Response, error) {
 	if p == nil || !p.first.CompareAndSwap(false, true) {
 		resp, err = rt.base.RoundTrip(req)
 	} else {
-		trace := &httptrace.ClientTrace{WroteRequest: func(i httptrace.WroteRequestInfo) {
-			if i.Err == nil {
-				p.wrote.Store(true)
-			}
-		}}
+		trace := &httptrace.ClientTrace{
+			// net/http sends a request again on a new connection when the
+			// one it reused was closed by the server while idle (it judges
+			// the request unread): each attempt starts with GetConn, and
+			// only the last attempt's write counts. Otherwise a call to a
+			// server that just went away (connection refused on the new
+			// attempt) would count as sent, its outcome unknown.
+			GetConn: func(string) { p.wrote.Store(false) },
+			WroteRequest: func(i httptrace.WroteRequestInfo) {
+				if i.Err == nil {
+					p.wrote.Store(true)
+				}
+			},
+		}
 		resp, err = rt.base.RoundTrip(req.WithContext(httptrace.WithClientTrace(req.Context(), trace)))
 		if resp != nil {
 			p.wrote.Store(true)
