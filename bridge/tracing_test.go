@@ -163,8 +163,18 @@ func TestOTCFrontSpans(t *testing.T) {
 		mu.Unlock()
 		return mcpgo.NewToolResultText("ok"), nil
 	})
+	srv.AddTool(mcpgo.NewTool("fail"), func(context.Context, mcpgo.CallToolRequest) (*mcpgo.CallToolResult, error) {
+		return mcpgo.NewToolResultError("no"), nil
+	})
+	srv.AddTool(mcpgo.NewTool("slow"), func(ctx context.Context, _ mcpgo.CallToolRequest) (*mcpgo.CallToolResult, error) {
+		select {
+		case <-ctx.Done():
+		case <-time.After(5 * time.Second):
+		}
+		return mcpgo.NewToolResultText("late"), nil
+	})
 	rec, tracer := recorder()
-	f, err := NewOTCFront(context.Background(), []MCPUpstream{{Toolkit: "Probe", Config: upstream.Config{Name: "probe", InProcess: srv}}},
+	f, err := NewOTCFront(context.Background(), []MCPUpstream{{Toolkit: "Probe", Config: upstream.Config{Name: "probe", InProcess: srv, CallTimeout: 200 * time.Millisecond}}},
 		&OTCFrontOptions{Logger: zerolog.Nop(), Tracer: tracer})
 	if err != nil {
 		t.Fatal(err)
@@ -214,9 +224,33 @@ func TestOTCFrontSpans(t *testing.T) {
 	if sp := rec.Ended()[3]; sp.SpanContext().TraceID().String() != strings.Repeat("ab", 16) || sp.Parent().SpanID().String() != strings.Repeat("cd", 8) {
 		t.Errorf("a trace_id that is a traceparent: span %s, parent %s", sp.SpanContext().TraceID(), sp.Parent().SpanID())
 	}
-	call(`{"tool_id":"Probe.nope","input":{}}`, "")
-	last := view(rec.Ended()[4])
-	if last.Name != "execute_tool Probe.nope" || last.Status != "error" || last.Attrs["error.type"] != "unknown_tool" {
-		t.Errorf("unknown tool span: %+v", last)
+	// Each outcome is the error.type of the call's server span, and of the
+	// client span when the MCP request failed.
+	for _, tc := range []struct{ body, server, client string }{
+		{`{"tool_id":"Probe.nope","input":{}}`, "unknown_tool", ""},
+		{`{"tool_id":"Probe.fail","input":{}}`, "tool_error", "ok"},
+		{`{"tool_id":"Probe.slow","input":{}}`, "timeout", "timeout"},
+		{`{"tool_id":"Probe.probe","input":{"x":1},"context":{"user_id":"u"}}`, "ok", "ok"},
+	} {
+		before := len(rec.Ended())
+		call(tc.body, "")
+		spans := rec.Ended()[before:]
+		var server, client spanView
+		for _, sp := range spans {
+			if v := view(sp); v.Kind == "server" {
+				server = v
+			} else {
+				client = v
+			}
+		}
+		errType := func(v spanView) string {
+			if v.Status != "error" {
+				return "ok"
+			}
+			return v.Attrs["error.type"]
+		}
+		if errType(server) != tc.server || (tc.client != "" && errType(client) != tc.client) || (tc.client == "" && len(spans) != 1) {
+			t.Errorf("%s: server span %+v, client span %+v; want outcomes %s / %s", tc.body, server, client, tc.server, tc.client)
+		}
 	}
 }
