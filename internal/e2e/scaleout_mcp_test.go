@@ -18,9 +18,11 @@ import (
 // scaleMCPSession: the official Go SDK client opens one 2025-11-25 session
 // through HAProxy, which spreads its requests round robin over three
 // serve-mcp replicas started as the README says (--session-key-env, no
-// stickiness, no shared store), and makes 1,000 calls in it: none fails,
-// every replica serves some, the session id stays the one initialize gave.
-func scaleMCPSession(t *testing.T, url string, reps []*scaleReplica, count *scaleCounter) {
+// stickiness, no shared store), and makes 1,000 calls in it, restart
+// called halfway (a replica killed and started again): none fails, every
+// replica serves some (the restarted one after its restart), the session
+// id stays the one initialize gave.
+func scaleMCPSession(t *testing.T, url string, reps []*scaleReplica, count *scaleCounter, restart func()) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	const served = `"message":"call"` // serve-mcp's log line of a call
@@ -55,6 +57,9 @@ func scaleMCPSession(t *testing.T, url string, reps []*scaleReplica, count *scal
 	const calls = 1000
 	errs := 0
 	for i := range calls {
+		if i == calls/2 {
+			restart()
+		}
 		key := fmt.Sprintf("mcp-%d", i)
 		res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: name, Arguments: map[string]any{"key": key, "ms": 0}})
 		var text string
@@ -75,9 +80,13 @@ func scaleMCPSession(t *testing.T, url string, reps []*scaleReplica, count *scal
 		started, _ := count.get(fmt.Sprintf("mcp-%d", i))
 		execs += started
 	}
+	// Replica 0's count starts again with its restart.
 	per := make([]int, len(reps))
 	for i, r := range reps {
-		per[i] = strings.Count(r.p.Stderr(), served) - before[i]
+		per[i] = strings.Count(r.p.Stderr(), served)
+		if i > 0 {
+			per[i] -= before[i]
+		}
 		if per[i] == 0 {
 			t.Errorf("serve-mcp replica %d served none of the calls: HAProxy should spread them", i)
 		}
@@ -88,7 +97,7 @@ func scaleMCPSession(t *testing.T, url string, reps []*scaleReplica, count *scal
 	if execs != calls {
 		t.Errorf("%d executions for %d calls", execs, calls)
 	}
-	t.Logf("scale-out: one MCP session (protocol 2025-11-25, official Go SDK client) through HAProxy over 3 serve-mcp replicas: %d calls, %d executions, %d errors; calls served by replica: %v", calls, execs, errs, per)
+	t.Logf("scale-out: one MCP session (protocol 2025-11-25, official Go SDK client) through HAProxy over 3 serve-mcp replicas, replica 0 killed (SIGKILL) and restarted after call 500: %d calls, %d executions, %d errors; calls served by replica (replica 0 after its restart): %v", calls, execs, errs, per)
 }
 
 // scaleKillUnderLoad: 64 OTC callers through HAProxy, each making calls

@@ -254,9 +254,7 @@ func TestScaleOut(t *testing.T) {
 	sessionKey := "MCPOTC_SESSION_KEY=" + rand.Text() + rand.Text()
 	var mcpReps []*scaleReplica
 	var mcpPorts []string
-	for range 3 {
-		port := strconv.Itoa(freePort(t))
-		mcpPorts = append(mcpPorts, port)
+	startMCP := func(port string) *scaleReplica {
 		var args []string
 		for _, a := range mcpArgs {
 			args = append(args, strings.NewReplacer("$port", port, "http://127.0.0.1:8080", "http://"+otcLB).Replace(a))
@@ -264,8 +262,13 @@ func TestScaleOut(t *testing.T) {
 		if j := strings.Join(args, " "); !strings.Contains(j, "http://"+otcLB) || !strings.Contains(j, "--session-key-env MCPOTC_SESSION_KEY") {
 			t.Fatalf("README.md, replicas: the serve-mcp line no longer names http://127.0.0.1:8080 and --session-key-env MCPOTC_SESSION_KEY: %q", mcpArgs)
 		}
-		mcpReps = append(mcpReps, &scaleReplica{p: startProcess(t, context.Background(), bin, append(args, "--log-format", "json"), []string{sessionKey}),
-			base: "http://127.0.0.1:" + port})
+		return &scaleReplica{p: startProcess(t, context.Background(), bin, append(args, "--log-format", "json"), []string{sessionKey}),
+			base: "http://127.0.0.1:" + port}
+	}
+	for range 3 {
+		port := strconv.Itoa(freePort(t))
+		mcpPorts = append(mcpPorts, port)
+		mcpReps = append(mcpReps, startMCP(port))
 	}
 	cfg = replaceAll(t, "haproxy-cfg", cfg, "127.0.0.1:8080", otcLB, "127.0.0.1:8090", mcpLB,
 		"127.0.0.1:8181", "127.0.0.1:"+ports[0], "127.0.0.1:8182", "127.0.0.1:"+ports[1], "127.0.0.1:8183", "127.0.0.1:"+ports[2],
@@ -330,7 +333,17 @@ func TestScaleOut(t *testing.T) {
 	waitLB("http://" + mcpLB)
 
 	t.Run("MCPSessionAcrossReplicas", func(t *testing.T) {
-		scaleMCPSession(t, "http://"+mcpLB+"/mcp", mcpReps, count)
+		// Halfway, replica 0 is killed and started again on its port, as
+		// an orchestrator would: the session goes on.
+		restart := func() {
+			if err := syscall.Kill(mcpReps[0].p.Pid(), syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			<-mcpReps[0].p.Done()
+			mcpReps[0] = startMCP(mcpPorts[0])
+			waitReady("serve-mcp replica 0, restarted", mcpReps[0], false)
+		}
+		scaleMCPSession(t, "http://"+mcpLB+"/mcp", mcpReps, count, restart)
 	})
 
 	t.Run("OneExecutionPerCallID", func(t *testing.T) {
