@@ -1901,7 +1901,7 @@ func TestE2EOTCFrontLogs(t *testing.T) {
 		}
 		want := map[string]any{
 			"level": "info", "time": "<string>", "message": "call",
-			"call_id": c.callID, "tool_id": c.toolID, "trace_id": c.trace,
+			"call_id": c.callID, "tool_id": c.toolID, "trace_id": c.trace[3:35], // the trace id of the traceparent sent
 			"status": c.status, "success": c.success, "duration": "<number>",
 		}
 		if c.status != 400 {
