@@ -19,6 +19,21 @@ import (
 	otcsample "github.com/mcpotc/mcpotc/otc/sample"
 )
 
+// waitOTCReady waits, up to 10 s, for f's GET /ready to answer 200.
+func waitOTCReady(t *testing.T, f *OTCFront) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		w := httptest.NewRecorder()
+		f.Handler().ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/ready", nil))
+		if w.Code == http.StatusOK {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("GET /ready: %d %s", w.Code, w.Body)
+		}
+	}
+}
+
 // callSeries reads mcpotc_calls_total from mt: "front upstream tool
 // outcome" → count.
 func callSeries(t *testing.T, mt *metrics.Metrics) map[string]float64 {
@@ -82,16 +97,7 @@ func TestOTCFrontMetrics(t *testing.T) {
 		f.Handler().ServeHTTP(w, r)
 		return w.Code
 	}
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		w := httptest.NewRecorder()
-		f.Handler().ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/ready", nil))
-		if w.Code == http.StatusOK {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the sample upstream never served")
-		}
-	}
+	waitOTCReady(t, f)
 	call(`{"tool_id":"Sample.echo","input":{"message":"hi"}}`)
 	call(`{"tool_id":"Sample.fail","input":{"message":"no"}}`)
 	call(`{"tool_id":"Sample.add","input":{"a":"one","b":2}}`)

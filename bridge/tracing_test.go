@@ -180,16 +180,7 @@ func TestOTCFrontSpans(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = f.Close(context.Background()) })
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		w := httptest.NewRecorder()
-		f.Handler().ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/ready", nil))
-		if w.Code == http.StatusOK {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the upstream never served")
-		}
-	}
+	waitOTCReady(t, f)
 	call := func(body, traceparent string) {
 		r := httptest.NewRequest(http.MethodPost, "/tools/call", strings.NewReader(body))
 		r.Header.Set("Content-Type", "application/json")

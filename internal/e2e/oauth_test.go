@@ -299,17 +299,24 @@ func oauthLastToken(t *testing.T, server *proc) string {
 // alice's authorization never serves bob, and a token the caller holds
 // goes as it is. After a restart with the file store, both users still
 // call without a new challenge.
-func TestOAuthPerUserTypeScriptServer(t *testing.T) {
+// oauthPerUser starts the TypeScript SDK's example server with strict
+// OAuth and writes, in dir, a serve-otc config that serves it in per-user
+// mode as upstream demo (toolkit Demo); env sets MCPOTC_TOKEN_KEY.
+func oauthPerUser(t *testing.T, dir string) (server *proc, config string, env []string) {
+	t.Helper()
 	mcpPort := freePort(t)
-	server := oauthTSServerOn(t, mcpPort, freePort(t), "--oauth-strict")
-
-	dir := t.TempDir()
-	config := filepath.Join(dir, "config.json")
+	server = oauthTSServerOn(t, mcpPort, freePort(t), "--oauth-strict")
+	config = filepath.Join(dir, "config.json")
 	cfg := fmt.Sprintf(`{"mcpServers": {"demo": {"url": "http://localhost:%d/mcp", "toolkit": "Demo", "oauth": {"per_user": true}}}}`, mcpPort)
 	if err := os.WriteFile(config, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	env := []string{"MCPOTC_TOKEN_KEY=" + base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{9}, 32))}
+	return server, config, []string{"MCPOTC_TOKEN_KEY=" + base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{9}, 32))}
+}
+
+func TestOAuthPerUserTypeScriptServer(t *testing.T) {
+	dir := t.TempDir()
+	server, config, env := oauthPerUser(t, dir)
 	args := []string{"--token-store", "file:" + filepath.Join(dir, "tokens.json"), "--token-key-env", "MCPOTC_TOKEN_KEY"}
 	port := freePort(t)
 	base := "http://127.0.0.1:" + strconv.Itoa(port)

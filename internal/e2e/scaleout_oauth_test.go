@@ -3,13 +3,8 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
-	"encoding/base64"
-	"fmt"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -26,15 +21,7 @@ import (
 // through each replica go with her own token, without a new challenge.
 func TestScaleOutOAuth(t *testing.T) {
 	redisURL, _ := startRedis(t)
-	mcpPort := freePort(t)
-	server := oauthTSServerOn(t, mcpPort, freePort(t), "--oauth-strict")
-	dir := t.TempDir()
-	config := filepath.Join(dir, "config.json")
-	cfg := fmt.Sprintf(`{"mcpServers": {"demo": {"url": "http://localhost:%d/mcp", "toolkit": "Demo", "oauth": {"per_user": true}}}}`, mcpPort)
-	if err := os.WriteFile(config, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	env := []string{"MCPOTC_TOKEN_KEY=" + base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{5}, 32))}
+	server, config, env := oauthPerUser(t, t.TempDir())
 	ports := []int{freePort(t), freePort(t), freePort(t)}
 	public := "http://127.0.0.1:" + strconv.Itoa(ports[2])
 	args := []string{"--state", redisURL, "--token-key-env", "MCPOTC_TOKEN_KEY", "--public-url", public}

@@ -127,11 +127,10 @@ func TestFrontSignedSessionsExpire(t *testing.T) {
 	}
 }
 
-// A signed session stays its opener's on every replica: another caller's
-// token with its id finds no session.
-func TestFrontSignedSessionsOwner(t *testing.T) {
-	t.Parallel()
-	auth := &ResourceAuth{
+// subjectAuth authenticates callers whose token is "tok-" and their
+// subject.
+func subjectAuth() *ResourceAuth {
+	return &ResourceAuth{
 		Resource:             "https://mcp.example.com/mcp",
 		AuthorizationServers: []string{"https://as.example.com"},
 		Verify: func(_ context.Context, token string) (*Identity, error) {
@@ -142,6 +141,13 @@ func TestFrontSignedSessionsOwner(t *testing.T) {
 			return &Identity{Subject: sub, Audience: []string{"https://mcp.example.com/mcp"}, Expiry: time.Now().Add(time.Hour)}, nil
 		},
 	}
+}
+
+// A signed session stays its opener's on every replica: another caller's
+// token with its id finds no session.
+func TestFrontSignedSessionsOwner(t *testing.T) {
+	t.Parallel()
+	auth := subjectAuth()
 	a, _ := signedReplica(t, HTTPOptions{Resource: auth}, keyA)
 	b, _ := signedReplica(t, HTTPOptions{Resource: auth}, keyA)
 	alice := &httpTestClient{url: a, token: "tok-alice"}

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"strings"
 	"testing"
 	"time"
 )
@@ -224,17 +223,7 @@ func TestFrontSSEShutdownTimeoutCancelsCalls(t *testing.T) {
 func TestFrontSSESessionOwner(t *testing.T) {
 	t.Parallel()
 	f, _ := testFront(t, nil)
-	auth := &ResourceAuth{
-		Resource:             "https://mcp.example.com/mcp",
-		AuthorizationServers: []string{"https://as.example.com"},
-		Verify: func(_ context.Context, token string) (*Identity, error) {
-			sub, ok := strings.CutPrefix(token, "tok-")
-			if !ok {
-				return nil, ErrInvalidToken
-			}
-			return &Identity{Subject: sub, Audience: []string{"https://mcp.example.com/mcp"}, Expiry: time.Now().Add(time.Hour)}, nil
-		},
-	}
+	auth := subjectAuth()
 	srv, _ := startFrontHTTP(t, f, &HTTPOptions{Resource: auth})
 	alice := startFrontSSE(t, srv.URL, "tok-alice")
 	initialize(t, alice)
