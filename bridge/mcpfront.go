@@ -345,7 +345,7 @@ func (f *MCPFront) refresh(ctx context.Context, atStart bool) error {
 	copy(fp[:], h.Sum(nil))
 	if fp != f.fingerprint || atStart {
 		f.fingerprint = fp
-		f.front.Server().SetTools(server...)
+		f.front.SetTools(server...)
 		next := catalogPrint{}
 		for _, t := range all {
 			next.add(t.Tool.Name, t.Tool)

@@ -81,6 +81,7 @@ type Front struct {
 	maxPending int
 	grace      time.Duration
 	ids        requestIDs // the JSON-RPC ids of calls in flight (RequestID)
+	cacheState            // tools/list from an encoding per catalog (toolslist.go)
 }
 
 // New returns a Front whose server is created with serverOpts. The
@@ -129,6 +130,7 @@ func (f *Front) addHooks(h *mcpserver.Hooks) {
 		}
 	})
 	h.AddAfterCallTool(func(_ context.Context, _ any, req *mcpgo.CallToolRequest, _ any) { f.ids.end(req) })
+	h.AddAfterListTools(f.afterListTools)
 	h.AddBeforeCallTool(func(ctx context.Context, id any, req *mcpgo.CallToolRequest) {
 		f.ids.begin(id, req)
 		if st := streamFrom(ctx); st != nil && st.trackOpen {

@@ -34,11 +34,13 @@ import (
 // to write (or queue) it, so the entry is always there in time; an entry is
 // used once; entries whose frame never comes (client gone) are bounded.
 
-// coded is a coded error waiting for its response frame.
+// coded is a coded error waiting for its response frame, or the encoded
+// tools of a tools/list result (toolslist.go).
 type coded struct {
 	obj    []byte // the JSON-RPC error object to send
 	code   int
-	modern bool // the request used protocol 2026-07-28: the HTTP status follows the code
+	modern bool   // the request used protocol 2026-07-28: the HTTP status follows the code
+	tools  []byte // instead: the JSON array to put over result.tools
 }
 
 // streamBook is the bookkeeping of one transport instance.
@@ -152,14 +154,21 @@ func (st *streamBook) process(frame []byte) ([]byte, *coded) {
 	delete(st.pending, key) // this id's response is written now, whatever it is
 	st.busy.Store(int64(len(st.pending) + len(st.opened)))
 	st.mu.Unlock()
-	if !ok || f.errStart < 0 {
+	if !ok {
 		return frame, nil
 	}
-
-	out := make([]byte, 0, len(frame)-(f.errEnd-f.errStart)+len(e.obj))
-	out = append(out, frame[:f.errStart]...)
-	out = append(out, e.obj...)
-	out = append(out, frame[f.errEnd:]...)
+	from, to, with := f.errStart, f.errEnd, e.obj
+	if e.tools != nil {
+		from, to = toolsValue(frame, f)
+		with = e.tools
+	}
+	if from < 0 {
+		return frame, nil
+	}
+	out := make([]byte, 0, len(frame)-(to-from)+len(with))
+	out = append(out, frame[:from]...)
+	out = append(out, with...)
+	out = append(out, frame[to:]...)
 	return out, &e.coded
 }
 
@@ -168,12 +177,29 @@ type frameInfo struct {
 	id               json.RawMessage
 	response         bool // has an id and no method
 	errStart, errEnd int  // the "error" value, or -1
+	resStart, resEnd int  // the "result" value, or -1
+}
+
+// toolsValue locates the value of result.tools in frame, or -1, -1.
+func toolsValue(frame []byte, f frameInfo) (start, end int) {
+	if f.resStart < 0 {
+		return -1, -1
+	}
+	members, ok := topMembers(frame[f.resStart:f.resEnd])
+	if !ok {
+		return -1, -1
+	}
+	m := lastMember(members, "tools")
+	if m == nil {
+		return -1, -1
+	}
+	return f.resStart + m.start, f.resStart + m.end
 }
 
 // parseFrame walks the top level of a JSON object without decoding
 // its values. It reports false for anything else (batches included).
 func parseFrame(b []byte) (frameInfo, bool) {
-	f := frameInfo{errStart: -1, errEnd: -1}
+	f := frameInfo{errStart: -1, errEnd: -1, resStart: -1, resEnd: -1}
 	members, ok := topMembers(b)
 	if !ok {
 		return f, false
@@ -187,6 +213,8 @@ func parseFrame(b []byte) (frameInfo, bool) {
 			hasMethod = true
 		case "error":
 			f.errStart, f.errEnd = m.start, m.end
+		case "result":
+			f.resStart, f.resEnd = m.start, m.end
 		}
 	}
 	f.response = f.id != nil && !hasMethod
