@@ -81,13 +81,20 @@ func TestParseFlags(t *testing.T) {
 
 func TestTargets(t *testing.T) {
 	r := &report{Rows: []row{
-		{Key: "baseline", Concurrency: 1, P50us: 40},
-		{Key: "otc-front", Concurrency: 1, P50us: 100},
+		{Key: "baseline", Concurrency: 1, P50us: 40, CPUusPerCall: 20},
+		{Key: "otc-front", Concurrency: 1, P50us: 100, CPUusPerCall: 90},
 		{Key: "mcp-direct-stdio", Concurrency: 1, P50us: 70},
 		{Key: "otc-front", Concurrency: 64, CallsPerSec: 9000},
-		{Key: "supergateway", Concurrency: 64, CallsPerSec: 2000},
-		{Group: groupPeer, Key: "openapi-mcp-server", Name: "openapi-mcp-server", Skipped: "node not found"},
+		{Key: "mcp-direct-stdio", Concurrency: 64, CallsPerSec: 20000},
+		{Key: "mcp-front-http", Concurrency: 1, P50us: 300},
+		{Key: "otc-direct", Concurrency: 1, P50us: 100},
+		{Key: "payload-mcp-front", Name: "MCP front, 1 MiB", MBPerSec: 30},
+		{Key: "payload-otc-direct", Name: "direct, 1 MiB", MBPerSec: 50},
+		{Key: "payload-otc-direct", Name: "direct, 1 KiB", MBPerSec: 1},
 		{Key: "catalog-otc-list", P50us: 12000, P99us: 20000},
+		{Key: "burst-mcp-front", P99us: 90000},
+		{Key: "burst-otc-direct", P99us: 30000},
+		{Group: groupPeer, Key: "openapi-mcp-server", Name: "openapi-mcp-server", Skipped: "node not found"},
 		{Key: "sessions", Calls: 200, Extra: map[string]float64{"rss_per_session_kib": 80, "rss_delta_kib": 16000}},
 	}}
 	r.targets()
@@ -96,17 +103,24 @@ func TestTargets(t *testing.T) {
 		got[tg.Name] = tg.Status + ": " + tg.Detail
 	}
 	for name, want := range map[string]string{
-		"overhead c=1, OTC front (≤ bare HTTP p50)":                      "met",
-		"OTC front ≥ 3× supergateway (c=64)":                             "met",
-		"MCP front (stdio) ≥ 3× openapi-mcp-server (stdio, c=64)":        "unknown: node not found",
-		"tools/list of 10,000 tools through the OTC front < 50 ms":       "met",
-		"tools/list of 10,000 tools through the MCP front < 50 ms":       "unknown",
-		"memory per idle MCP session < 64 KiB":                           "missed",
-		"overhead c=1, MCP front over streamable HTTP (≤ bare HTTP p50)": "unknown",
+		"overhead at c=1 ÷ bare loopback HTTP p50, OTC front ≤ 1.0×":                      "met: (p50 100µs − direct 70µs) ÷ bare HTTP 40µs = 0.75×; CPU per call: bridge 90µs, bare echo server 20µs",
+		"overhead at c=1 ÷ bare loopback HTTP p50, MCP front over streamable HTTP ≤ 1.0×": "missed: (p50 300µs − direct 100µs) ÷ bare HTTP 40µs = 5.00×",
+		"overhead at c=1 ÷ bare loopback HTTP p50, MCP front over stdio ≤ 1.0×":           "unknown: not measured",
+		"throughput at c=64 ÷ the direct call, OTC front ≥ 0.6":                           "missed: 9000 ÷ 20000 calls/s = 0.45",
+		"throughput at c=64 ÷ the direct call, MCP front over stdio ≥ 0.6":                "unknown: not measured (needs concurrency 64)",
+		"1 MiB echo at c=1, MB/s ÷ the direct call, MCP front ≥ 0.5":                      "met: 30.0 ÷ 50.0 MB/s = 0.60",
+		"tools/list of 10,000 tools p50 < 20 ms, OTC front":                               "met: p50 12.0ms, p99 20.0ms",
+		"tools/list of 10,000 tools p50 < 20 ms, MCP front":                               "unknown: not measured",
+		"burst of 1,000 calls at once, p99 ≤ 2× the direct call's, MCP front":             "missed: p99 90.0ms ÷ direct 30.0ms = 3.00×",
+		"burst of 1,000 calls at once, p99 ≤ 2× the direct call's, OTC front":             "unknown: not measured",
+		"memory per idle MCP session < 64 KiB":                                            "missed: 80.0 KiB per session (RSS +16000 KiB over 200 sessions)",
 	} {
-		if !strings.HasPrefix(got[name], want) {
-			t.Errorf("%s: %q, want %q…", name, got[name], want)
+		if got[name] != want {
+			t.Errorf("%s:\n got %q\nwant %q", name, got[name], want)
 		}
+	}
+	if len(got) != 12 {
+		t.Errorf("%d targets, want 12: %v", len(got), got)
 	}
 	var out bytes.Buffer
 	r.writeTable(&out)

@@ -256,6 +256,35 @@ func readMemory(pid int) (memory, error) {
 
 // resetPeak resets the process's VmHWM to its current RSS (Linux
 // clear_refs 5), so that the next reading is the peak of what follows.
+// userHZ is the unit of the CPU times in /proc/PID/stat: USER_HZ, 100 on
+// Linux (sysconf(_SC_CLK_TCK)).
+const userHZ = 100
+
+// cpuTime is the CPU time, user and system, that process pid and its
+// threads have used (/proc/PID/stat, fields utime and stime); false when
+// it cannot be read.
+func cpuTime(pid int) (time.Duration, bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, false
+	}
+	// The command name, field 2, is in parentheses and may hold spaces.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, false
+	}
+	f := strings.Fields(string(b[i+1:])) // from field 3 on
+	if len(f) < 13 {
+		return 0, false
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64) // field 14
+	stime, err2 := strconv.ParseInt(f[12], 10, 64) // field 15
+	if err1 != nil || err2 != nil {
+		return 0, false
+	}
+	return time.Duration(utime+stime) * (time.Second / userHZ), true
+}
+
 func resetPeak(pid int) {
 	_ = os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0)
 }

@@ -35,7 +35,10 @@ type row struct {
 	P99us       float64 `json:"p99_us,omitempty"`
 	MBPerSec    float64 `json:"mb_per_sec,omitempty"`
 	PeakRSSKiB  int64   `json:"peak_rss_kib,omitempty"`
-	RSSOf       string  `json:"rss_of,omitempty"` // the process whose peak RSS this is
+	// CPUusPerCall is the CPU time (user + system, /proc) the measured
+	// process used per measured call, in µs (hop, baseline and peer rows).
+	CPUusPerCall float64 `json:"cpu_us_per_call,omitempty"`
+	RSSOf        string  `json:"rss_of,omitempty"` // the process whose peak RSS this is
 	// Extra holds row-specific figures (bytes listed, RSS per session …).
 	Extra      map[string]float64 `json:"extra,omitempty"`
 	Note       string             `json:"note,omitempty"`
@@ -89,65 +92,98 @@ func (r *report) find(key string, conc int) *row {
 	return nil
 }
 
-// targets computes the issue's targets from the measured rows.
+// targets computes the performance targets (README, Performance) from the
+// rows of this run: every figure is a ratio against a baseline measured in
+// the same run, or a bound.
 func (r *report) targets() {
 	var ts []target
+	add := func(name string, ok bool, detail string) {
+		ts = append(ts, target{Name: name, Status: verdict(ok), Detail: detail})
+	}
+	unknown := func(name, why string) { ts = append(ts, target{Name: name, Status: "unknown", Detail: why}) }
+
 	base := r.find("baseline", 1)
 	overhead := func(name, bridged, direct string) {
-		t := target{Name: name, Status: "unknown"}
 		b, d := r.find(bridged, 1), r.find(direct, 1)
-		if b == nil || d == nil || base == nil || b.P50us == 0 || d.P50us == 0 {
-			t.Detail = "not measured"
-		} else {
-			over := b.P50us - d.P50us
-			t.Status = verdict(over <= base.P50us)
-			t.Detail = fmt.Sprintf("p50 %s − direct %s = %s overhead vs bare HTTP round trip %s", fmtDur(fromUS(b.P50us)),
-				fmtDur(fromUS(d.P50us)), fmtSigned(over), fmtDur(fromUS(base.P50us)))
+		if b == nil || d == nil || base == nil || b.P50us == 0 || d.P50us == 0 || base.P50us == 0 {
+			unknown(name, "not measured")
+			return
 		}
-		ts = append(ts, t)
-	}
-	overhead("overhead c=1, OTC front (≤ bare HTTP p50)", "otc-front", "mcp-direct-stdio")
-	overhead("overhead c=1, MCP front over streamable HTTP (≤ bare HTTP p50)", "mcp-front-http", "otc-direct")
-	overhead("overhead c=1, MCP front over stdio (≤ bare HTTP p50)", "mcp-front-stdio", "otc-direct")
-	ratio := func(name, ours, peer string, want float64) {
-		t := target{Name: name, Status: "unknown"}
-		o, p := r.find(ours, 64), r.find(peer, 64)
-		switch {
-		case p == nil:
-			t.Detail = "peer not measured"
-			if pr := r.findAny(peer); pr != nil && pr.Skipped != "" {
-				t.Detail = pr.Skipped
-			}
-		case o == nil || o.CallsPerSec == 0 || p.CallsPerSec == 0:
-			t.Detail = "not measured"
-		default:
-			x := o.CallsPerSec / p.CallsPerSec
-			t.Status = verdict(x >= want)
-			t.Detail = fmt.Sprintf("%.0f vs %.0f calls/s at c=64: %.2f×", o.CallsPerSec, p.CallsPerSec, x)
+		x := (b.P50us - d.P50us) / base.P50us
+		detail := fmt.Sprintf("(p50 %s − direct %s) ÷ bare HTTP %s = %.2f×", fmtDur(fromUS(b.P50us)), fmtDur(fromUS(d.P50us)),
+			fmtDur(fromUS(base.P50us)), x)
+		if b.CPUusPerCall > 0 && base.CPUusPerCall > 0 {
+			detail += fmt.Sprintf("; CPU per call: bridge %s, bare echo server %s", fmtDur(fromUS(b.CPUusPerCall)), fmtDur(fromUS(base.CPUusPerCall)))
 		}
-		ts = append(ts, t)
+		add(name, x <= 1, detail)
 	}
-	ratio("OTC front ≥ 3× supergateway (c=64)", "otc-front", "supergateway", 3)
-	ratio("MCP front (stdio) ≥ 3× openapi-mcp-server (stdio, c=64)", "mcp-front-stdio", "openapi-mcp-server", 3)
-	ratio("MCP front (streamable HTTP) ≥ 3× openapi-mcp-server (stdio, c=64)", "mcp-front-http", "openapi-mcp-server", 3)
+	overhead("overhead at c=1 ÷ bare loopback HTTP p50, OTC front ≤ 1.0×", "otc-front", "mcp-direct-stdio")
+	overhead("overhead at c=1 ÷ bare loopback HTTP p50, MCP front over stdio ≤ 1.0×", "mcp-front-stdio", "otc-direct")
+	overhead("overhead at c=1 ÷ bare loopback HTTP p50, MCP front over streamable HTTP ≤ 1.0×", "mcp-front-http", "otc-direct")
+
+	throughput := func(name, front, direct string) {
+		f, d := r.find(front, 64), r.find(direct, 64)
+		if f == nil || d == nil || f.CallsPerSec == 0 || d.CallsPerSec == 0 {
+			unknown(name, "not measured (needs concurrency 64)")
+			return
+		}
+		x := f.CallsPerSec / d.CallsPerSec
+		add(name, x >= 0.6, fmt.Sprintf("%.0f ÷ %.0f calls/s = %.2f", f.CallsPerSec, d.CallsPerSec, x))
+	}
+	throughput("throughput at c=64 ÷ the direct call, OTC front ≥ 0.6", "otc-front", "mcp-direct-stdio")
+	throughput("throughput at c=64 ÷ the direct call, MCP front over streamable HTTP ≥ 0.6", "mcp-front-http", "otc-direct")
+	throughput("throughput at c=64 ÷ the direct call, MCP front over stdio ≥ 0.6", "mcp-front-stdio", "otc-direct")
+
+	const mib = "1 MiB"
+	f, d := r.findNamed("payload-mcp-front", mib), r.findNamed("payload-otc-direct", mib)
+	if name := "1 MiB echo at c=1, MB/s ÷ the direct call, MCP front ≥ 0.5"; f == nil || d == nil || f.MBPerSec == 0 || d.MBPerSec == 0 {
+		unknown(name, "not measured")
+	} else {
+		x := f.MBPerSec / d.MBPerSec
+		add(name, x >= 0.5, fmt.Sprintf("%.1f ÷ %.1f MB/s = %.2f", f.MBPerSec, d.MBPerSec, x))
+	}
+
 	list := func(name, key string) {
-		t := target{Name: name, Status: "unknown", Detail: "not measured"}
-		if l := r.find(key, 0); l != nil && l.P50us > 0 {
-			t.Status = verdict(l.P50us < 50_000)
-			t.Detail = fmt.Sprintf("p50 %s, p99 %s", fmtDur(fromUS(l.P50us)), fmtDur(fromUS(l.P99us)))
+		l := r.find(key, 0)
+		if l == nil || l.P50us == 0 {
+			unknown(name, "not measured")
+			return
 		}
-		ts = append(ts, t)
+		add(name, l.P50us < 20_000, fmt.Sprintf("p50 %s, p99 %s", fmtDur(fromUS(l.P50us)), fmtDur(fromUS(l.P99us))))
 	}
-	list("tools/list of 10,000 tools through the OTC front < 50 ms", "catalog-otc-list")
-	list("tools/list of 10,000 tools through the MCP front < 50 ms", "catalog-mcp-list")
-	t := target{Name: "memory per idle MCP session < 64 KiB", Status: "unknown", Detail: "not measured"}
+	list("tools/list of 10,000 tools p50 < 20 ms, MCP front", "catalog-mcp-list")
+	list("tools/list of 10,000 tools p50 < 20 ms, OTC front", "catalog-otc-list")
+
+	burst := func(name, front, direct string) {
+		f, d := r.find(front, 0), r.find(direct, 0)
+		if f == nil || d == nil || f.P99us == 0 || d.P99us == 0 {
+			unknown(name, "not measured")
+			return
+		}
+		x := f.P99us / d.P99us
+		add(name, x <= 2, fmt.Sprintf("p99 %s ÷ direct %s = %.2f×", fmtDur(fromUS(f.P99us)), fmtDur(fromUS(d.P99us)), x))
+	}
+	burst("burst of 1,000 calls at once, p99 ≤ 2× the direct call's, MCP front", "burst-mcp-front", "burst-otc-direct")
+	burst("burst of 1,000 calls at once, p99 ≤ 2× the direct call's, OTC front", "burst-otc-front", "burst-mcp-direct")
+
 	if s := r.find("sessions", 0); s != nil && s.Extra != nil {
 		per := s.Extra["rss_per_session_kib"]
-		t.Status = verdict(per < 64)
-		t.Detail = fmt.Sprintf("%.1f KiB per session (RSS %+.0f KiB over %d sessions)", per, s.Extra["rss_delta_kib"], s.Calls)
+		add("memory per idle MCP session < 64 KiB", per < 64,
+			fmt.Sprintf("%.1f KiB per session (RSS %+.0f KiB over %d sessions)", per, s.Extra["rss_delta_kib"], s.Calls))
+	} else {
+		unknown("memory per idle MCP session < 64 KiB", "not measured")
 	}
-	ts = append(ts, t)
 	r.Targets = ts
+}
+
+// findNamed is the measured row of key whose name ends with suffix.
+func (r *report) findNamed(key, suffix string) *row {
+	for i := range r.Rows {
+		if rw := &r.Rows[i]; rw.Key == key && strings.HasSuffix(rw.Name, suffix) && rw.Skipped == "" {
+			return rw
+		}
+	}
+	return nil
 }
 
 func (r *report) findAny(key string) *row {
@@ -205,11 +241,11 @@ func (r *report) writeTable(w io.Writer) {
 		}
 		fmt.Fprintf(w, "\n%s\n", groupTitles[g])
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "\tconc\tcalls\terrors\tcalls/s\tp50\tp90\tp99\tMB/s\tpeak RSS\t")
+		fmt.Fprintln(tw, "\tconc\tcalls\terrors\tcalls/s\tp50\tp90\tp99\tMB/s\tCPU/call\tpeak RSS\t")
 		for _, rw := range rows {
 			name := rw.Name
 			if rw.Skipped != "" {
-				fmt.Fprintf(tw, "%s\t\t\t\t\t\t\t\t\t\t  skipped: %s\n", name, rw.Skipped)
+				fmt.Fprintf(tw, "%s\t\t\t\t\t\t\t\t\t\t\t  skipped: %s\n", name, rw.Skipped)
 				continue
 			}
 			conc := "-"
@@ -231,8 +267,12 @@ func (r *report) writeTable(w io.Writer) {
 			if rw.FirstError != "" {
 				note = strings.TrimPrefix(note+"; first error: "+rw.FirstError, "; ")
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t  %s\n", name, conc, rw.Calls, rw.Errors, cps,
-				fmtDur(fromUS(rw.P50us)), fmtDur(fromUS(rw.P90us)), fmtDur(fromUS(rw.P99us)), mbs, fmtKiB(rw.PeakRSSKiB), note)
+			cpu := "-"
+			if rw.CPUusPerCall > 0 {
+				cpu = fmtDur(fromUS(rw.CPUusPerCall))
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t  %s\n", name, conc, rw.Calls, rw.Errors, cps,
+				fmtDur(fromUS(rw.P50us)), fmtDur(fromUS(rw.P90us)), fmtDur(fromUS(rw.P99us)), mbs, cpu, fmtKiB(rw.PeakRSSKiB), note)
 		}
 		_ = tw.Flush()
 	}

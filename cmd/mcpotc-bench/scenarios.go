@@ -347,13 +347,22 @@ func (b *bench) runAll() error {
 	return nil
 }
 
-// measureRows runs one call at every configured concurrency.
+// measureRows runs one call at every configured concurrency; each row
+// has p's peak RSS and its CPU time per measured call.
 func (b *bench) measureRows(group, key, name, rssOf string, p *proc, call callFunc) {
 	for _, c := range b.cfg.Concurrency {
 		r := row{Group: group, Key: key, Name: name, Concurrency: c, RSSOf: rssOf}
-		s := run(b.ctx, b.cfg.Calls, b.cfg.Warmup, c, func() { resetPeak(p.pid()) }, call)
+		var cpu0 time.Duration
+		var cpuOK bool
+		s := run(b.ctx, b.cfg.Calls, b.cfg.Warmup, c, func() {
+			resetPeak(p.pid())
+			cpu0, cpuOK = cpuTime(p.pid())
+		}, call)
 		r.fill(s)
 		r.PeakRSSKiB = peakKiB(p.pid())
+		if cpu1, ok := cpuTime(p.pid()); ok && cpuOK && len(s.lat) > 0 {
+			r.CPUusPerCall = float64((cpu1 - cpu0).Microseconds()) / float64(len(s.lat))
+		}
 		b.add(r)
 	}
 }
@@ -682,11 +691,20 @@ func (b *bench) runBursts() error {
 	if err := b.mcpFrontHTTPUp(); err != nil {
 		return err
 	}
+	if err := b.mcpDirectUp(); err != nil {
+		return err
+	}
 	c, err := b.otc(b.otcFrontBase)
 	if err != nil {
 		return err
 	}
+	direct, err := b.otc(b.sampleOTCBase)
+	if err != nil {
+		return err
+	}
 	echoValue, _ := json.Marshal(hopMessage)
+	// Each front's burst, and the same burst on the upstream it calls,
+	// called directly (the Targets compare their p99).
 	for _, rw := range []struct {
 		key, name, rssOf string
 		p                *proc
@@ -694,8 +712,12 @@ func (b *bench) runBursts() error {
 	}{
 		{"burst-otc-front", "OTC front: OTC → serve-otc → sample-mcp", "serve-otc", b.otcFront,
 			otcCaller(c, "Sample.echo@1.0.0", echoArgs, wantValue(echoValue))},
+		{"burst-mcp-direct", "direct:    MCP stdio → sample-mcp", "sample-mcp", b.mcpDirect.proc,
+			mcpCaller(b.mcpDirect, "echo", echoArgs, wantText(hopMessage))},
 		{"burst-mcp-front", "MCP front: MCP HTTP → serve-mcp → sample-otc", "serve-mcp", b.mcpFrontHTTP,
 			mcpCaller(b.mcpHTTP, "Calculator_Add", addArgs, wantText(`{"sum":5}`))},
+		{"burst-otc-direct", "direct:    OTC → sample-otc", "sample-otc", b.sampleOTC,
+			otcCaller(direct, "Calculator.Add@1.1.0", addArgs, wantValue(json.RawMessage(`{"sum":5}`)))},
 	} {
 		// One burst to open the connections, then the measured ones.
 		drive(b.ctx, b.cfg.Burst, b.cfg.Burst, rw.call)
