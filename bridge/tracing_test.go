@@ -51,7 +51,7 @@ func view(s sdktrace.ReadOnlySpan) spanView {
 		v.Status = "error"
 	}
 	for _, kv := range s.Attributes() {
-		v.Attrs[string(kv.Key)] = kv.Value.Emit()
+		v.Attrs[string(kv.Key)] = kv.Value.String()
 	}
 	return v
 }

@@ -186,27 +186,11 @@ func (r *report) findNamed(key, suffix string) *row {
 	return nil
 }
 
-func (r *report) findAny(key string) *row {
-	for i := range r.Rows {
-		if r.Rows[i].Key == key {
-			return &r.Rows[i]
-		}
-	}
-	return nil
-}
-
 func verdict(ok bool) string {
 	if ok {
 		return "met"
 	}
 	return "missed"
-}
-
-func fmtSigned(v float64) string {
-	if v < 0 {
-		return "−" + fmtDur(fromUS(-v))
-	}
-	return fmtDur(fromUS(v))
 }
 
 var groupTitles = map[string]string{
