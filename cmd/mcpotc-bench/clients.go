@@ -211,6 +211,7 @@ type rawSession struct {
 	url string
 	id  string
 	seq int
+	buf bytes.Buffer // listTools reads into it, reused: the client's own allocation is not the front's time
 }
 
 func (s *rawSession) post(ctx context.Context, body string) (*http.Response, error) {
@@ -266,10 +267,11 @@ func (s *rawSession) listTools(ctx context.Context, want int) (int, error) {
 		return 0, err
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
+	s.buf.Reset()
+	if _, err := s.buf.ReadFrom(resp.Body); err != nil {
 		return 0, err
 	}
+	body := s.buf.Bytes()
 	if resp.StatusCode != http.StatusOK {
 		return 0, fmt.Errorf("tools/list answered %d: %.200s", resp.StatusCode, body)
 	}
@@ -281,6 +283,13 @@ func (s *rawSession) listTools(ctx context.Context, want int) (int, error) {
 
 // getBody GETs url and reads the whole answer, requiring a 200.
 func getBody(ctx context.Context, hc *http.Client, url string) ([]byte, error) {
+	return getInto(ctx, hc, url, nil)
+}
+
+// getInto is getBody reading into buf (reset first) when it is not nil:
+// rows that read a large answer many times reuse one buffer, so that they
+// time the server and the transfer, not the client's allocations.
+func getInto(ctx context.Context, hc *http.Client, url string, buf *bytes.Buffer) ([]byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, err
@@ -290,10 +299,14 @@ func getBody(ctx context.Context, hc *http.Client, url string) ([]byte, error) {
 		return nil, err
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
+	if buf == nil {
+		buf = new(bytes.Buffer)
+	}
+	buf.Reset()
+	if _, err := buf.ReadFrom(resp.Body); err != nil {
 		return nil, err
 	}
+	body := buf.Bytes()
 	if resp.StatusCode != http.StatusOK {
 		return body, fmt.Errorf("GET %s answered %d: %.200s", url, resp.StatusCode, body)
 	}

@@ -94,7 +94,8 @@ func (b *bench) loadAt(c int, call callFunc) func() error {
 	}
 }
 
-// profileFronts profiles both fronts under the hop rows' load at c=64.
+// profileFronts profiles both fronts under the hop rows' load at c=1 and
+// c=64.
 func (b *bench) profileFronts() error {
 	if b.cfg.Pprof == "" {
 		return nil
@@ -104,14 +105,20 @@ func (b *bench) profileFronts() error {
 		return err
 	}
 	echoValue, _ := json.Marshal(hopMessage)
-	if err := b.profileWhile("serve-otc", "serve-otc-c64",
-		b.loadAt(64, otcCaller(c, "Sample.echo@1.0.0", echoArgs, wantValue(echoValue)))); err != nil {
-		return err
+	for _, conc := range []int{1, 64} {
+		sfx := fmt.Sprintf("-c%d", conc)
+		if err := b.profileWhile("serve-otc", "serve-otc"+sfx,
+			b.loadAt(conc, otcCaller(c, "Sample.echo@1.0.0", echoArgs, wantValue(echoValue)))); err != nil {
+			return err
+		}
+		if err := b.profileWhile("serve-mcp http", "serve-mcp-http"+sfx,
+			b.loadAt(conc, mcpCaller(b.mcpHTTP, "Calculator_Add", addArgs, wantText(`{"sum":5}`)))); err != nil {
+			return err
+		}
+		if err := b.profileWhile("serve-mcp stdio", "serve-mcp-stdio"+sfx,
+			b.loadAt(conc, mcpCaller(b.mcpFrontStdio, "Calculator_Add", addArgs, wantText(`{"sum":5}`)))); err != nil {
+			return err
+		}
 	}
-	if err := b.profileWhile("serve-mcp http", "serve-mcp-http-c64",
-		b.loadAt(64, mcpCaller(b.mcpHTTP, "Calculator_Add", addArgs, wantText(`{"sum":5}`)))); err != nil {
-		return err
-	}
-	return b.profileWhile("serve-mcp stdio", "serve-mcp-stdio-c64",
-		b.loadAt(64, mcpCaller(b.mcpFrontStdio, "Calculator_Add", addArgs, wantText(`{"sum":5}`))))
+	return nil
 }

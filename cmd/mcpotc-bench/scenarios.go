@@ -643,6 +643,8 @@ func (b *bench) runPayloads() error {
 	if err != nil {
 		return err
 	}
+	// The rows whose front --pprof profiles, by the front's pprof name.
+	profiled := map[string]string{"payload-otc-front": "serve-otc", "payload-mcp-front": "serve-mcp http"}
 	for _, ps := range b.payloadSizes() {
 		msg := strings.Repeat("x", ps.size)
 		args := json.RawMessage(`{"message":"` + msg + `"}`)
@@ -679,6 +681,14 @@ func (b *bench) runPayloads() error {
 				r.Note = "in-bench OTC server"
 			}
 			b.add(r)
+			if front := profiled[rw.key]; front != "" && ps.size == 1<<20 {
+				// The largest payload's profile, one call at a time.
+				if err := b.profileWhile(front, rw.rssOf+"-echo-1MiB", func() error {
+					return run(b.ctx, 2, 0, 1, func() {}, rw.call).first
+				}); err != nil {
+					return err
+				}
+			}
 		}
 	}
 	return nil
@@ -814,8 +824,9 @@ func (b *bench) otcCatalog() error {
 	}
 	startup := time.Since(t0)
 	var size int
+	var buf bytes.Buffer
 	list := func(ctx context.Context) error {
-		body, err := getBody(ctx, b.hc, base+"/tools")
+		body, err := getInto(ctx, b.hc, base+"/tools", &buf)
 		if err != nil {
 			return err
 		}
@@ -831,6 +842,9 @@ func (b *bench) otcCatalog() error {
 	r.Extra = map[string]float64{"bytes": float64(size), "startup_ms": float64(startup.Milliseconds())}
 	r.Note = fmt.Sprintf("%.1f MB; start → healthy %s; peak since start", float64(size)/1e6, fmtDur(startup))
 	b.add(r)
+	if err := b.profileWhile("serve-otc catalog", "serve-otc-list", func() error { return list(b.ctx) }); err != nil {
+		return err
+	}
 
 	// Refresh: the MCP server replaces a tool (notifications/tools/list_changed);
 	// measured from the signal to the new tool answering a call.
@@ -920,6 +934,9 @@ func (b *bench) mcpCatalog() error {
 	r.Extra = map[string]float64{"bytes": float64(size), "startup_ms": float64(startup.Milliseconds())}
 	r.Note = fmt.Sprintf("%.1f MB; start → listening %s; peak since start; --refresh 1s", float64(size)/1e6, fmtDur(startup))
 	b.add(r)
+	if err := b.profileWhile("serve-mcp catalog", "serve-mcp-list", func() error { return list(b.ctx) }); err != nil {
+		return err
+	}
 
 	conn, err := dialMCPHTTP(b.ctx, url, b.hc)
 	if err != nil {
