@@ -89,11 +89,13 @@ func mcpResult(resp *otc.CallToolResponse, shape OutputShape, fromMCP bool) (*mc
 		return res, nil
 	}
 	compact := compactJSON(v)
-	text := string(compact)
-	var s string
-	isString := compact[0] == '"' && json.Unmarshal(compact, &s) == nil
+	text := ""
+	s, plain := unquotePlain(compact)
+	isString := plain || compact[0] == '"' && json.Unmarshal(compact, &s) == nil
 	if isString {
 		text = s
+	} else {
+		text = string(compact)
 	}
 	switch {
 	case shape == OutputWrapped:
@@ -102,7 +104,7 @@ func mcpResult(resp *otc.CallToolResponse, shape OutputShape, fromMCP bool) (*mc
 	case compact[0] == '{':
 		res.StructuredContent = compact
 	case isString:
-		if !bytes.Equal(encode(s), compact) {
+		if !plain && !bytes.Equal(encode(s), compact) {
 			call.Value = compact // escapes the text alone would not restore
 		}
 	default:
@@ -159,15 +161,6 @@ func (c *MCPErrorCarrier) rpcError() *front.RPCError {
 		e.Data = c.Data
 	}
 	return e
-}
-
-// compactJSON removes insignificant space; invalid JSON is returned as is.
-func compactJSON(v []byte) json.RawMessage {
-	var buf bytes.Buffer
-	if json.Compact(&buf, v) != nil {
-		return v
-	}
-	return buf.Bytes()
 }
 
 // mcpResultWire is a CallToolResult as read from the wire, raw.
@@ -255,7 +248,7 @@ func OTCResultFor(raw json.RawMessage, s OTCResultShape) (OTCOutcome, error) {
 			return out, nil
 		}
 	case r.isText:
-		out.Value = encode(r.text)
+		out.Value = quoteString(r.text)
 		// An MCP front answers a string value as the only text block;
 		// without an output schema, also when isError false is written.
 		if s.shape != OutputWrapped && (r.exact() || s.plain && r.onlyContent() && len(r.block) == 2) {
@@ -401,7 +394,7 @@ func fromOTCCarriers(r *mcpResultWire) (OTCOutcome, bool) {
 	case len(bytes.TrimSpace(r.StructuredContent)) > 0 && !isNull(r.StructuredContent):
 		return OTCOutcome{Value: bytes.TrimSpace(r.StructuredContent)}, true
 	case len(r.Content) == 1 && len(textsOf(r.Content)) == 1:
-		return OTCOutcome{Value: encode(textsOf(r.Content)[0])}, true
+		return OTCOutcome{Value: quoteString(textsOf(r.Content)[0])}, true
 	}
 	return OTCOutcome{}, false
 }
