@@ -41,8 +41,25 @@ func checkMessage(msg []byte) invalid {
 	if t[0] != '{' {
 		return ""
 	}
-	// encoding/json, as mcp-go decodes: the same case-insensitive key
-	// matching and the last duplicate wins.
+	// The common case, a string or number id, from a skim (skim.go);
+	// anything else is decided by encoding/json.
+	if top, ok := skimMembers(t); ok {
+		id, method := lastMember(top, "id"), lastMember(top, "method")
+		if id == nil || method == nil {
+			return ""
+		}
+		switch t[id.start] {
+		case '"', '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
+			return ""
+		}
+	}
+	return checkObject(t)
+}
+
+// checkObject is checkMessage for a message that starts with '{', decided
+// by encoding/json as mcp-go decodes: the same case-insensitive key
+// matching, and the last duplicate wins.
+func checkObject(t []byte) invalid {
 	var m struct {
 		ID     json.RawMessage `json:"id"`
 		Method json.RawMessage `json:"method"`

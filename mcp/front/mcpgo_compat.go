@@ -141,8 +141,14 @@ func (h *HTTPHandler) preparePost(w http.ResponseWriter, r *http.Request, body [
 		return false, true
 	}
 	// mcp-go mints a session for any initialize, with Mcp-Session-Id or not.
-	method, needsSession := sessionless(body)
-	if needsSession && r.Header.Get(mcpserver.HeaderKeySessionID) == "" {
+	// A skim (skim.go) serves the common case; what the front acts on is
+	// decided by encoding/json.
+	noSession := r.Header.Get(mcpserver.HeaderKeySessionID) == ""
+	method, needsSession := skimSessionless(body)
+	if needsSession && noSession || method == string(mcpgo.MethodInitialize) {
+		method, needsSession = sessionless(body)
+	}
+	if needsSession && noSession {
 		http.Error(w, "Bad Request: Mcp-Session-Id header is required", http.StatusBadRequest)
 		return false, false
 	}
@@ -189,6 +195,20 @@ func sessionless(body []byte) (method string, needsSession bool) {
 // 202, and for notifications/cancelled it cancels the in-flight
 // 2026-07-28 request with that id (which mcp-go keys by id alone).
 func fillNotificationVersion(body []byte, version string) []byte {
+	// A request (an id that is not null) or a message without a string
+	// method is returned as is, malformed or not: a skim (skim.go) tells
+	// without decoding the body.
+	if top, ok := skimMembers(body); ok {
+		method, id := lastMember(top, "method"), lastMember(top, "id")
+		if method == nil || body[method.start] != '"' || (id != nil && string(body[id.start:id.end]) != "null") {
+			return body
+		}
+	}
+	return fillNotification(body, version)
+}
+
+// fillNotification is fillNotificationVersion without the skim.
+func fillNotification(body []byte, version string) []byte {
 	top, ok := topMembers(body)
 	if !ok {
 		return body

@@ -1,0 +1,206 @@
+package front
+
+import (
+	"bytes"
+	"encoding/json"
+	"unicode/utf8"
+
+	mcpgo "github.com/mark3labs/mcp-go/mcp"
+)
+
+// A skim of the messages clients send
+//
+// The front looks at every message before mcp-go does (checkMessage,
+// sessionless, fillNotificationVersion) for a few top-level members: the
+// id, the method, params._meta. Decoding the message with encoding/json
+// for that costs as much as mcp-go's own decoding, and a tool call's
+// arguments can be megabytes. skimMembers walks the top-level object
+// instead, jumping over strings with bytes.IndexByte and over nested
+// values by counting brackets, without validating them. Its findings are
+// used only where they cannot change an answer: when a skim says a
+// message is one the front acts on (answers itself, or counts as an
+// initialize), the exact encoding/json path decides; when it says the
+// message is mcp-go's to serve, that is also what the exact path says for
+// every well-formed message, and malformed ones go to mcp-go either way
+// (FuzzSkimAgreesWithDecode checks this).
+
+// skimMembers returns the members of the JSON object b, in order, keys
+// unescaped, without decoding or validating their values. It reports false
+// when b is not one object (with optional space around it) as far as the
+// walk can tell.
+func skimMembers(b []byte) ([]member, bool) {
+	i := skipSpace(b, 0)
+	if i >= len(b) || b[i] != '{' {
+		return nil, false
+	}
+	var members []member
+	i = skipSpace(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		return nil, skipSpace(b, i+1) == len(b)
+	}
+	for {
+		i = skipSpace(b, i)
+		if i >= len(b) || b[i] != '"' {
+			return nil, false
+		}
+		end, escaped := skipString(b, i)
+		if end < 0 {
+			return nil, false
+		}
+		key := string(b[i+1 : end-1])
+		if escaped || !utf8.ValidString(key) { // as encoding/json reads it
+			if json.Unmarshal(b[i:end], &key) != nil {
+				return nil, false
+			}
+		}
+		i = skipSpace(b, end)
+		if i >= len(b) || b[i] != ':' {
+			return nil, false
+		}
+		i = skipSpace(b, i+1)
+		end = skipValue(b, i)
+		if end < 0 {
+			return nil, false
+		}
+		members = append(members, member{key, i, end})
+		i = skipSpace(b, end)
+		if i >= len(b) {
+			return nil, false
+		}
+		if b[i] == ',' {
+			i++
+			continue
+		}
+		if b[i] != '}' {
+			return nil, false
+		}
+		return members, skipSpace(b, i+1) == len(b)
+	}
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && isJSONSpace(b[i]) {
+		i++
+	}
+	return i
+}
+
+// skipString returns the index after the string that opens at b[i] (a
+// quote), and whether it holds a backslash; -1 when it does not end.
+func skipString(b []byte, i int) (end int, escaped bool) {
+	j := i + 1
+	for {
+		q := bytes.IndexByte(b[j:], '"')
+		if q < 0 {
+			return -1, false
+		}
+		q += j
+		if bytes.IndexByte(b[j:q], '\\') < 0 {
+			return q + 1, escaped
+		}
+		escaped = true
+		// The quote ends the string unless an odd run of backslashes
+		// escapes it.
+		n := 0
+		for k := q - 1; k > i && b[k] == '\\'; k-- {
+			n++
+		}
+		if n%2 == 0 {
+			return q + 1, true
+		}
+		j = q + 1
+	}
+}
+
+// skipValue returns the index after the value that starts at b[i], or -1.
+func skipValue(b []byte, i int) int {
+	if i >= len(b) {
+		return -1
+	}
+	switch b[i] {
+	case '"':
+		end, _ := skipString(b, i)
+		return end
+	case '{', '[':
+		depth := 0
+		for j := i; j < len(b); j++ {
+			switch b[j] {
+			case '"':
+				end, _ := skipString(b, j)
+				if end < 0 {
+					return -1
+				}
+				j = end - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return j + 1
+				}
+			}
+		}
+		return -1
+	case '}', ']', ',', ':':
+		return -1
+	}
+	j := i
+	for j < len(b) && !isJSONSpace(b[j]) && b[j] != ',' && b[j] != '}' && b[j] != ']' {
+		j++
+	}
+	return j
+}
+
+// skimString returns the string the JSON string literal v holds.
+func skimString(v []byte) (string, bool) {
+	if len(v) < 2 || v[0] != '"' {
+		return "", false
+	}
+	if s := string(v[1 : len(v)-1]); bytes.IndexByte(v, '\\') < 0 && utf8.ValidString(s) {
+		return s, true
+	}
+	var s string
+	return s, json.Unmarshal(v, &s) == nil
+}
+
+// skimSessionless is sessionless from a skim: for a well-formed body it
+// answers what sessionless answers.
+func skimSessionless(body []byte) (method string, needsSession bool) {
+	top, ok := skimMembers(body)
+	if !ok {
+		return "", false
+	}
+	if m := lastMember(top, "method"); m != nil {
+		v := body[m.start:m.end]
+		if string(v) != "null" {
+			if method, ok = skimString(v); !ok {
+				return "", false // not a string: encoding/json fails
+			}
+		}
+	}
+	if p := lastMember(top, "params"); p != nil && string(body[p.start:p.end]) != "null" {
+		params := body[p.start:p.end]
+		pm, ok := skimMembers(params)
+		if !ok {
+			return "", false
+		}
+		if mt := lastMember(pm, "_meta"); mt != nil && string(params[mt.start:mt.end]) != "null" {
+			meta := params[mt.start:mt.end]
+			mm, ok := skimMembers(meta)
+			if !ok {
+				return "", false
+			}
+			// Meta decodes into a map: the exact key, the last one wins.
+			var version string
+			for _, f := range mm {
+				if f.key == mcpgo.MetaKeyProtocolVersion {
+					version, _ = skimString(meta[f.start:f.end])
+				}
+			}
+			if mcpgo.IsModernProtocol(version) {
+				return "", false
+			}
+		}
+	}
+	return method, method != "" && method != string(mcpgo.MethodInitialize)
+}
