@@ -118,6 +118,10 @@ type otcUpstream struct {
 	tools map[string]*frontTool
 	// err is the last listing error (nil when the catalog is fresh).
 	err error
+	// listed identifies the listing tools were made from (zero when they
+	// were not installed from a listing): a poll that finds it again
+	// leaves the catalog as it is without decoding or mapping it.
+	listed otc.CatalogDigest
 	// explained is the last listing error with what to do about it, for
 	// the error message explainedFor (the probes run once per message).
 	explainedFor string
@@ -266,11 +270,19 @@ func (f *MCPFront) Run(ctx context.Context) {
 // name clash is an error; later it keeps the clashing upstream's old tools.
 func (f *MCPFront) refresh(ctx context.Context, atStart bool) error {
 	type listing struct {
-		tools map[string]*frontTool
-		err   error // the listing failed, or
-		clash error // it names two tools alike
+		tools     map[string]*frontTool
+		err       error // the listing failed, or
+		clash     error // it names two tools alike
+		digest    otc.CatalogDigest
+		unchanged bool // the listing its tools were made from
 	}
 	results := make([]listing, len(f.upstreams))
+	prev := make([]otc.CatalogDigest, len(f.upstreams))
+	f.mu.Lock()
+	for i, u := range f.upstreams {
+		prev[i] = u.listed
+	}
+	f.mu.Unlock()
 	var wg sync.WaitGroup
 	for i, u := range f.upstreams {
 		wg.Add(1)
@@ -279,24 +291,35 @@ func (f *MCPFront) refresh(ctx context.Context, atStart bool) error {
 			lctx, cancel := context.WithTimeout(ctx, listTimeout)
 			defer cancel()
 			start := time.Now()
-			defs, err := u.Client.ListTools(lctx)
+			defs, digest, unchanged, err := u.Client.ListToolsChanged(lctx, prev[i])
 			f.opts.Metrics.Refreshed(metrics.FrontMCP, u.Name, err)
-			f.log.Debug().Str("upstream", u.Name).Dur("took", time.Since(start)).Int("tools", len(defs)).AnErr("error", err).Msg("GET /tools")
+			f.log.Debug().Str("upstream", u.Name).Dur("took", time.Since(start)).Int("tools", len(defs)).Bool("unchanged", unchanged).
+				AnErr("error", err).Msg("GET /tools")
 			if err != nil {
 				results[i].err = u.explain(lctx, err)
 				return
 			}
-			results[i].tools, results[i].clash = latestTools(u, defs)
+			results[i].digest, results[i].unchanged = digest, unchanged
+			if !unchanged {
+				results[i].tools, results[i].clash = latestTools(u, defs)
+			}
 		}()
 	}
 	wg.Wait()
 
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if !atStart && !slices.ContainsFunc(results, func(r listing) bool { return !r.unchanged }) {
+		f.log.Debug().Msg("catalog unchanged: every upstream listed what its tools were made from")
+		return nil
+	}
 	owner := map[string]toolOwner{}
 	var all []*frontTool
 	for i, u := range f.upstreams {
 		r := results[i]
+		if r.unchanged {
+			r.tools = u.tools
+		}
 		if r.clash != nil {
 			if atStart {
 				return r.clash
@@ -312,7 +335,7 @@ func (f *MCPFront) refresh(ctx context.Context, atStart bool) error {
 		u.err = r.err
 		if r.err == nil {
 			if clash := clashes(owner, u.Name, r.tools); clash == nil {
-				u.tools = r.tools
+				u.tools, u.listed = r.tools, r.digest
 			} else if atStart {
 				return clash
 			} else {
@@ -322,6 +345,7 @@ func (f *MCPFront) refresh(ctx context.Context, atStart bool) error {
 			}
 		}
 		if r.err != nil {
+			u.listed = otc.CatalogDigest{} // the next listing is mapped again
 			if clash := clashes(owner, u.Name, u.tools); clash != nil {
 				f.log.Error().Str("upstream", u.Name).Err(clash).Msg("tools withheld")
 				u.tools = map[string]*frontTool{}

@@ -213,3 +213,59 @@ func TestCatalogChangeNotifiesClients(t *testing.T) {
 	inW.Close()
 	<-done
 }
+
+// A poll that finds an upstream's listing unchanged keeps its tools; a
+// listing refused for a name clash is looked at again at every poll, so it
+// is installed once the clash is gone, though its bytes never changed.
+func TestRefreshUnchangedAndRefusedListings(t *testing.T) {
+	ctx := context.Background()
+	a, b := &switchable{}, &switchable{}
+	a.set(http.StatusOK, `[`+toolDef("A.One@1.0.0", "Same")+`]`)
+	b.set(http.StatusOK, `[`+toolDef("B.Two@1.0.0", "Two")+`]`)
+	f, err := NewMCPFront(ctx, []OTCUpstream{otcUpstreamOn(t, "a", "", a), otcUpstreamOn(t, "b", "", b)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	step := func(what, want string) {
+		t.Helper()
+		if err := f.refresh(ctx, false); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if got := strings.Join(toolNames(f), ","); got != want {
+			t.Fatalf("%s: tools %s, want %s", what, got, want)
+		}
+	}
+	step("nothing changed", "Same,Two")
+	b.set(http.StatusOK, `[`+toolDef("B.Two@1.0.0", "Two")+`,`+toolDef("B.Same@1.0.0", "Same")+`]`)
+	step("b lists a name a holds: refused", "Same,Two")
+	step("b unchanged, still clashing: still refused", "Same,Two")
+	a.set(http.StatusOK, `[`+toolDef("A.Three@1.0.0", "Three")+`]`)
+	step("a gave the name up: b's unchanged listing installed", "Same,Three,Two")
+	f.mu.Lock()
+	owner := f.upstreams[1].tools["Same"].def.ID
+	f.mu.Unlock()
+	if owner != "B.Same@1.0.0" {
+		t.Fatalf("Same is %s, want b's B.Same@1.0.0", owner)
+	}
+	step("nothing changed again", "Same,Three,Two")
+	// A failed listing, then the same bytes as before it: up again.
+	up := func() bool {
+		for _, st := range f.upstreamMetrics() {
+			if st.Name == "a" {
+				return st.Up
+			}
+		}
+		return false
+	}
+	listing := `[` + toolDef("A.Three@1.0.0", "Three") + `]`
+	a.set(http.StatusServiceUnavailable, `{}`)
+	step("a down: its tools kept", "Same,Three,Two")
+	if up() {
+		t.Fatal("a is up after a failed listing")
+	}
+	a.set(http.StatusOK, listing)
+	step("a back with the listing it had", "Same,Three,Two")
+	if !up() {
+		t.Fatal("a is still down after listing what it listed before failing")
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -277,6 +278,37 @@ func (c *Client) ListTools(ctx context.Context) ([]ToolDefinition, error) {
 		c.dialect.Store(learned)
 	}
 	return tools, nil
+}
+
+// CatalogDigest identifies a tool listing as a server sent it: a SHA-256
+// of its body and of the header that names its dialect.
+type CatalogDigest [32]byte
+
+// ListToolsChanged is ListTools for a caller that polls a catalog: when
+// the listing hashes to prev (the digest it returned last time), it
+// reports unchanged without decoding the listing again, and tools is nil.
+// A failed listing returns the error and a zero digest.
+func (c *Client) ListToolsChanged(ctx context.Context, prev CatalogDigest) (tools []ToolDefinition, digest CatalogDigest, unchanged bool, err error) {
+	data, header, err := c.do(ctx, http.MethodGet, c.toolsURL, nil, c.configured == DialectOXPFlat, nil)
+	if err != nil {
+		return nil, CatalogDigest{}, false, err
+	}
+	h := sha256.New()
+	h.Write([]byte(header.Get(VersionHeader)))
+	h.Write([]byte{0})
+	h.Write(data)
+	h.Sum(digest[:0])
+	if digest == prev {
+		return nil, digest, true, nil
+	}
+	tools, learned, err := decodeToolList(data, header)
+	if err != nil {
+		return nil, CatalogDigest{}, false, err
+	}
+	if c.configured == DialectAuto {
+		c.dialect.Store(learned)
+	}
+	return tools, digest, false, nil
 }
 
 // Call sends POST /tools/call and returns the response of a call that

@@ -797,3 +797,48 @@ func TestNewClient(t *testing.T) {
 		}
 	}
 }
+
+// A poller sees a listing it has seen as unchanged, without decoding it; a
+// new byte, a new dialect header or a failure is not.
+func TestClientListToolsChanged(t *testing.T) {
+	var mu sync.Mutex
+	tool := `{"id":"A.B@1.2.3","name":"A_B","description":"d","version":"1.2.3"}`
+	body, status, header := `{"$schema":"urn:oxp:1.0","tools":[`+tool+`],"items":[`+tool+`]}`, http.StatusOK, ""
+	srv := newFakeServer(t, func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		if header != "" {
+			w.Header().Set(VersionHeader, header)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		io.WriteString(w, body)
+	})
+	set := func(b string, st int, h string) {
+		mu.Lock()
+		defer mu.Unlock()
+		body, status, header = b, st, h
+	}
+	c := newTestClient(t, srv.URL, nil)
+	ctx := context.Background()
+	tools, d1, unchanged, err := c.ListToolsChanged(ctx, CatalogDigest{})
+	if err != nil || unchanged || len(tools) != 1 || d1 == (CatalogDigest{}) {
+		t.Fatalf("first listing: %d tools, unchanged %v, digest %x, %v; want 1 tool, a digest", len(tools), unchanged, d1, err)
+	}
+	tools, d2, unchanged, err := c.ListToolsChanged(ctx, d1)
+	if err != nil || !unchanged || tools != nil || d2 != d1 {
+		t.Fatalf("same listing: %d tools, unchanged %v, same digest %v, %v; want unchanged, no tools", len(tools), unchanged, d2 == d1, err)
+	}
+	set(body+" ", http.StatusOK, "")
+	if _, d3, unchanged, err := c.ListToolsChanged(ctx, d1); err != nil || unchanged || d3 == d1 {
+		t.Fatalf("one more byte: unchanged %v, same digest %v, %v; want changed", unchanged, d3 == d1, err)
+	}
+	set(body, http.StatusOK, "1.0")
+	if _, d4, unchanged, err := c.ListToolsChanged(ctx, d1); err != nil || unchanged || d4 == d1 {
+		t.Fatalf("same body with %s: unchanged %v, same digest %v, %v; want changed", VersionHeader, unchanged, d4 == d1, err)
+	}
+	set(body, http.StatusBadGateway, "")
+	if tools, d5, unchanged, err := c.ListToolsChanged(ctx, d1); err == nil || unchanged || tools != nil || d5 != (CatalogDigest{}) {
+		t.Fatalf("a failed listing: unchanged %v, digest %x, %v; want an error and a zero digest", unchanged, d5, err)
+	}
+}

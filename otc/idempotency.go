@@ -124,16 +124,22 @@ func fingerprint(toolID string, input json.RawMessage, cc *CallContext) [32]byte
 		h.Write(s)
 	}
 	field([]byte(toolID))
-	buf := fingerprintBufs.Get().(*bytes.Buffer)
-	buf.Reset()
-	if json.Compact(buf, input) != nil {
+	// Input without space has nothing to compact (json.Compact would copy
+	// it as it is, as it does invalid JSON): a large input is not copied.
+	compact := []byte(input)
+	if bytes.ContainsAny(input, " \t\r\n") {
+		buf := fingerprintBufs.Get().(*bytes.Buffer)
 		buf.Reset()
-		buf.Write(input)
+		if json.Compact(buf, input) != nil {
+			buf.Reset()
+			buf.Write(input)
+		}
+		compact = buf.Bytes()
+		if buf.Cap() <= 64<<10 {
+			defer fingerprintBufs.Put(buf)
+		}
 	}
-	field(buf.Bytes())
-	if buf.Cap() <= 64<<10 {
-		fingerprintBufs.Put(buf)
-	}
+	field(compact)
 	writeContext(h, field, cc)
 	var sum [32]byte
 	h.Sum(sum[:0])
