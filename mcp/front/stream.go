@@ -7,6 +7,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -135,16 +136,30 @@ func (st *streamBook) openCount() int {
 // process returns the frame to write in place of frame and the coded error
 // it applied, if any (then the result is a new slice).
 func (st *streamBook) process(frame []byte) ([]byte, *coded) {
-	if st.busy.Load() == 0 {
+	p, c := st.pieces(frame)
+	if c == nil {
 		return frame, nil
+	}
+	out := make([]byte, 0, len(p[0])+len(p[1])+len(p[2]))
+	return append(append(append(out, p[0]...), p[1]...), p[2]...), c
+}
+
+// pieces is process without the copy: the frame to write is p[0], p[1],
+// p[2] one after the other (p[0] alone, the frame, when c is nil). A
+// tools/list answer is written from them as they are, the encoded tools
+// in place, not copied into one more buffer of their size.
+func (st *streamBook) pieces(frame []byte) (p [3][]byte, c *coded) {
+	p[0] = frame
+	if st.busy.Load() == 0 {
+		return p, nil
 	}
 	f, ok := parseFrame(frame)
 	if !ok || !f.response {
-		return frame, nil
+		return p, nil
 	}
 	var id any
 	if json.Unmarshal(f.id, &id) != nil {
-		return frame, nil
+		return p, nil
 	}
 	key := idKey(id)
 
@@ -155,7 +170,7 @@ func (st *streamBook) process(frame []byte) ([]byte, *coded) {
 	st.busy.Store(int64(len(st.pending) + len(st.opened)))
 	st.mu.Unlock()
 	if !ok {
-		return frame, nil
+		return p, nil
 	}
 	from, to, with := f.errStart, f.errEnd, e.obj
 	if e.tools != nil {
@@ -163,13 +178,9 @@ func (st *streamBook) process(frame []byte) ([]byte, *coded) {
 		with = e.tools
 	}
 	if from < 0 {
-		return frame, nil
+		return p, nil
 	}
-	out := make([]byte, 0, len(frame)-(to-from)+len(with))
-	out = append(out, frame[:from]...)
-	out = append(out, with...)
-	out = append(out, frame[to:]...)
-	return out, &e.coded
+	return [3][]byte{frame[:from], with, frame[to:]}, &e.coded
 }
 
 // frameInfo locates what the front needs in a JSON-RPC message.
@@ -362,9 +373,8 @@ func (lw *lineWriter) Write(p []byte) (int, error) {
 		if i < 0 {
 			break
 		}
-		frame, _ := lw.st.process(lw.buf[:i])
-		out = append(out, frame...)
-		out = append(out, '\n')
+		p, _ := lw.st.pieces(lw.buf[:i])
+		out = append(append(append(append(out, p[0]...), p[1]...), p[2]...), '\n')
 		lw.buf = lw.buf[i+1:]
 	}
 	lw.buf = append([]byte(nil), lw.buf...)
@@ -482,14 +492,22 @@ func (rw *responseWriter) finish() {
 	case buffered:
 		body := rw.body.Bytes()
 		frame := bytes.TrimRight(body, "\r\n")
-		if out, c := rw.st.process(frame); c != nil {
-			body = append(out, body[len(frame):]...)
-			if c.modern {
-				rw.status = httpStatus(c.code)
+		p, c := rw.st.pieces(frame)
+		if c != nil && c.modern {
+			rw.status = httpStatus(c.code)
+		}
+		pieces := [...][]byte{p[0], p[1], p[2], body[len(frame):]}
+		n := 0
+		for _, b := range pieces {
+			n += len(b)
+		}
+		rw.w.Header().Set("Content-Length", strconv.Itoa(n))
+		rw.w.WriteHeader(rw.status)
+		for _, b := range pieces {
+			if _, err := rw.w.Write(b); err != nil {
+				break
 			}
 		}
-		rw.w.WriteHeader(rw.status)
-		_, _ = rw.w.Write(body)
 	case events:
 		if rw.body.Len() > 0 {
 			_, _ = rw.w.Write(rw.body.Bytes())
