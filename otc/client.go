@@ -211,6 +211,13 @@ func NewClient(baseURL string, opts *ClientOptions) (*Client, error) {
 	return c, nil
 }
 
+// maxIdleConns bounds the connections the default HTTP client keeps open
+// between calls (each an idle socket and its buffers, closed after
+// IdleConnTimeout). A pool smaller than the calls in flight closes the
+// surplus when a burst ends and dials them again at the next one; this one
+// keeps a burst of a thousand calls' connections for the next burst.
+const maxIdleConns = 1024
+
 // newHTTPClient is the default HTTP client: pooled connections, timeouts on
 // each phase up to the response header (generous, as a tool runs before its
 // server answers; callers bound calls with their context), and redirects
@@ -222,8 +229,8 @@ func newHTTPClient() *http.Client {
 			Proxy:                 http.ProxyFromEnvironment,
 			DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 			ForceAttemptHTTP2:     true,
-			MaxIdleConns:          128,
-			MaxIdleConnsPerHost:   64,
+			MaxIdleConns:          maxIdleConns,
+			MaxIdleConnsPerHost:   maxIdleConns,
 			IdleConnTimeout:       90 * time.Second,
 			TLSHandshakeTimeout:   10 * time.Second,
 			ExpectContinueTimeout: time.Second,

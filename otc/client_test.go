@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
@@ -840,5 +841,80 @@ func TestClientListToolsChanged(t *testing.T) {
 	set(body, http.StatusBadGateway, "")
 	if tools, d5, unchanged, err := c.ListToolsChanged(ctx, d1); err == nil || unchanged || tools != nil || d5 != (CatalogDigest{}) {
 		t.Fatalf("a failed listing: unchanged %v, digest %x, %v; want an error and a zero digest", unchanged, d5, err)
+	}
+}
+
+// The default client keeps the connections of a burst of calls for the
+// next one: a second burst as large as the first dials nothing new.
+func TestClientKeepsBurstConnections(t *testing.T) {
+	const burst = 200 // more calls in flight than a pool of a few dozen keeps
+	var (
+		mu      sync.Mutex
+		dialed  int
+		gate    chan struct{} // closed when every call of the round arrived
+		arrived = make(chan struct{}, burst)
+	)
+	current := func() chan struct{} {
+		mu.Lock()
+		defer mu.Unlock()
+		return gate
+	}
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		g := current()
+		arrived <- struct{}{}
+		<-g // every call of the burst is in flight at once
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"$schema":"urn:oxp:1.0","result":{"call_id":"c","success":true,"value":1}}`)
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			mu.Lock()
+			dialed++
+			mu.Unlock()
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	c := newTestClient(t, srv.URL, &ClientOptions{Dialect: DialectOXP10})
+	round := func() int {
+		mu.Lock()
+		before := dialed
+		gate = make(chan struct{})
+		g := gate
+		mu.Unlock()
+		var wg sync.WaitGroup
+		errs := make(chan error, burst)
+		for range burst {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if _, err := c.Call(context.Background(), &CallToolRequest{ToolID: "A.B@1.0.0", CallID: NewCallID()}); err != nil {
+					errs <- err
+				}
+			}()
+		}
+		for range burst {
+			select {
+			case <-arrived:
+			case <-time.After(20 * time.Second):
+				close(g)
+				t.Fatal("the burst's calls did not all arrive")
+			}
+		}
+		close(g)
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		return dialed - before
+	}
+	if n := round(); n != burst {
+		t.Fatalf("first burst: %d connections dialed, want %d", n, burst)
+	}
+	if n := round(); n != 0 {
+		t.Fatalf("second burst: %d new connections dialed, want 0 (the first burst's were closed)", n)
 	}
 }
