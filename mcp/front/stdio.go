@@ -52,6 +52,12 @@ func (f *Front) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) err
 	lw := &lineWriter{w: out, st: st}
 	srv := mcpserver.NewStdioServer(f.server)
 	srv.SetErrorLogger(slog.NewLogLogger(f.log.Handler(), slog.LevelWarn))
+	// mcp-go v1.2.1 runs stdio tool calls on 5 workers with a queue of 100,
+	// and past the queue in the reading goroutine: a host with more calls
+	// in flight waited for a worker though each call mostly waits on its
+	// upstream. stdioWorkers calls run at once; the queue bounds the rest.
+	mcpserver.WithWorkerPoolSize(stdioWorkers)(srv)
+	mcpserver.WithQueueSize(stdioQueue)(srv)
 	srv.SetContextFunc(func(c context.Context) context.Context {
 		c = context.WithValue(c, streamKey{}, st)
 		return context.WithValue(c, lifeKey{}, life)
@@ -97,3 +103,10 @@ func (r *endReader) Read(p []byte) (int, error) {
 	r.pending = r.pending[n:]
 	return n, nil
 }
+
+// The stdio tool-call workers and queue (see ServeStdio). mcp-go caps the
+// workers at 100.
+const (
+	stdioWorkers = 64
+	stdioQueue   = 1024
+)

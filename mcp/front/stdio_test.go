@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"sync"
 	"testing"
@@ -158,3 +159,32 @@ func TestFrontStdioOnePerProcess(t *testing.T) {
 type eofReader struct{}
 
 func (eofReader) Read([]byte) (int, error) { return 0, io.EOF }
+
+// Tool calls over stdio run side by side: 32 calls that each wait until
+// released all start (mcp-go's default of 5 workers held the others back
+// until a worker was free), and all are answered.
+func TestFrontStdioCallsRunSideBySide(t *testing.T) {
+	f, p := testFront(t, nil)
+	c := startFrontStdio(t, context.Background(), f)
+	initialize(t, c)
+	const n = 32
+	var answers []<-chan json.RawMessage
+	for i := range n {
+		answers = append(answers, c.send(t, 100+i, "tools/call", callParams("wait", fmt.Sprintf(`{"tag":"s%d"}`, i))))
+	}
+	for i := range n {
+		select {
+		case <-p.started:
+		case <-time.After(wait):
+			t.Fatalf("%d of %d calls started; the others wait for a worker", i, n)
+		}
+	}
+	close(p.release)
+	for i, ch := range answers {
+		select {
+		case <-ch:
+		case <-time.After(wait):
+			t.Fatalf("call %d not answered", 100+i)
+		}
+	}
+}
