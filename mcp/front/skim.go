@@ -33,7 +33,7 @@ func skimMembers(b []byte) ([]member, bool) {
 	if i >= len(b) || b[i] != '{' {
 		return nil, false
 	}
-	var members []member
+	members := make([]member, 0, 8) // one allocation for a message's usual members
 	i = skipSpace(b, i+1)
 	if i < len(b) && b[i] == '}' {
 		return nil, skipSpace(b, i+1) == len(b)
@@ -47,9 +47,10 @@ func skimMembers(b []byte) ([]member, bool) {
 		if end < 0 {
 			return nil, false
 		}
-		key := string(b[i+1 : end-1])
+		key := commonKey(b[i+1 : end-1])
 		if escaped || !utf8.ValidString(key) { // as encoding/json reads it
-			if json.Unmarshal(b[i:end], &key) != nil {
+			var ok bool
+			if key, ok = unquote(b[i:end]); !ok {
 				return nil, false
 			}
 		}
@@ -76,6 +77,28 @@ func skimMembers(b []byte) ([]member, bool) {
 		}
 		return members, skipSpace(b, i+1) == len(b)
 	}
+}
+
+// commonKey is string(k), without an allocation for the members every
+// message has.
+func commonKey(k []byte) string {
+	switch string(k) { // compared without converting
+	case "jsonrpc":
+		return "jsonrpc"
+	case "id":
+		return "id"
+	case "method":
+		return "method"
+	case "params":
+		return "params"
+	case "name":
+		return "name"
+	case "arguments":
+		return "arguments"
+	case "_meta":
+		return "_meta"
+	}
+	return string(k)
 }
 
 func skipSpace(b []byte, i int) int {
@@ -159,6 +182,11 @@ func skimString(v []byte) (string, bool) {
 	if s := string(v[1 : len(v)-1]); bytes.IndexByte(v, '\\') < 0 && utf8.ValidString(s) {
 		return s, true
 	}
+	return unquote(v)
+}
+
+// unquote is the string literal v as encoding/json reads it.
+func unquote(v []byte) (string, bool) {
 	var s string
 	return s, json.Unmarshal(v, &s) == nil
 }
