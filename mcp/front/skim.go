@@ -6,6 +6,8 @@ import (
 	"unicode/utf8"
 
 	mcpgo "github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/mcpotc/mcpotc/mcp/internal/jsonscan"
 )
 
 // A skim of the messages clients send
@@ -29,42 +31,43 @@ import (
 // when b is not one object (with optional space around it) as far as the
 // walk can tell.
 func skimMembers(b []byte) ([]member, bool) {
-	i := skipSpace(b, 0)
+	i := jsonscan.SkipSpace(b, 0)
 	if i >= len(b) || b[i] != '{' {
 		return nil, false
 	}
 	members := make([]member, 0, 8) // one allocation for a message's usual members
-	i = skipSpace(b, i+1)
+	i = jsonscan.SkipSpace(b, i+1)
 	if i < len(b) && b[i] == '}' {
-		return nil, skipSpace(b, i+1) == len(b)
+		return nil, jsonscan.SkipSpace(b, i+1) == len(b)
 	}
 	for {
-		i = skipSpace(b, i)
+		i = jsonscan.SkipSpace(b, i)
 		if i >= len(b) || b[i] != '"' {
 			return nil, false
 		}
-		end, escaped := skipString(b, i)
+		end := jsonscan.StringEnd(b, i)
 		if end < 0 {
 			return nil, false
 		}
-		key := commonKey(b[i+1 : end-1])
-		if escaped || !utf8.ValidString(key) { // as encoding/json reads it
+		raw := b[i+1 : end-1]
+		key := commonKey(raw)
+		if bytes.IndexByte(raw, '\\') >= 0 || !utf8.ValidString(key) { // as encoding/json reads it
 			var ok bool
 			if key, ok = unquote(b[i:end]); !ok {
 				return nil, false
 			}
 		}
-		i = skipSpace(b, end)
+		i = jsonscan.SkipSpace(b, end)
 		if i >= len(b) || b[i] != ':' {
 			return nil, false
 		}
-		i = skipSpace(b, i+1)
-		end = skipValue(b, i)
-		if end < 0 {
+		i = jsonscan.SkipSpace(b, i+1)
+		end = jsonscan.ValueEnd(b, i)
+		if end <= i {
 			return nil, false
 		}
 		members = append(members, member{key, i, end})
-		i = skipSpace(b, end)
+		i = jsonscan.SkipSpace(b, end)
 		if i >= len(b) {
 			return nil, false
 		}
@@ -75,7 +78,7 @@ func skimMembers(b []byte) ([]member, bool) {
 		if b[i] != '}' {
 			return nil, false
 		}
-		return members, skipSpace(b, i+1) == len(b)
+		return members, jsonscan.SkipSpace(b, i+1) == len(b)
 	}
 }
 
@@ -99,79 +102,6 @@ func commonKey(k []byte) string {
 		return "_meta"
 	}
 	return string(k)
-}
-
-func skipSpace(b []byte, i int) int {
-	for i < len(b) && isJSONSpace(b[i]) {
-		i++
-	}
-	return i
-}
-
-// skipString returns the index after the string that opens at b[i] (a
-// quote), and whether it holds a backslash; -1 when it does not end.
-func skipString(b []byte, i int) (end int, escaped bool) {
-	j := i + 1
-	for {
-		q := bytes.IndexByte(b[j:], '"')
-		if q < 0 {
-			return -1, false
-		}
-		q += j
-		if bytes.IndexByte(b[j:q], '\\') < 0 {
-			return q + 1, escaped
-		}
-		escaped = true
-		// The quote ends the string unless an odd run of backslashes
-		// escapes it.
-		n := 0
-		for k := q - 1; k > i && b[k] == '\\'; k-- {
-			n++
-		}
-		if n%2 == 0 {
-			return q + 1, true
-		}
-		j = q + 1
-	}
-}
-
-// skipValue returns the index after the value that starts at b[i], or -1.
-func skipValue(b []byte, i int) int {
-	if i >= len(b) {
-		return -1
-	}
-	switch b[i] {
-	case '"':
-		end, _ := skipString(b, i)
-		return end
-	case '{', '[':
-		depth := 0
-		for j := i; j < len(b); j++ {
-			switch b[j] {
-			case '"':
-				end, _ := skipString(b, j)
-				if end < 0 {
-					return -1
-				}
-				j = end - 1
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return j + 1
-				}
-			}
-		}
-		return -1
-	case '}', ']', ',', ':':
-		return -1
-	}
-	j := i
-	for j < len(b) && !isJSONSpace(b[j]) && b[j] != ',' && b[j] != '}' && b[j] != ']' {
-		j++
-	}
-	return j
 }
 
 // skimString returns the string the JSON string literal v holds.

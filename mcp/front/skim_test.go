@@ -64,26 +64,21 @@ func FuzzSkimAgreesWithDecode(f *testing.F) {
 // The skim against the encoding/json paths it replaces, on a small call.
 func BenchmarkCheckMessage(b *testing.B) {
 	msg := []byte(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"Calculator_Add","arguments":{"a":2,"b":3},"_meta":{"progressToken":1}}}`)
-	b.Run("skim", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			if checkMessage(msg) != "" {
-				b.Fatal("refused")
+	for _, bc := range []struct {
+		name  string
+		check func([]byte) invalid
+		sess  func([]byte) (string, bool)
+	}{{"skim", checkMessage, skimSessionless}, {"encoding-json", checkObject, sessionless}} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if bc.check(msg) != "" {
+					b.Fatal("refused")
+				}
+				if m, _ := bc.sess(msg); m != "tools/call" {
+					b.Fatal(m)
+				}
 			}
-			if m, _ := skimSessionless(msg); m != "tools/call" {
-				b.Fatal(m)
-			}
-		}
-	})
-	b.Run("encoding-json", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			if checkObject(msg) != "" {
-				b.Fatal("refused")
-			}
-			if m, _ := sessionless(msg); m != "tools/call" {
-				b.Fatal(m)
-			}
-		}
-	})
+		})
+	}
 }

@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 
 	mcpgo "github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/mcpotc/mcpotc/mcp/internal/jsonscan"
 )
 
 // How coded errors reach the wire
@@ -260,7 +262,7 @@ func topMembers(b []byte) ([]member, bool) {
 			return nil, false
 		}
 		end := int(dec.InputOffset())
-		for start < end && (b[start] == ':' || isJSONSpace(b[start])) {
+		for start < end && (b[start] == ':' || jsonscan.IsSpace(b[start])) {
 			start++
 		}
 		members = append(members, member{key, start, end})
@@ -273,8 +275,6 @@ func topMembers(b []byte) ([]member, bool) {
 	}
 	return members, true
 }
-
-func isJSONSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
 // processEvent applies process to the data of one server-sent event (its
 // lines and the blank line ending it). A rewritten event keeps its other

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+
+	"github.com/mcpotc/mcpotc/mcp/internal/jsonscan"
 )
 
 // DefaultMaxMessageBytes is Config.MaxMessageBytes when
@@ -105,103 +107,35 @@ func (e *msgEnds) member(key, val []byte) {
 	}
 }
 
-func isWS(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\n' }
-
-func skipWS(b []byte, i int) int {
-	for i < len(b) && isWS(b[i]) {
-		i++
-	}
-	return i
-}
-
-func skipWSBack(b []byte, i int) int {
-	for i > 0 && isWS(b[i-1]) {
-		i--
-	}
-	return i
-}
-
-// stringEnd returns the index after the string starting at b[i] ('"'),
-// or -1 when b ends first.
-func stringEnd(b []byte, i int) int {
-	for j := i + 1; j < len(b); j++ {
-		switch b[j] {
-		case '\\':
-			j++
-		case '"':
-			return j + 1
-		}
-	}
-	return -1
-}
-
-// valueEnd returns the index after the JSON value starting at b[i], or -1
-// when b ends first.
-func valueEnd(b []byte, i int) int {
-	if i >= len(b) {
-		return -1
-	}
-	switch b[i] {
-	case '"':
-		return stringEnd(b, i)
-	case '{', '[':
-		depth := 0
-		for j := i; j < len(b); j++ {
-			switch b[j] {
-			case '"':
-				j = stringEnd(b, j)
-				if j < 0 {
-					return -1
-				}
-				j--
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return j + 1
-				}
-			}
-		}
-		return -1
-	}
-	for j := i; j < len(b); j++ {
-		if c := b[j]; c == ',' || c == '}' || c == ']' || isWS(c) {
-			return j
-		}
-	}
-	return -1
-}
-
 // scanHead reads the top-level members at the start of a message (b may
 // end anywhere).
 func (e *msgEnds) scanHead(b []byte) {
-	i := skipWS(b, 0)
+	i := jsonscan.SkipSpace(b, 0)
 	if i >= len(b) || b[i] != '{' {
 		return
 	}
 	i++
 	for {
-		i = skipWS(b, i)
+		i = jsonscan.SkipSpace(b, i)
 		if i >= len(b) || b[i] != '"' {
 			return
 		}
-		kEnd := stringEnd(b, i)
+		kEnd := jsonscan.StringEnd(b, i)
 		if kEnd < 0 {
 			return
 		}
 		key := b[i+1 : kEnd-1]
-		i = skipWS(b, kEnd)
+		i = jsonscan.SkipSpace(b, kEnd)
 		if i >= len(b) || b[i] != ':' {
 			return
 		}
-		i = skipWS(b, i+1)
-		vEnd := valueEnd(b, i)
+		i = jsonscan.SkipSpace(b, i+1)
+		vEnd := jsonscan.ValueEnd(b, i)
 		if vEnd < 0 {
 			return
 		}
 		e.member(key, b[i:vEnd])
-		i = skipWS(b, vEnd)
+		i = jsonscan.SkipSpace(b, vEnd)
 		if i >= len(b) || b[i] != ',' {
 			return
 		}
@@ -231,13 +165,13 @@ func quoteBack(b []byte, end int) int {
 // message (b may start anywhere), last first, up to the first member whose
 // value is an object or an array.
 func (e *msgEnds) scanTail(b []byte) {
-	i := skipWSBack(b, len(b))
+	i := jsonscan.SkipSpaceBack(b, len(b))
 	if i == 0 || b[i-1] != '}' {
 		return
 	}
 	i--
 	for {
-		i = skipWSBack(b, i)
+		i = jsonscan.SkipSpaceBack(b, i)
 		if i == 0 {
 			return
 		}
@@ -261,11 +195,11 @@ func (e *msgEnds) scanTail(b []byte) {
 			return
 		}
 		val := b[vStart:i]
-		i = skipWSBack(b, vStart)
+		i = jsonscan.SkipSpaceBack(b, vStart)
 		if i == 0 || b[i-1] != ':' {
 			return
 		}
-		i = skipWSBack(b, i-1)
+		i = jsonscan.SkipSpaceBack(b, i-1)
 		if i == 0 || b[i-1] != '"' {
 			return
 		}
@@ -274,7 +208,7 @@ func (e *msgEnds) scanTail(b []byte) {
 			return
 		}
 		e.member(b[kStart+1:i-1], val)
-		i = skipWSBack(b, kStart)
+		i = jsonscan.SkipSpaceBack(b, kStart)
 		if i == 0 || b[i-1] != ',' {
 			return // '{': that was the whole object
 		}
