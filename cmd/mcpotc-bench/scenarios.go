@@ -873,31 +873,38 @@ func (b *bench) otcCatalog() error {
 		}
 		return time.Since(t), nil
 	}
+	gen := 0
+	return b.refreshRow(row{Group: groupCatalog, Key: "catalog-otc-refresh", Name: fmt.Sprintf("OTC front: catalog refresh, %d tools", n), RSSOf: "serve-otc",
+		Note: "list_changed → the new tool answers"}, p, "serve-otc catalog", "serve-otc-refresh", func() (time.Duration, error) {
+		gen++
+		return refresh(gen)
+	})
+}
+
+// refreshRow measures catalogRefreshes catalog changes of the front p,
+// each timed by refresh, as row r, then (with --pprof) profiles more of
+// them under label.
+func (b *bench) refreshRow(r row, p *proc, pprofName, label string, refresh func() (time.Duration, error)) error {
 	resetPeak(p.pid())
 	var lat []time.Duration
 	var first error
-	gen := 0
 	for range catalogRefreshes {
-		gen++
-		d, err := refresh(gen)
+		d, err := refresh()
 		if err != nil {
 			first = err
 			break
 		}
 		lat = append(lat, d)
 	}
-	rr := row{Group: groupCatalog, Key: "catalog-otc-refresh", Name: fmt.Sprintf("OTC front: catalog refresh, %d tools", n), RSSOf: "serve-otc",
-		Note: "list_changed → the new tool answers"}
-	rr.fill(sample{calls: catalogRefreshes, errors: catalogRefreshes - len(lat), first: first, lat: lat, elapsed: sum(lat)})
-	rr.CallsPerSec = 0
-	rr.PeakRSSKiB = peakKiB(p.pid())
-	b.add(rr)
+	r.fill(sample{calls: catalogRefreshes, errors: catalogRefreshes - len(lat), first: first, lat: lat, elapsed: sum(lat)})
+	r.CallsPerSec = 0
+	r.PeakRSSKiB = peakKiB(p.pid())
+	b.add(r)
 	if first != nil {
 		return nil
 	}
-	return b.profileWhile("serve-otc catalog", "serve-otc-refresh", func() error {
-		gen++
-		_, err := refresh(gen)
+	return b.profileWhile(pprofName, label, func() error {
+		_, err := refresh()
 		return err
 	})
 }
@@ -962,30 +969,8 @@ func (b *bench) mcpCatalog() error {
 		}
 		return done.Sub(served), nil
 	}
-	resetPeak(p.pid())
-	var lat []time.Duration
-	var first error
-	for range catalogRefreshes {
-		d, err := refresh()
-		if err != nil {
-			first = err
-			break
-		}
-		lat = append(lat, d)
-	}
-	rr := row{Group: groupCatalog, Key: "catalog-mcp-refresh", Name: fmt.Sprintf("MCP front: catalog refresh, %d tools", n), RSSOf: "serve-mcp",
-		Note: "GET /tools served → the new tool answers"}
-	rr.fill(sample{calls: catalogRefreshes, errors: catalogRefreshes - len(lat), first: first, lat: lat, elapsed: sum(lat)})
-	rr.CallsPerSec = 0
-	rr.PeakRSSKiB = peakKiB(p.pid())
-	b.add(rr)
-	if first != nil {
-		return nil
-	}
-	return b.profileWhile("serve-mcp catalog", "serve-mcp-refresh", func() error {
-		_, err := refresh()
-		return err
-	})
+	return b.refreshRow(row{Group: groupCatalog, Key: "catalog-mcp-refresh", Name: fmt.Sprintf("MCP front: catalog refresh, %d tools", n), RSSOf: "serve-mcp",
+		Note: "GET /tools served → the new tool answers"}, p, "serve-mcp catalog", "serve-mcp-refresh", refresh)
 }
 
 func sum(d []time.Duration) time.Duration {
