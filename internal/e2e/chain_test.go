@@ -36,7 +36,6 @@ import (
 	"regexp"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -550,11 +549,7 @@ func chainMCPObserve(t *testing.T, ctx context.Context, name, url string) *chain
 // returns its /mcp URL.
 func chainStartEverything(t *testing.T, ctx context.Context) string {
 	t.Helper()
-	port := freePort(t)
-	p := startPeer(t, ctx, "mcp-server-everything", []string{"streamableHttp"}, []string{"PORT=" + strconv.Itoa(port)})
-	u := fmt.Sprintf("http://127.0.0.1:%d/mcp", port)
-	p.waitHTTP(t, u, chainReady)
-	return u
+	return startEverythingHTTP(t, ctx, chainReady) + "/mcp"
 }
 
 // chainWaitOTCTools waits until an OTC server lists n tools (flat list).

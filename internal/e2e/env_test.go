@@ -195,6 +195,18 @@ func startPeer(t testing.TB, ctx context.Context, name string, args []string, en
 	return startProcess(t, ctx, peerBin(t, name), args, append(peerEnv(t), env...))
 }
 
+// startEverythingHTTP starts the peer server-everything over streamable
+// HTTP on a free loopback port, waits up to timeout until its /mcp endpoint
+// answers, and returns its base URL (http://127.0.0.1:PORT, no path).
+func startEverythingHTTP(t testing.TB, ctx context.Context, timeout time.Duration) string {
+	t.Helper()
+	port := freePort(t)
+	p := startPeer(t, ctx, "mcp-server-everything", []string{"streamableHttp"}, []string{"PORT=" + strconv.Itoa(port)})
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	p.waitHTTP(t, base+"/mcp", timeout)
+	return base
+}
+
 // runPeer runs a peer's bin script to completion, bounded by timeout, and
 // returns its stdout and stderr (both bounded) and its exit error.
 func runPeer(t testing.TB, timeout time.Duration, name string, args ...string) (stdout, stderr string, err error) {
@@ -565,7 +577,17 @@ type rpcMessage struct {
 // rpcNotify sends a JSON-RPC notification on the process's stdin.
 func (p *proc) rpcNotify(t testing.TB, method string, params any) {
 	t.Helper()
+	p.rpcSend(t, nil, method, params)
+}
+
+// rpcSend writes a JSON-RPC message to the process's stdin: a request with
+// id when id is not nil, else a notification; params only when not nil.
+func (p *proc) rpcSend(t testing.TB, id any, method string, params any) {
+	t.Helper()
 	msg := map[string]any{"jsonrpc": "2.0", "method": method}
+	if id != nil {
+		msg["id"] = id
+	}
 	if params != nil {
 		msg["params"] = params
 	}
@@ -584,17 +606,7 @@ func (p *proc) rpcNotify(t testing.TB, method string, params any) {
 // skipped; an error response fails the test.
 func (p *proc) rpcCall(t testing.TB, id int, method string, params any, timeout time.Duration) json.RawMessage {
 	t.Helper()
-	msg := map[string]any{"jsonrpc": "2.0", "id": id, "method": method}
-	if params != nil {
-		msg["params"] = params
-	}
-	b, err := json.Marshal(msg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.WriteLine(string(b)); err != nil {
-		t.Fatalf("%s: send %s: %v", p.name, method, err)
-	}
+	p.rpcSend(t, id, method, params)
 	deadline := time.Now().Add(timeout)
 	for {
 		line, err := p.ReadLine(time.Until(deadline))

@@ -51,17 +51,7 @@ func TestE2EHardeningOpsShutdownDrain(t *testing.T) {
 	if err != nil {
 		t.Fatalf("reading the child's I/O counters: %v", err)
 	}
-	answer := make(chan *otcfResp, 1)
-	go func() {
-		body, hdr := d.request(t, req)
-		ctx, cancel := context.WithTimeout(context.Background(), otcfCallTimeout)
-		defer cancel()
-		r, err := otcfDo(ctx, http.MethodPost, b.base+"/tools/call", hdr, body)
-		if err != nil {
-			t.Errorf("the slow call: %v", err)
-		}
-		answer <- r
-	}()
+	answer := b.callAsync(t, d, req, "the slow call")
 	// SIGTERM once the child has read the call.
 	deadline := time.Now().Add(10 * time.Second)
 	for {

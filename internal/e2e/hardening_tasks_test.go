@@ -97,11 +97,8 @@ func (rec *tasksE2ERecorder) requests(method string) []tasksE2EReq {
 // timeout shorter than the task answers can_retry and sends tasks/cancel.
 func TestE2EHardeningTasksOTCFront(t *testing.T) {
 	t.Parallel()
-	port := freePort(t)
-	srv := startPeer(t, context.Background(), "mcp-server-everything", []string{"streamableHttp"}, []string{"PORT=" + strconv.Itoa(port)})
-	upURL := fmt.Sprintf("http://127.0.0.1:%d/mcp", port)
-	srv.waitHTTP(t, upURL, otcfStartTimeout)
-	target, _ := url.Parse(fmt.Sprintf("http://127.0.0.1:%d", port))
+	base := startEverythingHTTP(t, context.Background(), otcfStartTimeout)
+	target, _ := url.Parse(base)
 	rec := &tasksE2ERecorder{}
 	proxy := httptest.NewServer(rec.wrap(target))
 	t.Cleanup(proxy.Close)

@@ -60,6 +60,20 @@ func hardUpDumpLine(w io.Writer, id json.RawMessage, mb int, idLast bool) error 
 	return err
 }
 
+// hardUpRequest is what the test upstreams read of a JSON-RPC message: a
+// tools/call of "dump" asks for mb MiB, its id last when id_last is set.
+type hardUpRequest struct {
+	ID     json.RawMessage `json:"id"`
+	Method string          `json:"method"`
+	Params struct {
+		Name      string `json:"name"`
+		Arguments struct {
+			MB     int  `json:"mb"`
+			IDLast bool `json:"id_last"`
+		} `json:"arguments"`
+	} `json:"params"`
+}
+
 // TestE2EHardeningUpstreamChild is not a test: with hardUpChildEnv set, it
 // serves MCP over stdio (tools "dump" and "small") and exits.
 func TestE2EHardeningUpstreamChild(t *testing.T) {
@@ -77,17 +91,7 @@ func TestE2EHardeningUpstreamChild(t *testing.T) {
 		if err != nil {
 			os.Exit(0)
 		}
-		var m struct {
-			ID     json.RawMessage `json:"id"`
-			Method string          `json:"method"`
-			Params struct {
-				Name      string `json:"name"`
-				Arguments struct {
-					MB     int  `json:"mb"`
-					IDLast bool `json:"id_last"`
-				} `json:"arguments"`
-			} `json:"params"`
-		}
+		var m hardUpRequest
 		if json.Unmarshal(line, &m) != nil || m.ID == nil || m.Method == "" {
 			continue
 		}
@@ -208,16 +212,7 @@ func hardUpHTTPServer(wrote *atomic.Int64) http.Handler {
 			w.WriteHeader(http.StatusMethodNotAllowed)
 			return
 		}
-		var m struct {
-			ID     json.RawMessage `json:"id"`
-			Method string          `json:"method"`
-			Params struct {
-				Name      string `json:"name"`
-				Arguments struct {
-					MB int `json:"mb"`
-				} `json:"arguments"`
-			} `json:"params"`
-		}
+		var m hardUpRequest
 		if json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&m) != nil {
 			w.WriteHeader(http.StatusBadRequest)
 			return

@@ -54,6 +54,29 @@ var (
 	sampleTools = []string{"Calculator_Add", "Doorbell_Ring", "Gmail_GetEmails", "SMS_Send", "System_GetTimestamp"}
 )
 
+// runParallel runs body as a parallel subtest called name, with a context
+// that ends after timeout.
+func runParallel(t *testing.T, name string, timeout time.Duration, body func(t *testing.T, ctx context.Context)) {
+	t.Run(name, func(t *testing.T) {
+		t.Parallel()
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		body(t, ctx)
+	})
+}
+
+// forEachTransportProtocol runs body as a parallel subtest
+// "transport/protocol" (see runParallel) for every transport and protocol.
+func forEachTransportProtocol(t *testing.T, timeout time.Duration, body func(t *testing.T, ctx context.Context, transport, protocol string)) {
+	for _, transport := range transports {
+		for _, protocol := range protocols {
+			runParallel(t, transport+"/"+protocol, timeout, func(t *testing.T, ctx context.Context) {
+				body(t, ctx, transport, protocol)
+			})
+		}
+	}
+}
+
 // --- the bridge under test ----------------------------------------------------
 
 // mcpBridge is a running `mcpotc serve-mcp`.
@@ -178,6 +201,14 @@ func closeSession(t *testing.T, cs *sdk.ClientSession) {
 	case <-done:
 	case <-time.After(10 * time.Second):
 		t.Errorf("go-sdk ClientSession.Close did not return within 10s")
+	}
+}
+
+// stopIfStdio is stopStdio for a stdio bridge; it does nothing for another.
+func (b *mcpBridge) stopIfStdio(t *testing.T, cs *sdk.ClientSession) {
+	t.Helper()
+	if b.transport == "stdio" {
+		b.stopStdio(t, cs)
 	}
 }
 
@@ -631,36 +662,24 @@ func TestE2EMCPFrontSample(t *testing.T) {
 			}
 		}
 	}
-	for _, transport := range transports {
-		for _, protocol := range protocols {
-			t.Run(transport+"/"+protocol, func(t *testing.T) {
-				t.Parallel()
-				ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-				defer cancel()
-
-				t.Run("tools and calls", func(t *testing.T) {
-					b := startBridge(t, ctx, transport, nil, nil)
-					cs := b.connect(t, ctx, clientOpts{protocol: protocol})
-					if cs.InitializeResult().Capabilities.Tools == nil {
-						t.Errorf("no tools capability: %s", jsonString(cs.InitializeResult()))
-					}
-					checkSampleTools(t, listTools(t, ctx, cs))
-					checkSampleCalls(t, ctx, cs)
-					if transport == "stdio" {
-						b.stopStdio(t, cs)
-					}
-				})
-				t.Run("URL elicitation", func(t *testing.T) {
-					b := startBridge(t, ctx, transport, nil, nil)
-					cs := b.connect(t, ctx, clientOpts{protocol: protocol, urlElicitation: true})
-					checkURLElicitation(t, ctx, cs, protocol)
-					if transport == "stdio" {
-						b.stopStdio(t, cs)
-					}
-				})
-			})
-		}
-	}
+	forEachTransportProtocol(t, 90*time.Second, func(t *testing.T, ctx context.Context, transport, protocol string) {
+		t.Run("tools and calls", func(t *testing.T) {
+			b := startBridge(t, ctx, transport, nil, nil)
+			cs := b.connect(t, ctx, clientOpts{protocol: protocol})
+			if cs.InitializeResult().Capabilities.Tools == nil {
+				t.Errorf("no tools capability: %s", jsonString(cs.InitializeResult()))
+			}
+			checkSampleTools(t, listTools(t, ctx, cs))
+			checkSampleCalls(t, ctx, cs)
+			b.stopIfStdio(t, cs)
+		})
+		t.Run("URL elicitation", func(t *testing.T) {
+			b := startBridge(t, ctx, transport, nil, nil)
+			cs := b.connect(t, ctx, clientOpts{protocol: protocol, urlElicitation: true})
+			checkURLElicitation(t, ctx, cs, protocol)
+			b.stopIfStdio(t, cs)
+		})
+	})
 }
 
 // --- 2. in front of a separate sample-otc -----------------------------------------
@@ -735,87 +754,78 @@ var sampleCallSet = []struct {
 // port, calls and the tool list recover without restarting the bridge.
 func TestE2EMCPFrontUpstream(t *testing.T) {
 	buildMcpotc(t)
-	for _, transport := range transports {
-		for _, protocol := range protocols {
-			t.Run(transport+"/"+protocol, func(t *testing.T) {
-				t.Parallel()
-				ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-				defer cancel()
-				port := freePort(t)
-				upstream := fmt.Sprintf("http://127.0.0.1:%d", port)
-				sample := startSampleOTC(t, ctx, port)
+	forEachTransportProtocol(t, 90*time.Second, func(t *testing.T, ctx context.Context, transport, protocol string) {
+		port := freePort(t)
+		upstream := fmt.Sprintf("http://127.0.0.1:%d", port)
+		sample := startSampleOTC(t, ctx, port)
 
-				embedded := startBridge(t, ctx, transport, nil, nil)
-				ecs := embedded.connect(t, ctx, clientOpts{protocol: protocol})
-				fronted := startBridge(t, ctx, transport, []string{"--otc", upstream, "--refresh", "1s"}, nil)
-				fcs := fronted.connect(t, ctx, clientOpts{protocol: protocol})
+		embedded := startBridge(t, ctx, transport, nil, nil)
+		ecs := embedded.connect(t, ctx, clientOpts{protocol: protocol})
+		fronted := startBridge(t, ctx, transport, []string{"--otc", upstream, "--refresh", "1s"}, nil)
+		fcs := fronted.connect(t, ctx, clientOpts{protocol: protocol})
 
-				// Same tool list, as data.
-				wantTools := asData(t, listTools(t, ctx, ecs))
-				gotTools := asData(t, listTools(t, ctx, fcs))
-				if !reflect.DeepEqual(gotTools, wantTools) {
-					t.Errorf("tools/list in front of sample-otc differs from the embedded sample:\n got %s\nwant %s", jsonString(gotTools), jsonString(wantTools))
-				}
-				// Same results, modulo call ids, durations, URLs and times.
-				for _, c := range sampleCallSet {
-					r, err := callTool(t, ctx, ecs, c.name, c.args)
-					want := normalResult(t, r, err)
-					r, err = callTool(t, ctx, fcs, c.name, c.args)
-					got := normalResult(t, r, err)
-					if !reflect.DeepEqual(got, want) {
-						t.Errorf("tools/call %s %v:\n got (--otc)    %s\nwant (embedded) %s", c.name, c.args, jsonString(got), jsonString(want))
-					}
-				}
-
-				// The upstream stops: a clean -32603, at once.
-				if err := sample.Stop(); err != nil {
-					t.Logf("sample-otc stopped: %v", err)
-				}
-				start := time.Now()
-				we := wantRPCError(t, ctx, fcs, "Calculator_Add", map[string]any{"a": 1, "b": 2}, jsonrpc.CodeInternalError)
-				took := time.Since(start)
-				t.Logf("upstream down: %d %q after %v", we.Code, we.Message, took.Round(time.Millisecond))
-				if took > 5*time.Second {
-					t.Errorf("the call with the upstream down took %v, want a prompt error", took)
-				}
-				if strings.Contains(we.Message, "127.0.0.1") || strings.Contains(we.Message, "connection refused") {
-					t.Logf("note: the -32603 message shows transport detail: %q", we.Message)
-				}
-				// The catalog is kept while the upstream is down.
-				time.Sleep(1500 * time.Millisecond) // more than one --refresh
-				if got := asData(t, listTools(t, ctx, fcs)); !reflect.DeepEqual(got, wantTools) {
-					t.Errorf("tools/list with the upstream down: %s, want the last catalog kept", jsonString(toolNames(listTools(t, ctx, fcs))))
-				}
-
-				// It comes back on the same port: calls and list recover.
-				startSampleOTC(t, ctx, port)
-				start = time.Now()
-				deadline := time.Now().Add(15 * time.Second)
-				for {
-					r, err := callTool(t, ctx, fcs, "Calculator_Add", map[string]any{"a": 1, "b": 2})
-					if err == nil && !r.IsError {
-						if got := asData(t, r.StructuredContent); !reflect.DeepEqual(got, mustData(`{"sum":3}`)) {
-							t.Errorf("after recovery: Calculator_Add 1+2 = %s", jsonString(r))
-						}
-						break
-					}
-					if time.Now().After(deadline) {
-						t.Fatalf("calls did not recover within 15s of the upstream's return: %v %s", err, jsonString(r))
-					}
-					time.Sleep(200 * time.Millisecond)
-				}
-				t.Logf("calls recovered %v after the upstream's restart", time.Since(start).Round(time.Millisecond))
-				waitStderr(t, fronted.p, `"upstream catalog available again"`, 10*time.Second)
-				if got := asData(t, listTools(t, ctx, fcs)); !reflect.DeepEqual(got, wantTools) {
-					t.Errorf("tools/list after recovery differs:\n got %s\nwant %s", jsonString(got), jsonString(wantTools))
-				}
-				if transport == "stdio" {
-					embedded.stopStdio(t, ecs)
-					fronted.stopStdio(t, fcs)
-				}
-			})
+		// Same tool list, as data.
+		wantTools := asData(t, listTools(t, ctx, ecs))
+		gotTools := asData(t, listTools(t, ctx, fcs))
+		if !reflect.DeepEqual(gotTools, wantTools) {
+			t.Errorf("tools/list in front of sample-otc differs from the embedded sample:\n got %s\nwant %s", jsonString(gotTools), jsonString(wantTools))
 		}
-	}
+		// Same results, modulo call ids, durations, URLs and times.
+		for _, c := range sampleCallSet {
+			r, err := callTool(t, ctx, ecs, c.name, c.args)
+			want := normalResult(t, r, err)
+			r, err = callTool(t, ctx, fcs, c.name, c.args)
+			got := normalResult(t, r, err)
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("tools/call %s %v:\n got (--otc)    %s\nwant (embedded) %s", c.name, c.args, jsonString(got), jsonString(want))
+			}
+		}
+
+		// The upstream stops: a clean -32603, at once.
+		if err := sample.Stop(); err != nil {
+			t.Logf("sample-otc stopped: %v", err)
+		}
+		start := time.Now()
+		we := wantRPCError(t, ctx, fcs, "Calculator_Add", map[string]any{"a": 1, "b": 2}, jsonrpc.CodeInternalError)
+		took := time.Since(start)
+		t.Logf("upstream down: %d %q after %v", we.Code, we.Message, took.Round(time.Millisecond))
+		if took > 5*time.Second {
+			t.Errorf("the call with the upstream down took %v, want a prompt error", took)
+		}
+		if strings.Contains(we.Message, "127.0.0.1") || strings.Contains(we.Message, "connection refused") {
+			t.Logf("note: the -32603 message shows transport detail: %q", we.Message)
+		}
+		// The catalog is kept while the upstream is down.
+		time.Sleep(1500 * time.Millisecond) // more than one --refresh
+		if got := asData(t, listTools(t, ctx, fcs)); !reflect.DeepEqual(got, wantTools) {
+			t.Errorf("tools/list with the upstream down: %s, want the last catalog kept", jsonString(toolNames(listTools(t, ctx, fcs))))
+		}
+
+		// It comes back on the same port: calls and list recover.
+		startSampleOTC(t, ctx, port)
+		start = time.Now()
+		deadline := time.Now().Add(15 * time.Second)
+		for {
+			r, err := callTool(t, ctx, fcs, "Calculator_Add", map[string]any{"a": 1, "b": 2})
+			if err == nil && !r.IsError {
+				if got := asData(t, r.StructuredContent); !reflect.DeepEqual(got, mustData(`{"sum":3}`)) {
+					t.Errorf("after recovery: Calculator_Add 1+2 = %s", jsonString(r))
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("calls did not recover within 15s of the upstream's return: %v %s", err, jsonString(r))
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		t.Logf("calls recovered %v after the upstream's restart", time.Since(start).Round(time.Millisecond))
+		waitStderr(t, fronted.p, `"upstream catalog available again"`, 10*time.Second)
+		if got := asData(t, listTools(t, ctx, fcs)); !reflect.DeepEqual(got, wantTools) {
+			t.Errorf("tools/list after recovery differs:\n got %s\nwant %s", jsonString(got), jsonString(wantTools))
+		}
+		embedded.stopIfStdio(t, ecs)
+		fronted.stopIfStdio(t, fcs)
+	})
 }
 
 // TestE2EMCPFrontUpstreamLate: a bridge started before its upstream lists no
@@ -823,54 +833,45 @@ func TestE2EMCPFrontUpstream(t *testing.T) {
 // tells the client (notifications/tools/list_changed).
 func TestE2EMCPFrontUpstreamLate(t *testing.T) {
 	buildMcpotc(t)
-	for _, transport := range transports {
-		for _, protocol := range protocols {
-			t.Run(transport+"/"+protocol, func(t *testing.T) {
-				t.Parallel()
-				ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-				defer cancel()
-				port := freePort(t)
-				b := startBridge(t, ctx, transport, []string{"--otc", fmt.Sprintf("http://127.0.0.1:%d", port), "--refresh", "1s"}, nil)
-				changed := make(chan struct{}, 16)
-				cs := b.connect(t, ctx, clientOpts{protocol: protocol, onListChanged: func() {
-					select {
-					case changed <- struct{}{}:
-					default:
-					}
-				}})
-				if names := toolNames(listTools(t, ctx, cs)); len(names) != 0 {
-					t.Errorf("tools/list with the upstream down: %q, want none", names)
-				}
-				we := wantRPCError(t, ctx, cs, "Calculator_Add", map[string]any{"a": 1, "b": 2}, jsonrpc.CodeInvalidParams)
-				t.Logf("before the upstream is up: %d %q", we.Code, we.Message)
-
-				startSampleOTC(t, ctx, port)
-				select {
-				case <-changed:
-				case <-time.After(10 * time.Second):
-					t.Errorf("no notifications/tools/list_changed within 10s of the upstream coming up")
-				}
-				deadline := time.Now().Add(10 * time.Second)
-				for {
-					names := toolNames(listTools(t, ctx, cs))
-					if slices.Equal(names, sampleTools) {
-						break
-					}
-					if time.Now().After(deadline) {
-						t.Fatalf("tools/list = %q 10s after the upstream came up, want %q", names, sampleTools)
-					}
-					time.Sleep(200 * time.Millisecond)
-				}
-				res := mustCall(t, ctx, cs, "Calculator_Add", map[string]any{"a": 1, "b": 2})
-				if got := asData(t, res.StructuredContent); !reflect.DeepEqual(got, mustData(`{"sum":3}`)) {
-					t.Errorf("Calculator_Add 1+2 = %s", jsonString(res))
-				}
-				if transport == "stdio" {
-					b.stopStdio(t, cs)
-				}
-			})
+	forEachTransportProtocol(t, 60*time.Second, func(t *testing.T, ctx context.Context, transport, protocol string) {
+		port := freePort(t)
+		b := startBridge(t, ctx, transport, []string{"--otc", fmt.Sprintf("http://127.0.0.1:%d", port), "--refresh", "1s"}, nil)
+		changed := make(chan struct{}, 16)
+		cs := b.connect(t, ctx, clientOpts{protocol: protocol, onListChanged: func() {
+			select {
+			case changed <- struct{}{}:
+			default:
+			}
+		}})
+		if names := toolNames(listTools(t, ctx, cs)); len(names) != 0 {
+			t.Errorf("tools/list with the upstream down: %q, want none", names)
 		}
-	}
+		we := wantRPCError(t, ctx, cs, "Calculator_Add", map[string]any{"a": 1, "b": 2}, jsonrpc.CodeInvalidParams)
+		t.Logf("before the upstream is up: %d %q", we.Code, we.Message)
+
+		startSampleOTC(t, ctx, port)
+		select {
+		case <-changed:
+		case <-time.After(10 * time.Second):
+			t.Errorf("no notifications/tools/list_changed within 10s of the upstream coming up")
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			names := toolNames(listTools(t, ctx, cs))
+			if slices.Equal(names, sampleTools) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("tools/list = %q 10s after the upstream came up, want %q", names, sampleTools)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		res := mustCall(t, ctx, cs, "Calculator_Add", map[string]any{"a": 1, "b": 2})
+		if got := asData(t, res.StructuredContent); !reflect.DeepEqual(got, mustData(`{"sum":3}`)) {
+			t.Errorf("Calculator_Add 1+2 = %s", jsonString(res))
+		}
+		b.stopIfStdio(t, cs)
+	})
 }
 
 // waitStderr waits until the process's stderr contains s.
@@ -986,10 +987,7 @@ func TestE2EMCPFrontShutdown(t *testing.T) {
 		{"http", "SIGTERM"}, {"stdio", "stdin EOF"}, {"stdio", "SIGTERM"},
 	} {
 		for _, protocol := range protocols {
-			t.Run(c.transport+"/"+c.how+"/"+protocol, func(t *testing.T) {
-				t.Parallel()
-				ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-				defer cancel()
+			runParallel(t, c.transport+"/"+c.how+"/"+protocol, 60*time.Second, func(t *testing.T, ctx context.Context) {
 				up := slowOTC(t, delay)
 				b := startBridge(t, ctx, c.transport, []string{"--otc", up.URL}, nil)
 				cs := b.connect(t, ctx, clientOpts{protocol: protocol})
@@ -1100,10 +1098,7 @@ const (
 func TestE2EMCPFrontLogs(t *testing.T) {
 	buildMcpotc(t)
 	for _, transport := range transports {
-		t.Run(transport, func(t *testing.T) {
-			t.Parallel()
-			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-			defer cancel()
+		runParallel(t, transport, 60*time.Second, func(t *testing.T, ctx context.Context) {
 			port := freePort(t)
 			sample := startSampleOTC(t, ctx, port)
 			cfg := filepath.Join(t.TempDir(), "mcpotc.json")
@@ -1327,67 +1322,58 @@ func TestE2EMCPFrontBearer(t *testing.T) {
 // JSON-RPC -32001.
 func TestE2EMCPFrontCancelAndTimeout(t *testing.T) {
 	buildMcpotc(t)
-	for _, transport := range transports {
-		for _, protocol := range protocols {
-			t.Run(transport+"/"+protocol, func(t *testing.T) {
-				t.Parallel()
-				ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-				defer cancel()
-				up := slowOTC(t, 30*time.Second)
-				b := startBridge(t, ctx, transport, []string{"--otc", up.URL, "--call-timeout", "500ms"}, nil)
-				cs := b.connect(t, ctx, clientOpts{protocol: protocol})
+	forEachTransportProtocol(t, 60*time.Second, func(t *testing.T, ctx context.Context, transport, protocol string) {
+		up := slowOTC(t, 30*time.Second)
+		b := startBridge(t, ctx, transport, []string{"--otc", up.URL, "--call-timeout", "500ms"}, nil)
+		cs := b.connect(t, ctx, clientOpts{protocol: protocol})
 
-				// --call-timeout: -32001, and the upstream request ends.
-				start := time.Now()
-				we := wantRPCError(t, ctx, cs, "Slow_Wait", map[string]any{"tag": "timeout"}, -32001)
-				took := time.Since(start)
-				t.Logf("--call-timeout 500ms: %d %q after %v", we.Code, we.Message, took.Round(time.Millisecond))
-				if took > 5*time.Second {
-					t.Errorf("the timed-out call answered after %v, want about 500ms", took)
-				}
-				waitTag(t, up.started, "the timed-out call reaching the upstream", time.Second)
-				waitTag(t, up.cancelled, "the upstream request of the timed-out call ending", 5*time.Second)
-
-				// Client cancellation.
-				cctx, ccancel := context.WithCancel(ctx)
-				errc := make(chan error, 1)
-				go func() {
-					_, err := cs.CallTool(cctx, &sdk.CallToolParams{Name: "Slow_Wait", Arguments: map[string]any{"tag": "cancel"}})
-					errc <- err
-				}()
-				waitTag(t, up.started, "the cancelled call reaching the upstream", 10*time.Second)
-				ccancel()
-				select {
-				case err := <-errc:
-					if err == nil {
-						t.Errorf("the cancelled call returned a result")
-					}
-				case <-time.After(10 * time.Second):
-					t.Fatalf("the cancelled call did not return within 10s")
-				}
-				waitTag(t, up.cancelled, "the upstream request of the cancelled call ending", 5*time.Second)
-				waitStderr(t, b.p, `"outcome":"cancelled by the client"`, 5*time.Second)
-
-				// The session still works.
-				lctx, lcancel := context.WithTimeout(ctx, callTimeout)
-				defer lcancel()
-				res, err := cs.ListTools(lctx, nil)
-				// Over HTTP at 2026-07-28 the Go SDK also sends
-				// notifications/cancelled, with the Mcp-Protocol-Version
-				// header and no _meta (a notification's _meta has no
-				// required fields): anything but 202 ends its session.
-				switch {
-				case err != nil:
-					t.Errorf("tools/list after the cancellation: %v", err)
-				case !slices.Equal(toolNames(res.Tools), []string{"Slow_Wait"}):
-					t.Errorf("tools/list after the cancellation: %q", toolNames(res.Tools))
-				}
-				if transport == "stdio" {
-					b.stopStdio(t, cs)
-				}
-			})
+		// --call-timeout: -32001, and the upstream request ends.
+		start := time.Now()
+		we := wantRPCError(t, ctx, cs, "Slow_Wait", map[string]any{"tag": "timeout"}, -32001)
+		took := time.Since(start)
+		t.Logf("--call-timeout 500ms: %d %q after %v", we.Code, we.Message, took.Round(time.Millisecond))
+		if took > 5*time.Second {
+			t.Errorf("the timed-out call answered after %v, want about 500ms", took)
 		}
-	}
+		waitTag(t, up.started, "the timed-out call reaching the upstream", time.Second)
+		waitTag(t, up.cancelled, "the upstream request of the timed-out call ending", 5*time.Second)
+
+		// Client cancellation.
+		cctx, ccancel := context.WithCancel(ctx)
+		errc := make(chan error, 1)
+		go func() {
+			_, err := cs.CallTool(cctx, &sdk.CallToolParams{Name: "Slow_Wait", Arguments: map[string]any{"tag": "cancel"}})
+			errc <- err
+		}()
+		waitTag(t, up.started, "the cancelled call reaching the upstream", 10*time.Second)
+		ccancel()
+		select {
+		case err := <-errc:
+			if err == nil {
+				t.Errorf("the cancelled call returned a result")
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("the cancelled call did not return within 10s")
+		}
+		waitTag(t, up.cancelled, "the upstream request of the cancelled call ending", 5*time.Second)
+		waitStderr(t, b.p, `"outcome":"cancelled by the client"`, 5*time.Second)
+
+		// The session still works.
+		lctx, lcancel := context.WithTimeout(ctx, callTimeout)
+		defer lcancel()
+		res, err := cs.ListTools(lctx, nil)
+		// Over HTTP at 2026-07-28 the Go SDK also sends
+		// notifications/cancelled, with the Mcp-Protocol-Version
+		// header and no _meta (a notification's _meta has no
+		// required fields): anything but 202 ends its session.
+		switch {
+		case err != nil:
+			t.Errorf("tools/list after the cancellation: %v", err)
+		case !slices.Equal(toolNames(res.Tools), []string{"Slow_Wait"}):
+			t.Errorf("tools/list after the cancellation: %q", toolNames(res.Tools))
+		}
+		b.stopIfStdio(t, cs)
+	})
 }
 
 // TestE2EMCPFrontInputErrorsResult: --input-errors result answers an invalid
@@ -1395,10 +1381,7 @@ func TestE2EMCPFrontCancelAndTimeout(t *testing.T) {
 func TestE2EMCPFrontInputErrorsResult(t *testing.T) {
 	buildMcpotc(t)
 	for _, transport := range transports {
-		t.Run(transport, func(t *testing.T) {
-			t.Parallel()
-			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-			defer cancel()
+		runParallel(t, transport, 60*time.Second, func(t *testing.T, ctx context.Context) {
 			b := startBridge(t, ctx, transport, []string{"--input-errors", "result"}, nil)
 			cs := b.connect(t, ctx, clientOpts{protocol: proto20251125})
 			res := mustCall(t, ctx, cs, "Calculator_Add", map[string]any{"a": 10, "b": "infinity"})
@@ -1407,9 +1390,7 @@ func TestE2EMCPFrontInputErrorsResult(t *testing.T) {
 			}
 			// An unknown tool stays a JSON-RPC error.
 			wantRPCError(t, ctx, cs, "No_Such_Tool", map[string]any{}, jsonrpc.CodeInvalidParams)
-			if transport == "stdio" {
-				b.stopStdio(t, cs)
-			}
+			b.stopIfStdio(t, cs)
 		})
 	}
 }
@@ -1419,10 +1400,7 @@ func TestE2EMCPFrontInputErrorsResult(t *testing.T) {
 func TestE2EMCPFrontSSE(t *testing.T) {
 	buildMcpotc(t)
 	for _, protocol := range protocols {
-		t.Run(protocol, func(t *testing.T) {
-			t.Parallel()
-			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-			defer cancel()
+		runParallel(t, protocol, 60*time.Second, func(t *testing.T, ctx context.Context) {
 			b := startBridge(t, ctx, "sse", nil, nil)
 			cs := b.connect(t, ctx, clientOpts{protocol: protocol})
 			checkSampleTools(t, listTools(t, ctx, cs))
@@ -1454,10 +1432,7 @@ func TestE2EMCPFrontTypeScriptSDK(t *testing.T) {
 			if urlElicit {
 				name = transport + "/url-elicitation"
 			}
-			t.Run(name, func(t *testing.T) {
-				t.Parallel()
-				ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-				defer cancel()
+			runParallel(t, name, 60*time.Second, func(t *testing.T, ctx context.Context) {
 				target := bin
 				if transport == "http" {
 					target = startBridge(t, ctx, "http", nil, nil).url

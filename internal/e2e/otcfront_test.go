@@ -382,6 +382,24 @@ func (b *otcfBridge) call(t *testing.T, ctx context.Context, d otcfDialect, req 
 	return r
 }
 
+// callAsync posts req in dialect d from a goroutine, as call does but
+// without failing the test from it: the returned channel gets the answer,
+// or nil after an error naming what.
+func (b *otcfBridge) callAsync(t *testing.T, d otcfDialect, req map[string]any, what string) <-chan *otcfResp {
+	answer := make(chan *otcfResp, 1)
+	go func() {
+		body, hdr := d.request(t, req)
+		ctx, cancel := context.WithTimeout(context.Background(), otcfCallTimeout)
+		defer cancel()
+		r, err := otcfDo(ctx, http.MethodPost, b.base+"/tools/call", hdr, body)
+		if err != nil {
+			t.Errorf("%s: %v", what, err)
+		}
+		answer <- r
+	}()
+	return answer
+}
+
 // expect calls req in dialect d and checks the whole answer: the status,
 // the dialect's shape and OXP-Version header, and the body against want,
 // the dialect-free body (the CallToolResponse for 200, where call_id and
@@ -983,10 +1001,7 @@ func TestE2EOTCFrontEverything(t *testing.T) {
 
 	t.Run("streamableHttp", func(t *testing.T) {
 		t.Parallel()
-		port := freePort(t)
-		srv := startPeer(t, context.Background(), "mcp-server-everything", []string{"streamableHttp"}, []string{"PORT=" + strconv.Itoa(port)})
-		u := fmt.Sprintf("http://127.0.0.1:%d/mcp", port)
-		srv.waitHTTP(t, u, otcfStartTimeout)
+		u := startEverythingHTTP(t, context.Background(), otcfStartTimeout) + "/mcp"
 		b := otcfStart(t, []string{"--mcp", u}, nil)
 		otcfCheckEverything(t, b, otcfEverythingName)
 		took := b.stop(t)
@@ -1228,10 +1243,7 @@ func TestE2EOTCFrontCancel(t *testing.T) {
 
 	t.Run("streamableHttp", func(t *testing.T) {
 		t.Parallel()
-		port := freePort(t)
-		srv := startPeer(t, context.Background(), "mcp-server-everything", []string{"streamableHttp"}, []string{"PORT=" + strconv.Itoa(port)})
-		target := fmt.Sprintf("http://127.0.0.1:%d", port)
-		srv.waitHTTP(t, target+"/mcp", otcfStartTimeout)
+		target := startEverythingHTTP(t, context.Background(), otcfStartTimeout)
 		var mu sync.Mutex
 		var msgs []map[string]any
 		var text strings.Builder
@@ -1591,18 +1603,8 @@ func TestE2EOTCFrontChildKilled(t *testing.T) {
 	callID := "otcE2E-killed-" + otcfRandom(t)
 	req := map[string]any{"tool_id": "mcpotc_sample.slow", "call_id": callID, "input": map[string]any{"seconds": 5, "steps": 5}}
 	rchar, rcharErr := otcfRChar(child.Pid)
-	answer := make(chan *otcfResp, 1)
 	start := time.Now()
-	go func() {
-		body, hdr := d.request(t, req)
-		ctx, cancel := context.WithTimeout(context.Background(), otcfCallTimeout)
-		defer cancel()
-		r, err := otcfDo(ctx, http.MethodPost, b.base+"/tools/call", hdr, body)
-		if err != nil {
-			t.Errorf("the slow call: %v", err)
-		}
-		answer <- r
-	}()
+	answer := b.callAsync(t, d, req, "the slow call")
 	// Kill once the child has read the call (its read byte count grows),
 	// and had a moment to start it.
 	if rcharErr == nil {
@@ -1767,17 +1769,7 @@ func TestE2EOTCFrontShutdown(t *testing.T) {
 
 	// A call in flight when SIGTERM arrives is let finish.
 	req := map[string]any{"tool_id": "stubborn.slow", "input": map[string]any{"seconds": 1.5, "steps": 3}}
-	answer := make(chan *otcfResp, 1)
-	go func() {
-		body, hdr := d.request(t, req)
-		ctx, cancel := context.WithTimeout(context.Background(), otcfCallTimeout)
-		defer cancel()
-		r, err := otcfDo(ctx, http.MethodPost, b.base+"/tools/call", hdr, body)
-		if err != nil {
-			t.Errorf("the call in flight during shutdown: %v", err)
-		}
-		answer <- r
-	}()
+	answer := b.callAsync(t, d, req, "the call in flight during shutdown")
 	time.Sleep(400 * time.Millisecond)
 
 	start := time.Now()
