@@ -23,6 +23,21 @@ func writeConfig(t *testing.T, body string) string {
 	return path
 }
 
+// checkConfigError checks the error of reading a config.json: none when
+// want is empty, else one that names the file and contains want.
+func checkConfigError(t *testing.T, err error, want string) {
+	t.Helper()
+	if want == "" {
+		if err != nil {
+			t.Fatalf("unexpected error: %v", err)
+		}
+		return
+	}
+	if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "config.json") {
+		t.Errorf("error = %v, want it to name the file and contain %q", err, want)
+	}
+}
+
 func TestMCPFrontConfigExample(t *testing.T) {
 	env := map[string]string{"TOOLS_OXP_API_KEY": "k", "TWILIO_API_KEY": "t", "GOOGLE_ACCESS_TOKEN": "g", "BILLING_JWT_SECRET": "s"}
 	m := &Main{Getenv: func(k string) string { return env[k] }}
@@ -82,15 +97,7 @@ func TestMCPFrontConfigErrors(t *testing.T) {
 				m.otcUpstreams(&p, zerolog.Nop(), path, cfg.Upstreams, tt.http)
 				err = p.err()
 			}
-			if tt.want == "" {
-				if err != nil {
-					t.Fatalf("unexpected error: %v", err)
-				}
-				return
-			}
-			if err == nil || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), "config.json") {
-				t.Errorf("error = %v, want it to name the file and contain %q", err, tt.want)
-			}
+			checkConfigError(t, err, tt.want)
 			if err != nil && strings.Contains(err.Error(), "sk-live-123") {
 				t.Errorf("error echoes a secret: %v", err)
 			}
@@ -166,15 +173,7 @@ func TestOTCFrontConfigErrors(t *testing.T) {
 				m.mcpUpstreams(&p, path, cfg, time.Minute)
 				err = p.err()
 			}
-			if tt.want == "" {
-				if err != nil {
-					t.Fatalf("unexpected error: %v", err)
-				}
-				return
-			}
-			if err == nil || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), "config.json") {
-				t.Errorf("error = %v, want it to name the file and contain %q", err, tt.want)
-			}
+			checkConfigError(t, err, tt.want)
 		})
 	}
 }

@@ -165,60 +165,49 @@ func TestSampleOTC(t *testing.T) {
 		header http.Header
 		body   map[string]any
 	}
-	send := func(method, path string, header map[string]string, body string) answer {
+	sendJSON := func(method, path string, header map[string]string, body string) answer {
 		t.Helper()
-		req, err := http.NewRequest(method, base+path, strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for k, v := range header {
-			req.Header.Set(k, v)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
+		a := send(t, method, base+path, header, body)
 		var got map[string]any
-		if err := json.NewDecoder(resp.Body).Decode(&got); err != nil {
+		if err := json.NewDecoder(strings.NewReader(a.body)).Decode(&got); err != nil {
 			t.Fatalf("%s %s: %v", method, path, err)
 		}
-		return answer{resp.StatusCode, resp.Header, got}
+		return answer{a.status, a.header, got}
 	}
 	jsonCT := map[string]string{"Content-Type": "application/json"}
 	envelope := func(req string) string { return `{"$schema":"urn:oxp:1.0","request":` + req + `}` }
 
-	if a := send("GET", "/health", nil, ""); a.status != 200 {
+	if a := sendJSON("GET", "/health", nil, ""); a.status != 200 {
 		t.Errorf("health: %d", a.status)
 	}
-	if a := send("GET", "/tools", nil, ""); a.status != 200 || len(a.body["tools"].([]any)) != 6 || len(a.body["items"].([]any)) != 6 {
+	if a := sendJSON("GET", "/tools", nil, ""); a.status != 200 || len(a.body["tools"].([]any)) != 6 || len(a.body["items"].([]any)) != 6 {
 		t.Errorf("tools: %d %v", a.status, a.body)
 	}
-	a := send("POST", "/tools/call", jsonCT, envelope(`{"tool_id":"Calculator.Add@1.0.0","call_id":"123e4567-e89b-12d3-a456-426614174000","input":{"a":10,"b":5}}`))
+	a := sendJSON("POST", "/tools/call", jsonCT, envelope(`{"tool_id":"Calculator.Add@1.0.0","call_id":"123e4567-e89b-12d3-a456-426614174000","input":{"a":10,"b":5}}`))
 	if result, _ := a.body["result"].(map[string]any); a.status != 200 || result["value"] != 15.0 || result["call_id"] != "123e4567-e89b-12d3-a456-426614174000" {
 		t.Errorf("envelope add: %d %v", a.status, a.body)
 	}
-	a = send("POST", "/tools/call", map[string]string{"Content-Type": "application/json", "OXP-Version": "1.0"}, `{"tool_id":"Calculator.Add@1.0.0","input":{"a":10,"b":5}}`)
+	a = sendJSON("POST", "/tools/call", map[string]string{"Content-Type": "application/json", "OXP-Version": "1.0"}, `{"tool_id":"Calculator.Add@1.0.0","input":{"a":10,"b":5}}`)
 	if a.status != 200 || a.body["value"] != 15.0 || a.header.Get("OXP-Version") != "1.0" {
 		t.Errorf("flat add: %d %v %v", a.status, a.header, a.body)
 	}
-	if a = send("POST", "/tools/call", jsonCT, envelope(`{"tool_id":"Calculator.Add@2.0.0","input":{"a":10,"b":5}}`)); a.status != 400 {
+	if a = sendJSON("POST", "/tools/call", jsonCT, envelope(`{"tool_id":"Calculator.Add@2.0.0","input":{"a":10,"b":5}}`)); a.status != 400 {
 		t.Errorf("2.0.0: %d %v", a.status, a.body)
 	}
-	a = send("POST", "/tools/call", jsonCT, envelope(`{"tool_id":"Calculator.Add@1.0.0","input":{"a":10,"b":"infinity"}}`))
+	a = sendJSON("POST", "/tools/call", jsonCT, envelope(`{"tool_id":"Calculator.Add@1.0.0","input":{"a":10,"b":"infinity"}}`))
 	if pe, _ := a.body["parameter_errors"].(map[string]any); a.status != 422 || pe["b"] == nil {
 		t.Errorf("infinity: %d %v", a.status, a.body)
 	}
-	a = send("POST", "/tools/call", jsonCT, envelope(`{"tool_id":"Doorbell.Ring@0.1.0","input":{"doorbell_id":"doorbell1"}}`))
+	a = sendJSON("POST", "/tools/call", jsonCT, envelope(`{"tool_id":"Doorbell.Ring@0.1.0","input":{"doorbell_id":"doorbell1"}}`))
 	if r, _ := a.body["result"].(map[string]any); a.status != 200 || r["success"] != false || r["error"].(map[string]any)["retry_after_ms"] != 500.0 {
 		t.Errorf("doorbell1: %d %v", a.status, a.body)
 	}
-	a = send("POST", "/tools/call", jsonCT, envelope(`{"tool_id":"Gmail.GetEmails@1.2.0","input":{}}`))
+	a = sendJSON("POST", "/tools/call", jsonCT, envelope(`{"tool_id":"Gmail.GetEmails@1.2.0","input":{}}`))
 	if mr, _ := a.body["missing_requirements"].(map[string]any); a.status != 400 || mr == nil ||
 		!strings.HasPrefix(mr["authorization"].([]any)[0].(map[string]any)["url"].(string), base+"/") {
 		t.Errorf("gmail: %d %v", a.status, a.body)
 	}
-	a = send("POST", "/tools/call", jsonCT, envelope(`{"tool_id":"SMS.Send@0.1.2","input":{"to":"+1234567890","message":"hi"},"context":{"secrets":[{"id":"TWILIO_API_KEY","value":"TWILIO_SECRET_VALUE"}]}}`))
+	a = sendJSON("POST", "/tools/call", jsonCT, envelope(`{"tool_id":"SMS.Send@0.1.2","input":{"to":"+1234567890","message":"hi"},"context":{"secrets":[{"id":"TWILIO_API_KEY","value":"TWILIO_SECRET_VALUE"}]}}`))
 	if r, _ := a.body["result"].(map[string]any); a.status != 200 || r["success"] != true {
 		t.Errorf("sms: %d %v", a.status, a.body)
 	}

@@ -377,6 +377,23 @@ func (d *dispatcher) notifications() []json.RawMessage {
 	return append([]json.RawMessage(nil), d.notes...)
 }
 
+// framedClient is the client side of a transport that carries frames out
+// with put and brings the answers back through d.
+type framedClient struct {
+	d   *dispatcher
+	put func(t *testing.T, frame []byte)
+}
+
+func (c framedClient) send(t *testing.T, id any, method, params string) <-chan json.RawMessage {
+	ch := c.d.expect(id)
+	c.put(t, request(id, method, params))
+	return ch
+}
+
+func (c framedClient) notify(t *testing.T, method, params string) {
+	c.put(t, notification(method, params))
+}
+
 // ---- unit tests of the rewrite ----
 
 func expectPending(t *testing.T, st *streamBook, id any, code int, msg string, data any) {
@@ -538,9 +555,7 @@ func TestFrontKeepsCallerHooks(t *testing.T) {
 	f.Server().AddTool(mcpgo.NewTool("invalid"), func(context.Context, mcpgo.CallToolRequest) (*mcpgo.CallToolResult, error) {
 		return nil, &RPCError{Code: mcpgo.INVALID_PARAMS, Message: "invalid arguments: b: Must be a number"}
 	})
-	srv, _ := startFrontHTTP(t, f, nil)
-	c := &httpTestClient{url: srv.URL + StreamablePath}
-	initialize(t, c)
+	_, _, c := startFrontSession(t, f, nil)
 	sameJSON(t, callTool(t, c, 2, "tools/call", callParams("invalid", `{}`)),
 		`{"jsonrpc":"2.0","id":2,"error":{"code":-32602,"message":"invalid arguments: b: Must be a number"}}`)
 	select {

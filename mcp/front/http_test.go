@@ -150,12 +150,20 @@ func startFrontHTTP(t *testing.T, f *Front, opts *HTTPOptions) (*httptest.Server
 	return srv, h
 }
 
+// startFrontSession starts f's HTTP handler with opts and a streamable
+// HTTP client of it, initialized.
+func startFrontSession(t *testing.T, f *Front, opts *HTTPOptions) (*httptest.Server, *HTTPHandler, *httpTestClient) {
+	t.Helper()
+	srv, h := startFrontHTTP(t, f, opts)
+	c := &httpTestClient{url: srv.URL + StreamablePath}
+	initialize(t, c)
+	return srv, h, c
+}
+
 func TestFrontStreamableHTTP(t *testing.T) {
 	t.Parallel()
 	f, p := testFront(t, nil)
-	srv, _ := startFrontHTTP(t, f, nil)
-	c := &httpTestClient{url: srv.URL + StreamablePath}
-	initialize(t, c)
+	_, _, c := startFrontSession(t, f, nil)
 	if c.session == "" {
 		t.Fatal("stateful initialize returned no session id")
 	}
@@ -168,9 +176,7 @@ func TestFrontStreamableHTTP(t *testing.T) {
 func TestFrontStreamableHTTPFraming(t *testing.T) {
 	t.Parallel()
 	f, _ := testFront(t, nil)
-	srv, _ := startFrontHTTP(t, f, nil)
-	c := &httpTestClient{url: srv.URL + StreamablePath}
-	initialize(t, c)
+	_, _, c := startFrontSession(t, f, nil)
 	c.version = "2025-11-25"
 
 	const want = `{"jsonrpc":"2.0","id":%d,"error":{"code":-32602,"message":"invalid arguments: b: Must be a number","data":{"parameter_errors":{"b":"Must be a number"}}}}`
@@ -318,9 +324,7 @@ func TestFrontStreamableHTTPModern(t *testing.T) {
 func TestFrontStreamableHTTPStateless(t *testing.T) {
 	t.Parallel()
 	f, _ := testFront(t, nil)
-	srv, _ := startFrontHTTP(t, f, &HTTPOptions{Stateless: true})
-	c := &httpTestClient{url: srv.URL + StreamablePath}
-	initialize(t, c)
+	_, _, c := startFrontSession(t, f, &HTTPOptions{Stateless: true})
 	if c.session != "" {
 		t.Fatalf("stateless initialize returned session %q", c.session)
 	}
@@ -351,19 +355,9 @@ func TestFrontHTTPBearerToken(t *testing.T) {
 		{"scheme is case-insensitive", http.MethodPost, StreamablePath, "bearer s3cret", http.StatusOK, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			req, _ := http.NewRequest(tc.method, srv.URL+tc.path, strings.NewReader(string(request(1, "initialize", initParams))))
-			req.Header.Set("Content-Type", "application/json")
-			if tc.auth != "" {
-				req.Header.Set("Authorization", tc.auth)
-			}
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode != tc.status || resp.Header.Get("WWW-Authenticate") != tc.challenge {
-				t.Errorf("got %d %q, want %d %q: %s", resp.StatusCode, resp.Header.Get("WWW-Authenticate"), tc.status, tc.challenge, body)
+			status, challenge, body := sendInitialize(t, tc.method, srv.URL+tc.path, map[string]string{"Authorization": tc.auth})
+			if status != tc.status || challenge != tc.challenge {
+				t.Errorf("got %d %q, want %d %q: %s", status, challenge, tc.status, tc.challenge, body)
 			}
 			if bytes.Contains(body, []byte("s3cre")) {
 				t.Errorf("the answer echoes the token: %s", body)
@@ -377,6 +371,27 @@ func TestFrontHTTPBearerToken(t *testing.T) {
 		sameJSON(t, callTool(t, c, 2, "tools/call", callParams("whoami", `{}`)),
 			`{"jsonrpc":"2.0","id":2,"result":{"content":[{"type":"text","text":"token s3cret"}]}}`)
 	})
+}
+
+// sendInitialize sends an initialize request with method to url, as JSON
+// with the headers of header that are not empty, and returns the answer's
+// status, WWW-Authenticate challenge and body.
+func sendInitialize(t *testing.T, method, url string, header map[string]string) (int, string, []byte) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, strings.NewReader(string(request(1, "initialize", initParams))))
+	req.Header.Set("Content-Type", "application/json")
+	for k, v := range header {
+		if v != "" {
+			req.Header.Set(k, v)
+		}
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode, resp.Header.Get("WWW-Authenticate"), body
 }
 
 func TestFrontHTTPCallerTokenWithoutAuth(t *testing.T) {
@@ -456,11 +471,7 @@ func TestFrontHTTPRebindingProtection(t *testing.T) {
 func TestFrontStreamableHTTPShutdownClosesStreams(t *testing.T) {
 	t.Parallel()
 	f, _ := testFront(t, nil)
-	h := f.HTTPHandler(nil)
-	srv := httptest.NewServer(h)
-	defer srv.Close()
-	c := &httpTestClient{url: srv.URL + StreamablePath}
-	initialize(t, c)
+	srv, h, c := startFrontSession(t, f, nil)
 
 	req, _ := http.NewRequest(http.MethodGet, c.url, nil)
 	req.Header.Set("Accept", "text/event-stream")
@@ -477,11 +488,7 @@ func TestFrontStreamableHTTPShutdownClosesStreams(t *testing.T) {
 	if err := h.Shutdown(ctx, srv.Config); err != nil {
 		t.Fatalf("Shutdown: %v", err)
 	}
-	select {
-	case <-ended:
-	case <-time.After(wait):
-		t.Fatal("the GET stream is still open")
-	}
+	expectEnded(t, ended, "the GET stream")
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, StreamablePath, nil))
 	if rec.Code != http.StatusServiceUnavailable {
@@ -492,9 +499,7 @@ func TestFrontStreamableHTTPShutdownClosesStreams(t *testing.T) {
 func TestFrontHTTPMessageBound(t *testing.T) {
 	t.Parallel()
 	f, _ := testFront(t, nil)
-	srv, _ := startFrontHTTP(t, f, &HTTPOptions{MaxMessageBytes: 512})
-	c := &httpTestClient{url: srv.URL + StreamablePath}
-	initialize(t, c)
+	_, _, c := startFrontSession(t, f, &HTTPOptions{MaxMessageBytes: 512})
 	c.version = "2025-11-25"
 	big := callParams("add", fmt.Sprintf(`{"a":1,"b":2,"pad":%q}`, strings.Repeat("x", 600)))
 	r, err := c.post(t, context.Background(), request(2, "tools/call", big), nil)
@@ -710,9 +715,7 @@ func TestFrontFillNotificationVersion(t *testing.T) {
 func TestFrontStreamableHTTPDeleteClosesStream(t *testing.T) {
 	t.Parallel()
 	f, _ := testFront(t, nil)
-	srv, _ := startFrontHTTP(t, f, nil)
-	c := &httpTestClient{url: srv.URL + StreamablePath}
-	initialize(t, c)
+	srv, _, c := startFrontSession(t, f, nil)
 	c.version = "2025-11-25"
 	first, second := openStream(t, c.url, c.session), openStream(t, c.url, c.session)
 
@@ -756,12 +759,7 @@ func watched(srv *httptest.Server) int {
 func TestFrontStreamableHTTPShutdownAfterDelete(t *testing.T) {
 	t.Parallel()
 	f, p := testFront(t, nil)
-	h := f.HTTPHandler(nil)
-	srv := httptest.NewServer(h)
-	defer srv.Close()
-
-	deleted := &httpTestClient{url: srv.URL + StreamablePath}
-	initialize(t, deleted)
+	srv, h, deleted := startFrontSession(t, f, nil)
 	deletedStream := openStream(t, deleted.url, deleted.session)
 	if status := deleteSession(t, deleted.url, deleted.session); status != http.StatusOK {
 		t.Fatalf("DELETE: %d", status)

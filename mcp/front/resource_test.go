@@ -3,7 +3,6 @@ package front
 import (
 	"context"
 	"errors"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -69,20 +68,14 @@ func TestFrontHTTPProtectedResource(t *testing.T) {
 		{"tok-down", http.StatusServiceUnavailable, ""},
 		{"tok-good", http.StatusOK, ""},
 	} {
-		req, _ := http.NewRequest(http.MethodPost, srv.URL+StreamablePath, strings.NewReader(string(request(1, "initialize", initParams))))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
+		auth := ""
 		if tc.token != "" {
-			req.Header.Set("Authorization", "Bearer "+tc.token)
+			auth = "Bearer " + tc.token
 		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != tc.status || resp.Header.Get("WWW-Authenticate") != tc.challenge {
-			t.Errorf("token %q: %d %q, want %d %q: %s", tc.token, resp.StatusCode, resp.Header.Get("WWW-Authenticate"), tc.status, tc.challenge, body)
+		status, challenge, body := sendInitialize(t, http.MethodPost, srv.URL+StreamablePath,
+			map[string]string{"Accept": "application/json, text/event-stream", "Authorization": auth})
+		if status != tc.status || challenge != tc.challenge {
+			t.Errorf("token %q: %d %q, want %d %q: %s", tc.token, status, challenge, tc.status, tc.challenge, body)
 		}
 		if tc.token != "" && strings.Contains(string(body), tc.token) {
 			t.Errorf("token %q: the answer echoes it: %s", tc.token, body)

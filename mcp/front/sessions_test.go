@@ -427,9 +427,7 @@ func (m *canaryIDs) Terminate(id string) (bool, error) {
 func TestFrontEndStreamableSessionCleansMCPGo(t *testing.T) {
 	t.Parallel()
 	f, _ := testFront(t, nil)
-	srv, h := startFrontHTTP(t, f, nil)
-	c := &httpTestClient{url: srv.URL + StreamablePath}
-	initialize(t, c)
+	_, h, c := startFrontSession(t, f, nil)
 	notify := func() error {
 		return f.Server().SendNotificationToSpecificClient(c.session, "notifications/message", map[string]any{"level": "info", "data": "x"})
 	}

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -16,12 +15,12 @@ import (
 // sseTestClient is a raw legacy SSE client: a GET stream and POSTs to the
 // endpoint it announces.
 type sseTestClient struct {
-	base     *url.URL
-	endpoint string
-	token    string
-	d        *dispatcher
-	ended    chan struct{} // the stream ended
-	close    func()        // hangs up
+	framedClient // frames are POSTed to the endpoint
+	base         *url.URL
+	endpoint     string
+	token        string
+	ended        chan struct{} // the stream ended
+	close        func()        // hangs up
 }
 
 func startFrontSSE(t *testing.T, base, token string) *sseTestClient {
@@ -41,7 +40,8 @@ func startFrontSSE(t *testing.T, base, token string) *sseTestClient {
 		t.Fatalf("GET %s: %d", SSEPath, resp.StatusCode)
 	}
 	u, _ := url.Parse(base)
-	c := &sseTestClient{base: u, token: token, d: newFrontDispatcher(), ended: make(chan struct{}), close: cancel}
+	c := &sseTestClient{base: u, token: token, ended: make(chan struct{}), close: cancel}
+	c.framedClient = framedClient{d: newFrontDispatcher(), put: c.postMessage}
 	endpoint := make(chan string, 1)
 	go func() {
 		defer close(c.ended)
@@ -83,43 +83,50 @@ func startFrontSSE(t *testing.T, base, token string) *sseTestClient {
 }
 
 func (c *sseTestClient) postMessage(t *testing.T, frame []byte) {
-	ref, err := url.Parse(c.endpoint)
+	status, err := c.postAs(frame, c.token)
 	if err != nil {
 		t.Error(err)
 		return
+	}
+	if status != http.StatusAccepted {
+		t.Errorf("POST %s: %d", c.endpoint, status)
+	}
+}
+
+// postAs POSTs frame to the session's message endpoint with token (none
+// when empty) and returns the answer's status.
+func (c *sseTestClient) postAs(frame []byte, token string) (int, error) {
+	ref, err := url.Parse(c.endpoint)
+	if err != nil {
+		return 0, err
 	}
 	req, _ := http.NewRequest(http.MethodPost, c.base.ResolveReference(ref).String(), bytes.NewReader(frame))
 	req.Header.Set("Content-Type", "application/json")
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		t.Error(err)
-		return
+		return 0, err
 	}
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusAccepted {
-		t.Errorf("POST %s: %d", c.endpoint, resp.StatusCode)
-	}
+	return resp.StatusCode, nil
 }
 
-func (c *sseTestClient) send(t *testing.T, id any, method, params string) <-chan json.RawMessage {
-	ch := c.d.expect(id)
-	c.postMessage(t, request(id, method, params))
-	return ch
-}
-
-func (c *sseTestClient) notify(t *testing.T, method, params string) {
-	c.postMessage(t, notification(method, params))
+// startSSESession starts f's HTTP handler with opts and a legacy SSE
+// client of it with token, initialized.
+func startSSESession(t *testing.T, f *Front, opts *HTTPOptions, token string) (*httptest.Server, *HTTPHandler, *sseTestClient) {
+	t.Helper()
+	srv, h := startFrontHTTP(t, f, opts)
+	c := startFrontSSE(t, srv.URL, token)
+	initialize(t, c)
+	return srv, h, c
 }
 
 func TestFrontSSE(t *testing.T) {
 	t.Parallel()
 	f, p := testFront(t, nil)
-	srv, _ := startFrontHTTP(t, f, nil)
-	c := startFrontSSE(t, srv.URL, "")
-	initialize(t, c)
+	srv, _, c := startSSESession(t, f, nil, "")
 	runScenarios(t, c, p)
 	t.Run("replacing tools notifies the client", func(t *testing.T) { listChanged(t, f, c.d) })
 
@@ -145,9 +152,7 @@ func TestFrontSSE(t *testing.T) {
 func TestFrontSSEBearerToken(t *testing.T) {
 	t.Parallel()
 	f, _ := testFront(t, nil)
-	srv, _ := startFrontHTTP(t, f, &HTTPOptions{BearerToken: "s3cret"})
-	c := startFrontSSE(t, srv.URL, "s3cret")
-	initialize(t, c)
+	_, _, c := startSSESession(t, f, &HTTPOptions{BearerToken: "s3cret"}, "s3cret")
 	sameJSON(t, callTool(t, c, 2, "tools/call", callParams("whoami", `{}`)),
 		`{"jsonrpc":"2.0","id":2,"result":{"content":[{"type":"text","text":"token s3cret"}]}}`)
 }
@@ -157,11 +162,7 @@ func TestFrontSSEBearerToken(t *testing.T) {
 func TestFrontSSEShutdownDeliversInFlightAnswers(t *testing.T) {
 	t.Parallel()
 	f, p := testFront(t, nil)
-	h := f.HTTPHandler(nil)
-	srv := httptest.NewServer(h)
-	defer srv.Close()
-	c := startFrontSSE(t, srv.URL, "")
-	initialize(t, c)
+	srv, h, c := startSSESession(t, f, nil, "")
 	ch := c.send(t, 5, "tools/call", callParams("wait", `{"tag":"s5"}`))
 	expectTag(t, p.started, "s5")
 
@@ -185,22 +186,14 @@ func TestFrontSSEShutdownDeliversInFlightAnswers(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("Shutdown: %v", err)
 	}
-	select {
-	case <-c.ended:
-	case <-time.After(wait):
-		t.Fatal("the SSE stream is still open")
-	}
+	expectEnded(t, c.ended, "the SSE stream")
 }
 
 // When ctx ends first, the calls still running are cancelled.
 func TestFrontSSEShutdownTimeoutCancelsCalls(t *testing.T) {
 	t.Parallel()
 	f, p := testFront(t, nil)
-	h := f.HTTPHandler(nil)
-	srv := httptest.NewServer(h)
-	defer srv.Close()
-	c := startFrontSSE(t, srv.URL, "")
-	initialize(t, c)
+	srv, h, c := startSSESession(t, f, nil, "")
 	c.send(t, 6, "tools/call", callParams("block", `{"tag":"s6"}`))
 	expectTag(t, p.started, "s6")
 
@@ -210,11 +203,7 @@ func TestFrontSSEShutdownTimeoutCancelsCalls(t *testing.T) {
 		t.Fatalf("Shutdown: %v", err)
 	}
 	expectTag(t, p.cancelled, "s6")
-	select {
-	case <-c.ended:
-	case <-time.After(wait):
-		t.Fatal("the SSE stream is still open")
-	}
+	expectEnded(t, c.ended, "the SSE stream")
 }
 
 // A legacy SSE session is its opener's: with HTTPOptions.Resource, a
@@ -224,21 +213,13 @@ func TestFrontSSESessionOwner(t *testing.T) {
 	t.Parallel()
 	f, _ := testFront(t, nil)
 	auth := subjectAuth()
-	srv, _ := startFrontHTTP(t, f, &HTTPOptions{Resource: auth})
-	alice := startFrontSSE(t, srv.URL, "tok-alice")
-	initialize(t, alice)
-	ref, _ := url.Parse(alice.endpoint)
-	req, _ := http.NewRequest(http.MethodPost, alice.base.ResolveReference(ref).String(),
-		bytes.NewReader(request(2, "tools/call", callParams("whois", `{}`))))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer tok-bob")
-	resp, err := http.DefaultClient.Do(req)
+	_, _, alice := startSSESession(t, f, &HTTPOptions{Resource: auth}, "tok-alice")
+	status, err := alice.postAs(request(2, "tools/call", callParams("whois", `{}`)), "tok-bob")
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusNotFound {
-		t.Errorf("bob's message in alice's SSE session: %d, want 404", resp.StatusCode)
+	if status != http.StatusNotFound {
+		t.Errorf("bob's message in alice's SSE session: %d, want 404", status)
 	}
 	sameJSON(t, callTool(t, alice, 3, "tools/call", callParams("whois", `{}`)),
 		`{"jsonrpc":"2.0","id":3,"result":{"content":[{"type":"text","text":"subject alice"}]}}`)

@@ -14,20 +14,21 @@ import (
 // stdio runs ServeStdio on pipes and is its client. The tests that use
 // it do not run in parallel: mcp-go has one stdio session per process.
 type stdio struct {
-	in    *io.PipeWriter
-	mu    sync.Mutex // one frame per write
-	d     *dispatcher
-	done  chan error    // ServeStdio's result
-	read  chan struct{} // closed when stdout has ended
-	stray chan string   // anything on stdout that is not a frame
+	framedClient // frames are written to in
+	in           *io.PipeWriter
+	mu           sync.Mutex    // one frame per write
+	done         chan error    // ServeStdio's result
+	read         chan struct{} // closed when stdout has ended
+	stray        chan string   // anything on stdout that is not a frame
 }
 
 func startFrontStdio(t *testing.T, ctx context.Context, f *Front) *stdio {
 	t.Helper()
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
-	c := &stdio{in: inW, d: newFrontDispatcher(), done: make(chan error, 1),
+	c := &stdio{in: inW, done: make(chan error, 1),
 		read: make(chan struct{}), stray: make(chan string, 16)}
+	c.framedClient = framedClient{d: newFrontDispatcher(), put: c.write}
 	go func() {
 		c.done <- f.ServeStdio(ctx, inR, outW)
 		outW.Close()
@@ -66,16 +67,6 @@ func (c *stdio) write(t *testing.T, frame []byte) {
 	if _, err := c.in.Write(append(frame, '\n')); err != nil {
 		t.Fatal(err)
 	}
-}
-
-func (c *stdio) send(t *testing.T, id any, method, params string) <-chan json.RawMessage {
-	ch := c.d.expect(id)
-	c.write(t, request(id, method, params))
-	return ch
-}
-
-func (c *stdio) notify(t *testing.T, method, params string) {
-	c.write(t, notification(method, params))
 }
 
 func TestFrontStdio(t *testing.T) {

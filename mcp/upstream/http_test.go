@@ -67,12 +67,17 @@ func (w *wireRecorder) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 
 // requests returns the recorded requests of JSON-RPC method rpc.
 func (w *wireRecorder) requests(rpc string) []wireReq {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	var out []wireReq
-	for _, r := range w.reqs {
-		if r.rpcMethod == rpc {
-			out = append(out, r)
+	return lockedFilter(&w.mu, &w.reqs, func(r wireReq) bool { return r.rpcMethod == rpc })
+}
+
+// lockedFilter returns, holding mu, the items of *list that keep accepts.
+func lockedFilter[T any](mu *sync.Mutex, list *[]T, keep func(T) bool) []T {
+	mu.Lock()
+	defer mu.Unlock()
+	var out []T
+	for _, x := range *list {
+		if keep(x) {
+			out = append(out, x)
 		}
 	}
 	return out
@@ -148,26 +153,13 @@ func httpServer(blocked chan<- string) *mcpserver.MCPServer {
 
 func startHTTP(t *testing.T, cfg Config, opts Options) (*Upstream, *testLogs) {
 	t.Helper()
-	logs := &testLogs{}
 	if cfg.Name == "" {
 		cfg.Name = "http"
 	}
 	if cfg.RestartBackoffMin == 0 {
 		cfg.RestartBackoffMin, cfg.RestartBackoffMax = 20*time.Millisecond, 100*time.Millisecond
 	}
-	opts.Logger = logs.logger()
-	u, err := Start(context.Background(), &cfg, &opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := u.Close(ctx); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	})
-	return u, logs
+	return startLogged(t, cfg, opts, true)
 }
 
 func newStreamable(t *testing.T, blocked chan<- string) (*wireRecorder, *httptest.Server, *mcpserver.MCPServer) {
@@ -579,19 +571,9 @@ func rawSSEServer(t *testing.T) *httptest.Server {
 		mu.Lock()
 		stream = ch
 		mu.Unlock()
-		w.Header().Set("Content-Type", "text/event-stream")
-		w.WriteHeader(http.StatusOK)
-		fmt.Fprint(w, ": a comment\n\nevent: endpoint\ndata: /message?sessionId=s1\n\n")
-		w.(http.Flusher).Flush()
-		for {
-			select {
-			case ev := <-ch:
-				fmt.Fprintf(w, "event: message\ndata: %s\n\n", ev)
-				w.(http.Flusher).Flush()
-			case <-r.Context().Done():
-				return
-			}
-		}
+		serveEvents(w, r, ": a comment\n\nevent: endpoint\ndata: /message?sessionId=s1\n\n", ch, func(w io.Writer, ev string) {
+			fmt.Fprintf(w, "event: message\ndata: %s\n\n", ev)
+		})
 	})
 	mux.HandleFunc("POST /message", func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
@@ -632,6 +614,24 @@ func rawSSEServer(t *testing.T) *httptest.Server {
 	ts := httptest.NewServer(mux)
 	t.Cleanup(ts.Close)
 	return ts
+}
+
+// serveEvents answers r with an event stream: first, then each of events
+// as write puts it, flushed one by one, until the client goes away.
+func serveEvents[E any](w http.ResponseWriter, r *http.Request, first string, events <-chan E, write func(io.Writer, E)) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.WriteHeader(http.StatusOK)
+	io.WriteString(w, first)
+	w.(http.Flusher).Flush()
+	for {
+		select {
+		case ev := <-events:
+			write(w, ev)
+			w.(http.Flusher).Flush()
+		case <-r.Context().Done():
+			return
+		}
+	}
 }
 
 func TestUpstreamLegacySSEServerRequestsAnswered(t *testing.T) {

@@ -1,7 +1,6 @@
 package upstream
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -124,21 +123,21 @@ func startBigHTTP(t *testing.T, s *bigHTTP) (*Upstream, *testLogs) {
 
 func startBigHTTPLimit(t *testing.T, s *bigHTTP, limit int64) (*Upstream, *testLogs) {
 	t.Helper()
-	srv := httptest.NewServer(s)
+	return startBigServer(t, s, "big-http", "/mcp", limit)
+}
+
+// startBigServer serves h, starts an upstream named name on its path with
+// a message limit of limit bytes and waits until it is ready. When the test
+// ends the upstream is closed (an error of its Close is not checked), then
+// the server.
+func startBigServer(t *testing.T, h http.Handler, name, path string, limit int64) (*Upstream, *testLogs) {
+	t.Helper()
+	srv := httptest.NewServer(h)
 	t.Cleanup(func() { closeServer(srv) })
-	logs := &testLogs{}
-	u, err := Start(context.Background(), &Config{
-		Name: "big-http", URL: srv.URL + "/mcp", MaxMessageBytes: limit,
+	u, logs := startLogged(t, Config{
+		Name: name, URL: srv.URL + path, MaxMessageBytes: limit,
 		RestartBackoffMin: 20 * time.Millisecond, RestartBackoffMax: 100 * time.Millisecond,
-	}, &Options{Logger: logs.logger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = u.Close(ctx)
-	})
+	}, Options{}, false)
 	waitReady(t, u)
 	return u, logs
 }
@@ -250,19 +249,8 @@ func (s *bigSSE) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
 		s.events = events
 		s.mu.Unlock()
-		w.Header().Set("Content-Type", "text/event-stream")
-		w.WriteHeader(http.StatusOK)
-		io.WriteString(w, "event: endpoint\ndata: /messages?session=1\n\n")
-		w.(http.Flusher).Flush()
-		for {
-			select {
-			case ev := <-events:
-				ev(w)
-				w.(http.Flusher).Flush()
-			case <-r.Context().Done():
-				return
-			}
-		}
+		serveEvents(w, r, "event: endpoint\ndata: /messages?session=1\n\n", events, func(w io.Writer, ev func(io.Writer)) { ev(w) })
+		return
 	}
 	var m struct {
 		ID     json.RawMessage `json:"id"`
@@ -340,23 +328,7 @@ func (s *bigSSE) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func TestUpstreamLegacySSEOverLimit(t *testing.T) {
-	s := newUpBigSSE()
-	srv := httptest.NewServer(s)
-	logs := &testLogs{}
-	u, err := Start(context.Background(), &Config{
-		Name: "big-sse", URL: srv.URL + "/sse", MaxMessageBytes: 1 << 20,
-		RestartBackoffMin: 20 * time.Millisecond, RestartBackoffMax: 100 * time.Millisecond,
-	}, &Options{Logger: logs.logger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = u.Close(ctx)
-		closeServer(srv)
-	})
-	waitReady(t, u)
+	u, logs := startBigServer(t, newUpBigSSE(), "big-sse", "/sse", 1<<20)
 	waitTools(t, u, 2)
 
 	for _, shape := range []string{"answer", "answer_lines"} {

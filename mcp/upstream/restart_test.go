@@ -29,15 +29,7 @@ func (w *waitRecorder) record(what string, attempt int, d time.Duration) {
 
 // of returns the recorded waits of one kind.
 func (w *waitRecorder) of(what string) []waitRecord {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	var out []waitRecord
-	for _, x := range w.list {
-		if x.what == what {
-			out = append(out, x)
-		}
-	}
-	return out
+	return lockedFilter(&w.mu, &w.list, func(x waitRecord) bool { return x.what == what })
 }
 
 // checkGrowing checks that waits are the attempts 0, 1, 2… of the backoff
@@ -54,6 +46,19 @@ func checkGrowing(t *testing.T, waits []waitRecord, from int, minD, maxD time.Du
 			t.Errorf("wait %d = attempt %d of %s, want attempt %d of %s to %s (all: %+v)", i, w.attempt, w.d, from+i, nominal/2, nominal, waits)
 		}
 	}
+}
+
+// The backoff bounds of the fakes that startGrowing starts.
+const growMin, growMax = 10 * time.Millisecond, 80 * time.Millisecond
+
+// startGrowing starts the fake upstream with cfg and a backoff from growMin
+// to growMax, and records the waits it chooses.
+func startGrowing(t *testing.T, cfg Config) (*Upstream, *testLogs, *waitRecorder) {
+	t.Helper()
+	waits := &waitRecorder{}
+	cfg.RestartBackoffMin, cfg.RestartBackoffMax = growMin, growMax
+	u, logs := startFake(t, cfg, Options{waited: waits.record})
+	return u, logs, waits
 }
 
 // A child that was ready for longer than StableAfter and is killed is
@@ -97,13 +102,9 @@ func TestUpstreamStableChildRestartsAtOnce(t *testing.T) {
 // A child that dies at start is restarted after waits that grow: 10, 20,
 // 40, 80, 80… ms (each jittered), not in a tight loop.
 func TestUpstreamChildDyingAtStartBacksOff(t *testing.T) {
-	var waits waitRecorder
-	u, _ := startFake(t, Config{
-		Env:               []string{fakeExitAtStart + "=1"},
-		RestartBackoffMin: 10 * time.Millisecond, RestartBackoffMax: 80 * time.Millisecond,
-	}, Options{waited: waits.record})
+	u, _, waits := startGrowing(t, Config{Env: []string{fakeExitAtStart + "=1"}})
 	eventually(t, 20*time.Second, "6 restart waits", func() bool { return len(waits.of("restart")) >= 6 })
-	checkGrowing(t, waits.of("restart")[:6], 0, 10*time.Millisecond, 80*time.Millisecond)
+	checkGrowing(t, waits.of("restart")[:6], 0, growMin, growMax)
 	if u.Ready() {
 		t.Error("ready")
 	}
@@ -112,30 +113,22 @@ func TestUpstreamChildDyingAtStartBacksOff(t *testing.T) {
 // A child that crashes soon after it is ready (within StableAfter) backs
 // off as one that dies at start.
 func TestUpstreamChildCrashingSoonAfterReadyBacksOff(t *testing.T) {
-	var waits waitRecorder
-	u, _ := startFake(t, Config{
-		StableAfter:       time.Hour,
-		RestartBackoffMin: 10 * time.Millisecond, RestartBackoffMax: 80 * time.Millisecond,
-	}, Options{waited: waits.record})
+	u, _, waits := startGrowing(t, Config{StableAfter: time.Hour})
 	for i := 1; i <= 4; i++ {
 		waitReady(t, u)
 		_, _ = callTool(t, u, "crash", "")
 		eventually(t, 10*time.Second, fmt.Sprintf("restart wait %d", i), func() bool { return len(waits.of("restart")) == i })
 	}
-	checkGrowing(t, waits.of("restart"), 0, 10*time.Millisecond, 80*time.Millisecond)
+	checkGrowing(t, waits.of("restart"), 0, growMin, growMax)
 }
 
 // A tools/list that keeps failing is tried again after growing waits, and
 // the waits start over after a success.
 func TestUpstreamToolsListFailingBacksOff(t *testing.T) {
-	var waits waitRecorder
-	u, logs := startFake(t, Config{
-		Env:               []string{fakeBadList + "=1"},
-		RestartBackoffMin: 10 * time.Millisecond, RestartBackoffMax: 80 * time.Millisecond,
-	}, Options{waited: waits.record})
+	u, logs, waits := startGrowing(t, Config{Env: []string{fakeBadList + "=1"}})
 	waitReady(t, u)
 	eventually(t, 20*time.Second, "6 tools/list waits", func() bool { return len(waits.of("tools/list")) >= 6 })
-	checkGrowing(t, waits.of("tools/list")[:6], 0, 10*time.Millisecond, 80*time.Millisecond)
+	checkGrowing(t, waits.of("tools/list")[:6], 0, growMin, growMax)
 	if u.Tools() != nil {
 		t.Errorf("tools listed: %s", u.Tools())
 	}
@@ -163,7 +156,7 @@ func TestUpstreamToolsListFailingBacksOff(t *testing.T) {
 	if len(after) < 2 {
 		t.Fatalf("waits after the list was fixed and broken again: %+v", all[before:])
 	}
-	checkGrowing(t, after[:2], 0, 10*time.Millisecond, 80*time.Millisecond)
+	checkGrowing(t, after[:2], 0, growMin, growMax)
 	if st := u.Status(); !st.Ready || st.Restarts != 0 {
 		t.Errorf("a failing tools/list restarted the child: %+v", st)
 	}

@@ -407,21 +407,7 @@ func TestUpstreamStdioCloseWithExpiredContextKillsAtOnce(t *testing.T) {
 func TestUpstreamStdioCloseDrainsInFlightCalls(t *testing.T) {
 	u, _ := startFake(t, Config{DrainTimeout: 3 * time.Second}, Options{})
 	waitReady(t, u)
-	done := make(chan error, 1)
-	go func() {
-		_, err := callTool(t, u, "sleep", `{"ms":300}`)
-		done <- err
-	}()
-	eventually(t, 5*time.Second, "the call in flight", func() bool {
-		u.mu.Lock()
-		defer u.mu.Unlock()
-		return u.inflight == 1
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := u.Close(ctx); err != nil {
-		t.Fatal(err)
-	}
+	done, _ := closeDuringCall(t, u, "sleep", `{"ms":300}`)
 	select {
 	case err := <-done:
 		if err != nil {
@@ -435,9 +421,28 @@ func TestUpstreamStdioCloseDrainsInFlightCalls(t *testing.T) {
 func TestUpstreamStdioCloseAbandonsLongCalls(t *testing.T) {
 	u, _ := startFake(t, Config{DrainTimeout: 200 * time.Millisecond}, Options{})
 	waitReady(t, u)
+	done, d := closeDuringCall(t, u, "slow", "")
+	if d > 3*time.Second {
+		t.Errorf("Close took %s", d)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrLost) {
+			t.Errorf("abandoned call: err = %v, want ErrLost", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("the abandoned call did not return")
+	}
+}
+
+// closeDuringCall calls tool with args in the background and, once the
+// call is in flight, closes u (within 10s; an error fails the test). It
+// returns the channel of the call's error and how long Close took.
+func closeDuringCall(t *testing.T, u *Upstream, tool, args string) (<-chan error, time.Duration) {
+	t.Helper()
 	done := make(chan error, 1)
 	go func() {
-		_, err := callTool(t, u, "slow", "")
+		_, err := callTool(t, u, tool, args)
 		done <- err
 	}()
 	eventually(t, 5*time.Second, "the call in flight", func() bool {
@@ -451,17 +456,7 @@ func TestUpstreamStdioCloseAbandonsLongCalls(t *testing.T) {
 	if err := u.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if d := time.Since(start); d > 3*time.Second {
-		t.Errorf("Close took %s", d)
-	}
-	select {
-	case err := <-done:
-		if !errors.Is(err, ErrLost) {
-			t.Errorf("abandoned call: err = %v, want ErrLost", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Error("the abandoned call did not return")
-	}
+	return done, time.Since(start)
 }
 
 func TestUpstreamStdioCannotStart(t *testing.T) {
