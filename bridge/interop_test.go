@@ -981,9 +981,7 @@ func interopMCPFrontColumn(t *testing.T, m *interopMatrix, d string) {
 			}
 			want = append(want, w)
 		}
-		for _, diff := range interopMatch("tools/list", map[string]any{"tools": want, "?nextCursor": "<any>"}, res, nil) {
-			problems = append(problems, diff)
-		}
+		problems = append(problems, interopMatch("tools/list", map[string]any{"tools": want, "?nextCursor": "<any>"}, res, nil)...)
 		if len(problems) > 0 {
 			problems = append(problems, "got: "+interopShow(frame))
 		}

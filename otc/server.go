@@ -1008,7 +1008,7 @@ type outcome struct {
 func (h *Handler) execute(ctx context.Context, r *http.Request, st *servedTool, req *CallToolRequest) outcome {
 	call := &Call{Tool: &st.Definition, Request: req, HTTP: r}
 	start := h.opts.Now()
-	value, err, stack := runTool(ctx, st.Func, call)
+	value, stack, err := runTool(ctx, st.Func, call)
 	resp := &CallToolResponse{CallID: req.CallID, Ext: call.Ext}
 	var sErr *ServerErrorResponse
 	var vErr *ValidationErrorResponse
@@ -1074,14 +1074,14 @@ func setRetryHeaders(hdr http.Header, after time.Duration) {
 
 // runTool calls f, turning a panic into an error; the stack is returned
 // apart, for the log only (a client never sees it).
-func runTool(ctx context.Context, f ToolFunc, call *Call) (value json.RawMessage, err error, stack string) {
+func runTool(ctx context.Context, f ToolFunc, call *Call) (value json.RawMessage, stack string, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			value, err, stack = nil, fmt.Errorf("panic: %v", p), string(debug.Stack())
+			value, stack, err = nil, string(debug.Stack()), fmt.Errorf("panic: %v", p)
 		}
 	}()
 	value, err = f(ctx, call)
-	return value, err, ""
+	return value, "", err
 }
 
 // missingRequirements checks the call's context against the tool's

@@ -351,13 +351,6 @@ func envName(s string) bool {
 	return true
 }
 
-// requireEnv reads the environment variable a flag or config key names.
-func requireEnv(getenv func(string) string, file, key, name string) (string, error) {
-	var p problems
-	v := p.env(getenv, file, key, name)
-	return v, p.err()
-}
-
 // oneOf checks an enumerated value.
 func oneOf(file, key, value string, allowed ...string) error {
 	if slices.Contains(allowed, value) {

@@ -147,7 +147,10 @@ func (c *connection) startStreamable() error {
 		mcptransport.WithHTTPHeaderFunc(c.u.headerFunc),
 		mcptransport.WithHTTPLogger(c.u.transportLogger()),
 		// The GET stream brings notifications/tools/list_changed while no
-		// call is in flight.
+		// call is in flight. mcp-go v1.2.1 deprecates the option, as
+		// protocol version 2026-07-28 removed the stream; a connection with
+		// it stays on an earlier version, where the stream exists.
+		//lint:ignore SA1019 the standalone GET stream of protocol versions before 2026-07-28
 		mcptransport.WithContinuousListening(),
 	)
 	if err != nil {

@@ -89,6 +89,10 @@ func TestUpstreamInProcessSample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	r.IsError = false
+	if err := json.Unmarshal(res, &r); err != nil || r.IsError {
+		t.Errorf("slow: %s", res)
+	}
 	eventually(t, 2*time.Second, "4 progress notifications", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
