@@ -300,6 +300,13 @@ func (rt *roundTripper) CloseIdleConnections() {
 	}
 }
 
+// maxIdleConns bounds the connections the default client keeps open to an
+// HTTP upstream between calls (each an idle socket and its buffers, closed
+// after the transport's idle timeout). A pool smaller than the calls in
+// flight closes the surplus when a burst ends and dials it again at the
+// next; this one keeps a burst of a thousand calls' connections.
+const maxIdleConns = 1024
+
 // newHTTPClient returns the client of upstream u: base (or a pooled
 // default) with its transport observed; sse tells a legacy SSE upstream.
 func newHTTPClient(base *http.Client, u *Upstream, sse bool) *http.Client {
@@ -311,7 +318,7 @@ func newHTTPClient(base *http.Client, u *Upstream, sse bool) *http.Client {
 	}
 	if rt == nil {
 		t := http.DefaultTransport.(*http.Transport).Clone()
-		t.MaxIdleConnsPerHost = 64
+		t.MaxIdleConns, t.MaxIdleConnsPerHost = maxIdleConns, maxIdleConns
 		rt = t
 	}
 	c.Transport = &roundTripper{base: rt, u: u, sse: sse}
