@@ -146,10 +146,10 @@ func TestMCPFrontConformance(t *testing.T) {
 	for _, f := range files {
 		// Not in parallel: mcp-go has one stdio session per process.
 		t.Run(strings.TrimSuffix(filepath.Base(f), ".txtar"), func(t *testing.T) {
-			sc, err := loadFile(f, *update)
-			if err != nil {
-				t.Fatal(err)
-			}
+			sc := wiretest.MustLoadVector(t, f, func(_ string, data []byte) (*scenario, error) {
+				return parseScenario(data, *update)
+			})
+			sc.path = f
 			problems := runScenario(t, sc)
 			wiretest.Report(t, problems, sc.opts.KnownDeviation)
 		})
@@ -249,19 +249,6 @@ var (
 	sectionName = regexp.MustCompile(`^([1-9][0-9]*)\.(mcp|mcp\.response|upstream\.request|upstream\.response)$`)
 )
 
-func loadFile(path string, updating bool) (*scenario, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	sc, err := parseScenario(data, updating)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	sc.path = path
-	return sc, nil
-}
-
 // parseScenario loads one vector strictly. updating allows empty
 // N.mcp.response sections, for -update to fill in.
 func parseScenario(data []byte, updating bool) (*scenario, error) {
@@ -280,11 +267,8 @@ func parseScenario(data []byte, updating bool) (*scenario, error) {
 		seen[f.Name] = true
 		switch f.Name {
 		case "options.json":
-			if i != 0 {
-				return nil, errors.New("options.json must be the first section")
-			}
-			if err := wiretest.DecodeStrict(f.Data, &sc.opts); err != nil {
-				return nil, fmt.Errorf("options.json: %w", err)
+			if err := wiretest.DecodeOptions(i, f.Data, &sc.opts); err != nil {
+				return nil, err
 			}
 			continue
 		case "tools.upstream.request":
@@ -375,21 +359,7 @@ func parseScenario(data []byte, updating bool) (*scenario, error) {
 		return nil
 	}
 	captures := func(section string, want any) error {
-		var perr error
-		wiretest.WalkPlaceholders(want, func(text string) {
-			m := wiretest.Placeholder.FindStringSubmatch(text)
-			switch {
-			case perr != nil:
-			case m == nil || wiretest.Kinds[m[1]] == nil:
-				perr = fmt.Errorf("%s: unknown placeholder %s", section, text)
-			case m[2] == "":
-			case captured[m[2]] != "":
-				perr = fmt.Errorf("%s: capture %q is recorded twice", section, m[2])
-			default:
-				captured[m[2]] = section
-			}
-		})
-		return perr
+		return wiretest.RecordCaptures(section, want, captured, section)
 	}
 	ids := map[string]int{}
 	for n := 1; n <= len(files); n++ {

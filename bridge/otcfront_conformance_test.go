@@ -144,10 +144,8 @@ const (
 // values); vectors with a known deviation are never rewritten.
 func TestOTCFrontConformance(t *testing.T) {
 	wiretest.RunVectors(t, otcfVectorDir, func(t *testing.T, path string) {
-		sc, err := otcfLoadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
+		sc := wiretest.MustLoadVector(t, path, otcfParseScenario)
+		sc.path = path
 		problems := otcfRunScenario(t, sc)
 		wiretest.Report(t, problems, sc.opts.KnownDeviation)
 	})
@@ -254,15 +252,6 @@ var (
 	otcfSectionName = regexp.MustCompile(`^([1-9][0-9]*)\.(request|response|upstream)$`)
 )
 
-func otcfLoadFile(path string) (*otcfScenario, error) {
-	sc, err := wiretest.LoadVector(path, otcfParseScenario)
-	if err != nil {
-		return nil, err
-	}
-	sc.path = path
-	return sc, nil
-}
-
 // otcfParseScenario loads one vector strictly.
 func otcfParseScenario(file string, data []byte) (*otcfScenario, error) {
 	v, err := wiretest.ParseVector(file, data, "contract row")
@@ -275,11 +264,8 @@ func otcfParseScenario(file string, data []byte) (*otcfScenario, error) {
 	for i, f := range sc.archive.Files {
 		switch f.Name {
 		case "options.json":
-			if i != 0 {
-				return nil, errors.New("options.json must be the first section")
-			}
-			if err := wiretest.DecodeStrict(f.Data, &sc.opts); err != nil {
-				return nil, fmt.Errorf("options.json: %w", err)
+			if err := wiretest.DecodeOptions(i, f.Data, &sc.opts); err != nil {
+				return nil, err
 			}
 			continue
 		case "tools.json":
@@ -370,22 +356,8 @@ func otcfParseScenario(file string, data []byte) (*otcfScenario, error) {
 		}
 		if st.resp.JSON && strings.TrimSpace(st.resp.Body) != "" {
 			want, _ := st.resp.Want(nil) // JSON: ParseResponse checked it
-			var perr error
-			wiretest.WalkPlaceholders(want, func(text string) {
-				m := wiretest.Placeholder.FindStringSubmatch(text)
-				switch {
-				case perr != nil:
-				case m == nil || wiretest.Kinds[m[1]] == nil:
-					perr = fmt.Errorf("%d.response: unknown placeholder %s", n, text)
-				case m[2] == "":
-				case captured[m[2]] != 0:
-					perr = fmt.Errorf("%d.response: capture %q is recorded twice", n, m[2])
-				default:
-					captured[m[2]] = n
-				}
-			})
-			if perr != nil {
-				return nil, perr
+			if err := wiretest.RecordCaptures(fmt.Sprintf("%d.response", n), want, captured, n); err != nil {
+				return nil, err
 			}
 		}
 		sc.steps = append(sc.steps, st)

@@ -228,6 +228,16 @@ func TestClientDialects(t *testing.T) {
 				t.Errorf("call %s header = %q, want %q", VersionHeader, v, want)
 			}
 		}
+		// checkTools lists c's tools and asserts what ListTools returned.
+		checkTools := func(t *testing.T, c *Client) {
+			t.Helper()
+			tools, err := c.ListTools(context.Background())
+			if err != nil {
+				t.Fatalf("ListTools: %v", err)
+			}
+			got, _ := json.Marshal(tools)
+			assertJSONEqual(t, "tools", got, tc.wantTools)
+		}
 
 		t.Run(tc.name+"/auto", func(t *testing.T) {
 			srv := serve(t)
@@ -235,12 +245,7 @@ func TestClientDialects(t *testing.T) {
 			if d := c.Dialect(); d != DialectAuto {
 				t.Errorf("Dialect before listing = %q, want auto", d)
 			}
-			tools, err := c.ListTools(context.Background())
-			if err != nil {
-				t.Fatalf("ListTools: %v", err)
-			}
-			got, _ := json.Marshal(tools)
-			assertJSONEqual(t, "tools", got, tc.wantTools)
+			checkTools(t, c)
 			if d := c.Dialect(); d != tc.learned {
 				t.Errorf("learned %q, want %q", d, tc.learned)
 			}
@@ -281,12 +286,7 @@ func TestClientDialects(t *testing.T) {
 				t.Errorf("a configured dialect listed tools %d times", n)
 			}
 			checkCall(t, srv, resp, tc.configured == DialectOXPFlat)
-			tools, err := c.ListTools(context.Background())
-			if err != nil {
-				t.Fatalf("ListTools: %v", err)
-			}
-			got, _ := json.Marshal(tools)
-			assertJSONEqual(t, "tools", got, tc.wantTools)
+			checkTools(t, c)
 			if d := c.Dialect(); d != tc.configured {
 				t.Errorf("Dialect = %q after listing, want the configured %q", d, tc.configured)
 			}
@@ -628,20 +628,27 @@ func blockingServer(t *testing.T) *fakeServer {
 	return newFakeServer(t, func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() })
 }
 
+// checkCallEnds calls c with ctx and asserts that the call fails with want
+// (ctx's error) soon after ctx ends.
+func checkCallEnds(t *testing.T, c *Client, ctx context.Context, want error) {
+	t.Helper()
+	start := time.Now()
+	_, err := c.Call(ctx, bigCall())
+	if !errors.Is(err, want) {
+		t.Errorf("err = %v, want %v", err, want)
+	}
+	if el := time.Since(start); el > 5*time.Second {
+		t.Errorf("Call returned after %v", el)
+	}
+}
+
 func TestClientContextCancellation(t *testing.T) {
 	for _, d := range []Dialect{DialectOXP10, DialectAuto} {
 		t.Run(string(d)+"/deadline", func(t *testing.T) {
 			c := newTestClient(t, blockingServer(t).URL, &ClientOptions{Dialect: d})
 			ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 			defer cancel()
-			start := time.Now()
-			_, err := c.Call(ctx, bigCall())
-			if !errors.Is(err, context.DeadlineExceeded) {
-				t.Errorf("err = %v, want DeadlineExceeded", err)
-			}
-			if el := time.Since(start); el > 5*time.Second {
-				t.Errorf("Call returned after %v", el)
-			}
+			checkCallEnds(t, c, ctx, context.DeadlineExceeded)
 			if d == DialectAuto && c.Dialect() != DialectAuto {
 				t.Errorf("a cancelled listing made the client settle on %q", c.Dialect())
 			}
@@ -650,14 +657,7 @@ func TestClientContextCancellation(t *testing.T) {
 			c := newTestClient(t, blockingServer(t).URL, &ClientOptions{Dialect: d})
 			ctx, cancel := context.WithCancel(context.Background())
 			time.AfterFunc(50*time.Millisecond, cancel)
-			start := time.Now()
-			_, err := c.Call(ctx, bigCall())
-			if !errors.Is(err, context.Canceled) {
-				t.Errorf("err = %v, want Canceled", err)
-			}
-			if el := time.Since(start); el > 5*time.Second {
-				t.Errorf("Call returned after %v", el)
-			}
+			checkCallEnds(t, c, ctx, context.Canceled)
 		})
 	}
 }

@@ -106,3 +106,26 @@ func RunVectors(t *testing.T, dir string, run func(t *testing.T, path string)) {
 		})
 	}
 }
+
+// MustLoadVector is LoadVector for a test: it fails t when the vector at
+// path does not load.
+func MustLoadVector[T any](t testing.TB, path string, parse func(file string, data []byte) (T, error)) T {
+	t.Helper()
+	v, err := LoadVector(path, parse)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// DecodeOptions decodes the options.json section of a vector strictly into
+// v; i is its index among the archive's files, as it must come first.
+func DecodeOptions(i int, data []byte, v any) error {
+	if i != 0 {
+		return errors.New("options.json must be the first section")
+	}
+	if err := DecodeStrict(data, v); err != nil {
+		return fmt.Errorf("options.json: %w", err)
+	}
+	return nil
+}

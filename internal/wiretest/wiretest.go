@@ -238,6 +238,30 @@ func WalkPlaceholders(v any, f func(text string)) {
 	}
 }
 
+// RecordCaptures checks the placeholders of want, the decoded expected
+// body of section, and records in captured each capture one of them names,
+// as recorded at at (a section, a step number: anything but the zero
+// value). It fails on an unknown placeholder kind and on a capture that
+// captured already holds.
+func RecordCaptures[K comparable](section string, want any, captured map[string]K, at K) error {
+	var zero K
+	var err error
+	WalkPlaceholders(want, func(text string) {
+		m := Placeholder.FindStringSubmatch(text)
+		switch {
+		case err != nil:
+		case m == nil || Kinds[m[1]] == nil:
+			err = fmt.Errorf("%s: unknown placeholder %s", section, text)
+		case m[2] == "":
+		case captured[m[2]] != zero:
+			err = fmt.Errorf("%s: capture %q is recorded twice", section, m[2])
+		default:
+			captured[m[2]] = at
+		}
+	})
+	return err
+}
+
 // WriteValue writes v as compact JSON without HTML escaping, a json.Number
 // as its text.
 func WriteValue(buf *bytes.Buffer, v any) error {

@@ -150,3 +150,42 @@ func TestVectorName(t *testing.T) {
 		}
 	}
 }
+
+func TestRecordCaptures(t *testing.T) {
+	captured := map[string]int{}
+	if err := RecordCaptures("1.response", decoded(t, `{"a": "<uuid:id>", "b": ["<number>"]}`), captured, 1); err != nil || captured["id"] != 1 || len(captured) != 1 {
+		t.Fatalf("RecordCaptures = %v, captured %v", err, captured)
+	}
+	for _, tc := range []struct{ want, err string }{
+		{`{"a": "<uid>"}`, "2.response: unknown placeholder <uid>"},
+		{`{"a": "<string:id>"}`, `2.response: capture "id" is recorded twice`},
+	} {
+		if err := RecordCaptures("2.response", decoded(t, tc.want), captured, 2); err == nil || err.Error() != tc.err {
+			t.Errorf("%s: error %v, want %q", tc.want, err, tc.err)
+		}
+	}
+	if captured["id"] != 1 {
+		t.Errorf("a refused capture overwrote the first: %v", captured)
+	}
+}
+
+func TestDecodeOptions(t *testing.T) {
+	var o struct {
+		APIKey string `json:"api_key"`
+	}
+	if err := DecodeOptions(0, []byte(`{"api_key": "k"}`), &o); err != nil || o.APIKey != "k" {
+		t.Errorf("DecodeOptions = %v, %+v", err, o)
+	}
+	for _, tc := range []struct {
+		i    int
+		data string
+		err  string
+	}{
+		{1, `{}`, "options.json must be the first section"},
+		{0, `{"apikey": "k"}`, "options.json: "},
+	} {
+		if err := DecodeOptions(tc.i, []byte(tc.data), &o); err == nil || !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("%d %s: error %v, want one saying %q", tc.i, tc.data, err, tc.err)
+		}
+	}
+}

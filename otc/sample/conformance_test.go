@@ -93,10 +93,8 @@ var clock = time.Date(2025, 3, 17, 12, 0, 0, 0, time.UTC)
 // where they still match, the placeholders.
 func TestConformance(t *testing.T) {
 	wiretest.RunVectors(t, vectorDir, func(t *testing.T, path string) {
-		sc, err := loadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
+		sc := wiretest.MustLoadVector(t, path, parseScenario)
+		sc.path = path
 		runScenario(t, sc)
 	})
 }
@@ -137,15 +135,6 @@ var (
 	sectionName = regexp.MustCompile(`^([1-9][0-9]*)\.(request|response)$`)
 )
 
-func loadFile(path string) (*scenario, error) {
-	sc, err := wiretest.LoadVector(path, parseScenario)
-	if err != nil {
-		return nil, err
-	}
-	sc.path = path
-	return sc, nil
-}
-
 // parseScenario loads one vector strictly.
 func parseScenario(file string, data []byte) (*scenario, error) {
 	v, err := wiretest.ParseVector(file, data, "spec rule")
@@ -157,12 +146,9 @@ func parseScenario(file string, data []byte) (*scenario, error) {
 	responses := map[int]int{}
 	for i, f := range sc.archive.Files {
 		if f.Name == "options.json" {
-			if i != 0 {
-				return nil, errors.New("options.json must be the first section")
-			}
 			var vo vectorOptions
-			if err := wiretest.DecodeStrict([]byte(f.Data), &vo); err != nil {
-				return nil, fmt.Errorf("options.json: %w", err)
+			if err := wiretest.DecodeOptions(i, f.Data, &vo); err != nil {
+				return nil, err
 			}
 			sc.options = &otc.Options{APIKey: vo.APIKey, JWTAudiences: vo.JWTAudiences, MaxBodyBytes: vo.MaxBodyBytes}
 			if vo.JWTSecret != "" {
@@ -225,26 +211,12 @@ func parseScenario(file string, data []byte) (*scenario, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%d.response: %w", n, err)
 		}
-		var perr error
 		var want any
 		if rp.JSON {
 			want, _ = rp.Want(nil)
 		}
-		wiretest.WalkPlaceholders(want, func(text string) {
-			m := wiretest.Placeholder.FindStringSubmatch(text)
-			switch {
-			case perr != nil:
-			case m == nil || wiretest.Kinds[m[1]] == nil:
-				perr = fmt.Errorf("%d.response: unknown placeholder %s", n, text)
-			case m[2] == "":
-			case captured[m[2]] != 0:
-				perr = fmt.Errorf("%d.response: capture %q is recorded twice", n, m[2])
-			default:
-				captured[m[2]] = n
-			}
-		})
-		if perr != nil {
-			return nil, perr
+		if err := wiretest.RecordCaptures(fmt.Sprintf("%d.response", n), want, captured, n); err != nil {
+			return nil, err
 		}
 		sc.exchanges = append(sc.exchanges, &exchange{n: n, request: rq, response: rp, respFile: pi})
 	}
