@@ -121,26 +121,33 @@ func (r *report) targets() {
 	overhead("overhead at c=1 ÷ bare loopback HTTP p50, MCP front over stdio ≤ 1.0×", "mcp-front-stdio", "otc-direct")
 	overhead("overhead at c=1 ÷ bare loopback HTTP p50, MCP front over streamable HTTP ≤ 1.0×", "mcp-front-http", "otc-direct")
 
+	// ratio is figure m of row f over that of row d; ok is false where
+	// either row, or its figure, is missing.
+	ratio := func(f, d *row, m func(*row) float64) (fv, dv, x float64, ok bool) {
+		if f == nil || d == nil || m(f) == 0 || m(d) == 0 {
+			return 0, 0, 0, false
+		}
+		return m(f), m(d), m(f) / m(d), true
+	}
+
 	throughput := func(name, front, direct string) {
-		f, d := r.find(front, 64), r.find(direct, 64)
-		if f == nil || d == nil || f.CallsPerSec == 0 || d.CallsPerSec == 0 {
+		f, d, x, ok := ratio(r.find(front, 64), r.find(direct, 64), func(rw *row) float64 { return rw.CallsPerSec })
+		if !ok {
 			unknown(name, "not measured (needs concurrency 64)")
 			return
 		}
-		x := f.CallsPerSec / d.CallsPerSec
-		add(name, x >= 0.6, fmt.Sprintf("%.0f ÷ %.0f calls/s = %.2f", f.CallsPerSec, d.CallsPerSec, x))
+		add(name, x >= 0.6, fmt.Sprintf("%.0f ÷ %.0f calls/s = %.2f", f, d, x))
 	}
 	throughput("throughput at c=64 ÷ the direct call, OTC front ≥ 0.6", "otc-front", "mcp-direct-stdio")
 	throughput("throughput at c=64 ÷ the direct call, MCP front over streamable HTTP ≥ 0.6", "mcp-front-http", "otc-direct")
 	throughput("throughput at c=64 ÷ the direct call, MCP front over stdio ≥ 0.6", "mcp-front-stdio", "otc-direct")
 
 	const mib = "1 MiB"
-	f, d := r.findNamed("payload-mcp-front", mib), r.findNamed("payload-otc-direct", mib)
-	if name := "1 MiB echo at c=1, MB/s ÷ the direct call, MCP front ≥ 0.5"; f == nil || d == nil || f.MBPerSec == 0 || d.MBPerSec == 0 {
+	f, d, x, ok := ratio(r.findNamed("payload-mcp-front", mib), r.findNamed("payload-otc-direct", mib), func(rw *row) float64 { return rw.MBPerSec })
+	if name := "1 MiB echo at c=1, MB/s ÷ the direct call, MCP front ≥ 0.5"; !ok {
 		unknown(name, "not measured")
 	} else {
-		x := f.MBPerSec / d.MBPerSec
-		add(name, x >= 0.5, fmt.Sprintf("%.1f ÷ %.1f MB/s = %.2f", f.MBPerSec, d.MBPerSec, x))
+		add(name, x >= 0.5, fmt.Sprintf("%.1f ÷ %.1f MB/s = %.2f", f, d, x))
 	}
 
 	list := func(name, key string) {
@@ -155,13 +162,12 @@ func (r *report) targets() {
 	list("tools/list of 10,000 tools p50 < 20 ms, OTC front", "catalog-otc-list")
 
 	burst := func(name, front, direct string) {
-		f, d := r.find(front, 0), r.find(direct, 0)
-		if f == nil || d == nil || f.P99us == 0 || d.P99us == 0 {
+		f, d, x, ok := ratio(r.find(front, 0), r.find(direct, 0), func(rw *row) float64 { return rw.P99us })
+		if !ok {
 			unknown(name, "not measured")
 			return
 		}
-		x := f.P99us / d.P99us
-		add(name, x <= 2, fmt.Sprintf("p99 %s ÷ direct %s = %.2f×", fmtDur(fromUS(f.P99us)), fmtDur(fromUS(d.P99us)), x))
+		add(name, x <= 2, fmt.Sprintf("p99 %s ÷ direct %s = %.2f×", fmtDur(fromUS(f)), fmtDur(fromUS(d)), x))
 	}
 	burst("burst of 1,000 calls at once, p99 ≤ 2× the direct call's, MCP front", "burst-mcp-front", "burst-otc-direct")
 	burst("burst of 1,000 calls at once, p99 ≤ 2× the direct call's, OTC front", "burst-otc-front", "burst-mcp-direct")

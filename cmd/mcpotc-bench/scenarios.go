@@ -625,17 +625,19 @@ func sizeName(n int) string {
 	return fmt.Sprintf("%d KiB", n>>10)
 }
 
+// otcFrontWith brings up the OTC front, then each of ends in order, and
+// returns an OTC client of the OTC front.
+func (b *bench) otcFrontWith(ends ...func() error) (*otc.Client, error) {
+	for _, up := range append([]func() error{b.otcFrontUp}, ends...) {
+		if err := up(); err != nil {
+			return nil, err
+		}
+	}
+	return b.otc(b.otcFrontBase)
+}
+
 func (b *bench) runPayloads() error {
-	if err := b.otcFrontUp(); err != nil {
-		return err
-	}
-	if err := b.mcpDirectUp(); err != nil {
-		return err
-	}
-	if err := b.mcpFrontHTTPUp(); err != nil {
-		return err
-	}
-	otcFront, err := b.otc(b.otcFrontBase)
+	otcFront, err := b.otcFrontWith(b.mcpDirectUp, b.mcpFrontHTTPUp)
 	if err != nil {
 		return err
 	}
@@ -695,16 +697,7 @@ func (b *bench) runPayloads() error {
 }
 
 func (b *bench) runBursts() error {
-	if err := b.otcFrontUp(); err != nil {
-		return err
-	}
-	if err := b.mcpFrontHTTPUp(); err != nil {
-		return err
-	}
-	if err := b.mcpDirectUp(); err != nil {
-		return err
-	}
-	c, err := b.otc(b.otcFrontBase)
+	c, err := b.otcFrontWith(b.mcpFrontHTTPUp, b.mcpDirectUp)
 	if err != nil {
 		return err
 	}
@@ -833,17 +826,12 @@ func (b *bench) otcCatalog() error {
 		size = len(body)
 		return err
 	}
-	r := row{Group: groupCatalog, Key: "catalog-otc-list", Name: fmt.Sprintf("OTC front: GET /tools, %d tools", n), Concurrency: 1, RSSOf: "serve-otc"}
-	s := run(b.ctx, catalogLists, 2, 1, nil, list)
-	if c := bytes.Count(buf.Bytes(), []byte(`"input_schema"`)); s.first == nil && c < n {
-		s.first, s.errors = fmt.Errorf("GET /tools listed %d tools, want %d", c, n), s.calls
-	}
-	r.fill(s)
-	r.PeakRSSKiB = peakKiB(p.pid())
-	r.Extra = map[string]float64{"bytes": float64(size), "startup_ms": float64(startup.Milliseconds())}
-	r.Note = fmt.Sprintf("%.1f MB; start → healthy %s; peak since start", float64(size)/1e6, fmtDur(startup))
-	b.add(r)
-	if err := b.profileWhile("serve-otc catalog", "serve-otc-list", func() error { return list(b.ctx) }); err != nil {
+	if err := b.listRow(row{Group: groupCatalog, Key: "catalog-otc-list", Name: fmt.Sprintf("OTC front: GET /tools, %d tools", n), Concurrency: 1, RSSOf: "serve-otc",
+		Note: fmt.Sprintf("start → healthy %s; peak since start", fmtDur(startup))}, p, startup, catalogList{
+		what: "GET /tools", list: list, size: &size,
+		tools: func() int { return bytes.Count(buf.Bytes(), []byte(`"input_schema"`)) },
+		whole: func(c int) bool { return c >= n },
+	}, "serve-otc catalog", "serve-otc-list"); err != nil {
 		return err
 	}
 
@@ -879,6 +867,32 @@ func (b *bench) otcCatalog() error {
 		gen++
 		return refresh(gen)
 	})
+}
+
+// catalogList is how a catalog row lists a front's catalog.
+type catalogList struct {
+	what  string         // the listing, for the row's error
+	list  callFunc       // lists the catalog, setting *size
+	size  *int           // the size of the last listing
+	tools func() int     // the tools in the last listing
+	whole func(int) bool // whether that many tools are the whole catalog
+}
+
+// listRow measures catalogLists listings l, one at a time, as row r of the
+// front p, whose start took startup; r's note gets the size of the last
+// listing in front. Then (with --pprof) it profiles one more listing of
+// the front pprofName under label.
+func (b *bench) listRow(r row, p *proc, startup time.Duration, l catalogList, pprofName, label string) error {
+	s := run(b.ctx, catalogLists, 2, 1, nil, l.list)
+	if c := l.tools(); s.first == nil && !l.whole(c) {
+		s.first, s.errors = fmt.Errorf("%s listed %d tools, want %d", l.what, c, b.cfg.Tools), s.calls
+	}
+	r.fill(s)
+	r.PeakRSSKiB = peakKiB(p.pid())
+	r.Extra = map[string]float64{"bytes": float64(*l.size), "startup_ms": float64(startup.Milliseconds())}
+	r.Note = fmt.Sprintf("%.1f MB; %s", float64(*l.size)/1e6, r.Note)
+	b.add(r)
+	return b.profileWhile(pprofName, label, func() error { return l.list(b.ctx) })
 }
 
 // refreshRow measures catalogRefreshes catalog changes of the front p,
@@ -937,17 +951,12 @@ func (b *bench) mcpCatalog() error {
 		size, err = s.listTools(ctx, -1)
 		return err
 	}
-	r := row{Group: groupCatalog, Key: "catalog-mcp-list", Name: fmt.Sprintf("MCP front: tools/list, %d tools", n), Concurrency: 1, RSSOf: "serve-mcp"}
-	st := run(b.ctx, catalogLists, 2, 1, nil, list)
-	if c := bytes.Count(s.buf.Bytes(), []byte(`"inputSchema"`)); st.first == nil && c != n {
-		st.first, st.errors = fmt.Errorf("tools/list listed %d tools, want %d", c, n), st.calls
-	}
-	r.fill(st)
-	r.PeakRSSKiB = peakKiB(p.pid())
-	r.Extra = map[string]float64{"bytes": float64(size), "startup_ms": float64(startup.Milliseconds())}
-	r.Note = fmt.Sprintf("%.1f MB; start → listening %s; peak since start; --refresh 1s", float64(size)/1e6, fmtDur(startup))
-	b.add(r)
-	if err := b.profileWhile("serve-mcp catalog", "serve-mcp-list", func() error { return list(b.ctx) }); err != nil {
+	if err := b.listRow(row{Group: groupCatalog, Key: "catalog-mcp-list", Name: fmt.Sprintf("MCP front: tools/list, %d tools", n), Concurrency: 1, RSSOf: "serve-mcp",
+		Note: fmt.Sprintf("start → listening %s; peak since start; --refresh 1s", fmtDur(startup))}, p, startup, catalogList{
+		what: "tools/list", list: list, size: &size,
+		tools: func() int { return bytes.Count(s.buf.Bytes(), []byte(`"inputSchema"`)) },
+		whole: func(c int) bool { return c == n },
+	}, "serve-mcp catalog", "serve-mcp-list"); err != nil {
 		return err
 	}
 

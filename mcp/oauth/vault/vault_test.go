@@ -27,13 +27,17 @@ func key(b byte) []byte { return bytes.Repeat([]byte{b}, KeySize) }
 // stores runs f on a memory store and on a file store.
 func stores(t *testing.T, o *Options, f func(t *testing.T, s Store)) {
 	t.Run("memory", func(t *testing.T) { f(t, Memory(o)) })
-	t.Run("file", func(t *testing.T) {
-		s, err := OpenFile(filepath.Join(t.TempDir(), "tokens.json"), o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		f(t, s)
-	})
+	t.Run("file", func(t *testing.T) { f(t, openFile(t, filepath.Join(t.TempDir(), "tokens.json"), o)) })
+}
+
+// openFile opens the file store at path, failing t if it cannot.
+func openFile(t *testing.T, path string, o *Options) *FileStore {
+	t.Helper()
+	s, err := OpenFile(path, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
 func TestRoundTripAndExpiry(t *testing.T) {
@@ -85,10 +89,7 @@ func TestRoundTripAndExpiry(t *testing.T) {
 // not open: ErrCorrupt, never the other user's token.
 func TestRecordsAreBound(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "tokens.json")
-	s, err := OpenFile(path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openFile(t, path, nil)
 	v, _ := New(s, key(1))
 	alice, bob := Key{Upstream: "up", User: "alice"}, Key{Upstream: "up", User: "bob"}
 	_ = v.Put(ctx, alice, rec{"token-a"}, time.Time{})
@@ -105,10 +106,7 @@ func TestRecordsAreBound(t *testing.T) {
 	if err := os.WriteFile(path, swapped, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s2, err := OpenFile(path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s2 := openFile(t, path, nil)
 	v2, _ := New(s2, key(1))
 	var got rec
 	if err := v2.Get(ctx, alice, &got); !errors.Is(err, ErrCorrupt) || got.Access != "" {
@@ -140,10 +138,7 @@ func TestRecordsAreBound(t *testing.T) {
 func TestFileStore(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "tokens.json")
-	s, err := OpenFile(path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openFile(t, path, nil)
 	v, _ := New(s, key(3))
 	k := Key{Upstream: "github-upstream", User: "user-4711@example.com"}
 	if err := v.Put(ctx, k, rec{"gho_SECRETTOKEN"}, time.Time{}); err != nil {
@@ -159,10 +154,7 @@ func TestFileStore(t *testing.T) {
 			t.Errorf("the file holds %q in clear", clear)
 		}
 	}
-	s2, err := OpenFile(path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s2 := openFile(t, path, nil)
 	v2, _ := New(s2, key(3))
 	var got rec
 	if err := v2.Get(ctx, k, &got); err != nil || got.Access != "gho_SECRETTOKEN" {
@@ -215,10 +207,7 @@ func TestBounded(t *testing.T) {
 // file holds what memory does.
 func TestConcurrent(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "tokens.json")
-	s, err := OpenFile(path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openFile(t, path, nil)
 	v, _ := New(s, key(5))
 	var wg sync.WaitGroup
 	for i := range 64 {
@@ -239,10 +228,7 @@ func TestConcurrent(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	s2, err := OpenFile(path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s2 := openFile(t, path, nil)
 	if len(s2.r.m) != len(s.r.m) || len(s.r.m) != 33 {
 		t.Errorf("file %d records, memory %d, want 33", len(s2.r.m), len(s.r.m))
 	}
