@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
@@ -15,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/mcpotc/mcpotc/internal/conntest"
 )
 
 // exchange is one request a fake server received.
@@ -847,74 +848,20 @@ func TestClientListToolsChanged(t *testing.T) {
 // The default client keeps the connections of a burst of calls for the
 // next one: a second burst as large as the first dials nothing new.
 func TestClientKeepsBurstConnections(t *testing.T) {
-	const burst = 200 // more calls in flight than a pool of a few dozen keeps
-	var (
-		mu      sync.Mutex
-		dialed  int
-		gate    chan struct{} // closed when every call of the round arrived
-		arrived = make(chan struct{}, burst)
-	)
-	current := func() chan struct{} {
-		mu.Lock()
-		defer mu.Unlock()
-		return gate
-	}
+	b := conntest.NewBurst(200) // more calls in flight than a pool of a few dozen keeps
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		g := current()
-		arrived <- struct{}{}
-		<-g // every call of the burst is in flight at once
+		if b.Hold(r.Context()) != nil {
+			return
+		}
 		w.Header().Set("Content-Type", "application/json")
 		io.WriteString(w, `{"$schema":"urn:oxp:1.0","result":{"call_id":"c","success":true,"value":1}}`)
 	}))
-	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
-		if s == http.StateNew {
-			mu.Lock()
-			dialed++
-			mu.Unlock()
-		}
-	}
+	srv.Config.ConnState = b.ConnState
 	srv.Start()
 	t.Cleanup(srv.Close)
 	c := newTestClient(t, srv.URL, &ClientOptions{Dialect: DialectOXP10})
-	round := func() int {
-		mu.Lock()
-		before := dialed
-		gate = make(chan struct{})
-		g := gate
-		mu.Unlock()
-		var wg sync.WaitGroup
-		errs := make(chan error, burst)
-		for range burst {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				if _, err := c.Call(context.Background(), &CallToolRequest{ToolID: "A.B@1.0.0", CallID: NewCallID()}); err != nil {
-					errs <- err
-				}
-			}()
-		}
-		for range burst {
-			select {
-			case <-arrived:
-			case <-time.After(20 * time.Second):
-				close(g)
-				t.Fatal("the burst's calls did not all arrive")
-			}
-		}
-		close(g)
-		wg.Wait()
-		close(errs)
-		for err := range errs {
-			t.Fatal(err)
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		return dialed - before
-	}
-	if n := round(); n != burst {
-		t.Fatalf("first burst: %d connections dialed, want %d", n, burst)
-	}
-	if n := round(); n != 0 {
-		t.Fatalf("second burst: %d new connections dialed, want 0 (the first burst's were closed)", n)
-	}
+	b.KeepsConnections(t, func(ctx context.Context) error {
+		_, err := c.Call(ctx, &CallToolRequest{ToolID: "A.B@1.0.0", CallID: NewCallID()})
+		return err
+	})
 }

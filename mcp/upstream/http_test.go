@@ -21,6 +21,8 @@ import (
 
 	mcpgo "github.com/mark3labs/mcp-go/mcp"
 	mcpserver "github.com/mark3labs/mcp-go/server"
+
+	"github.com/mcpotc/mcpotc/internal/conntest"
 )
 
 // rawSchema has keywords that mcp-go's typed Tool drops when a client
@@ -681,79 +683,22 @@ func TestUpstreamTransportLogger(t *testing.T) {
 // upstream for the next one: a second burst as large as the first dials
 // nothing new.
 func TestUpstreamHTTPKeepsBurstConnections(t *testing.T) {
-	const burst = 200 // more calls in flight than a pool of a few dozen keeps
-	var (
-		mu      sync.Mutex
-		dialed  int
-		gate    chan struct{} // closed when every call of the round arrived
-		arrived = make(chan struct{}, burst)
-	)
+	b := conntest.NewBurst(200) // more calls in flight than a pool of a few dozen keeps
 	s := mcpserver.NewMCPServer("burst-upstream", "1.0.0", mcpserver.WithToolCapabilities(true))
 	s.AddTool(mcpgo.NewTool("gate"), func(ctx context.Context, _ mcpgo.CallToolRequest) (*mcpgo.CallToolResult, error) {
-		mu.Lock()
-		g := gate
-		mu.Unlock()
-		arrived <- struct{}{}
-		select {
-		case <-g: // every call of the burst is in flight at once
-		case <-ctx.Done():
-			return nil, ctx.Err()
+		if err := b.Hold(ctx); err != nil {
+			return nil, err
 		}
 		return mcpgo.NewToolResultText("ok"), nil
 	})
 	ts := httptest.NewUnstartedServer(mcpserver.NewStreamableHTTPServer(s, mcpserver.WithStateful(true)))
-	ts.Config.ConnState = func(_ net.Conn, st http.ConnState) {
-		if st == http.StateNew {
-			mu.Lock()
-			dialed++
-			mu.Unlock()
-		}
-	}
+	ts.Config.ConnState = b.ConnState
 	ts.Start()
 	t.Cleanup(ts.Close)
 	u, _ := startHTTP(t, Config{URL: ts.URL + "/mcp"}, Options{})
 	waitReady(t, u)
-	round := func() int {
-		mu.Lock()
-		before := dialed
-		gate = make(chan struct{})
-		g := gate
-		mu.Unlock()
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		var wg sync.WaitGroup
-		errs := make(chan error, burst)
-		for range burst {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				if _, err := u.CallTool(ctx, "gate", json.RawMessage(`{}`), nil, nil); err != nil {
-					errs <- err
-				}
-			}()
-		}
-		for i := range burst {
-			select {
-			case <-arrived:
-			case <-time.After(20 * time.Second):
-				close(g)
-				t.Fatalf("%d of the burst's %d calls arrived", i, burst)
-			}
-		}
-		close(g)
-		wg.Wait()
-		close(errs)
-		for err := range errs {
-			t.Fatal(err)
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		return dialed - before
-	}
-	if n := round(); n < burst/2 {
-		t.Fatalf("first burst: %d connections dialed, want about %d (a connection a call in flight)", n, burst)
-	}
-	if n := round(); n != 0 {
-		t.Fatalf("second burst: %d new connections dialed, want 0 (the first burst's were closed)", n)
-	}
+	b.KeepsConnections(t, func(ctx context.Context) error {
+		_, err := u.CallTool(ctx, "gate", json.RawMessage(`{}`), nil, nil)
+		return err
+	})
 }
