@@ -63,68 +63,61 @@ func withExtensions(obj []byte, ext Extensions) ([]byte, error) {
 	return append(out, '}'), nil
 }
 
-// MarshalJSON writes the error with its extensions.
-func (e ToolError) MarshalJSON() ([]byte, error) {
-	type plain ToolError
-	b, err := json.Marshal(plain(e))
+// marshalWith encodes p, a wire type's plain twin (the same fields
+// without the methods, so that encoding does not recurse), and appends ext.
+func marshalWith[P any](p P, ext Extensions) ([]byte, error) {
+	b, err := json.Marshal(p)
 	if err != nil {
 		return nil, err
 	}
-	return withExtensions(b, e.Ext)
+	return withExtensions(b, ext)
+}
+
+// unmarshalWith decodes data into a fresh P, a wire type's plain twin,
+// stores it in *into, then keeps data's extensions in *ext (a member of
+// *into).
+func unmarshalWith[P any](data []byte, into *P, ext *Extensions) error {
+	var p P
+	if err := json.Unmarshal(data, &p); err != nil {
+		return err
+	}
+	*into = p
+	*ext = extensionsOf(data)
+	return nil
+}
+
+// MarshalJSON writes the error with its extensions.
+func (e ToolError) MarshalJSON() ([]byte, error) {
+	type plain ToolError
+	return marshalWith(plain(e), e.Ext)
 }
 
 // UnmarshalJSON reads the error and keeps its extensions.
 func (e *ToolError) UnmarshalJSON(data []byte) error {
 	type plain ToolError
-	var p plain
-	if err := json.Unmarshal(data, &p); err != nil {
-		return err
-	}
-	*e = ToolError(p)
-	e.Ext = extensionsOf(data)
-	return nil
+	return unmarshalWith(data, (*plain)(e), &e.Ext)
 }
 
 // MarshalJSON writes the 400 body with its extensions.
 func (e ServerErrorResponse) MarshalJSON() ([]byte, error) {
 	type plain ServerErrorResponse
-	b, err := json.Marshal(plain(e))
-	if err != nil {
-		return nil, err
-	}
-	return withExtensions(b, e.Ext)
-}
-
-// MarshalJSON writes the 422 body with its extensions.
-func (e ValidationErrorResponse) MarshalJSON() ([]byte, error) {
-	type plain ValidationErrorResponse
-	b, err := json.Marshal(plain(e))
-	if err != nil {
-		return nil, err
-	}
-	return withExtensions(b, e.Ext)
+	return marshalWith(plain(e), e.Ext)
 }
 
 // UnmarshalJSON reads the 400 body and keeps its extensions.
 func (e *ServerErrorResponse) UnmarshalJSON(data []byte) error {
 	type plain ServerErrorResponse
-	var p plain
-	if err := json.Unmarshal(data, &p); err != nil {
-		return err
-	}
-	*e = ServerErrorResponse(p)
-	e.Ext = extensionsOf(data)
-	return nil
+	return unmarshalWith(data, (*plain)(e), &e.Ext)
+}
+
+// MarshalJSON writes the 422 body with its extensions.
+func (e ValidationErrorResponse) MarshalJSON() ([]byte, error) {
+	type plain ValidationErrorResponse
+	return marshalWith(plain(e), e.Ext)
 }
 
 // UnmarshalJSON reads the 422 body and keeps its extensions.
 func (e *ValidationErrorResponse) UnmarshalJSON(data []byte) error {
 	type plain ValidationErrorResponse
-	var p plain
-	if err := json.Unmarshal(data, &p); err != nil {
-		return err
-	}
-	*e = ValidationErrorResponse(p)
-	e.Ext = extensionsOf(data)
-	return nil
+	return unmarshalWith(data, (*plain)(e), &e.Ext)
 }

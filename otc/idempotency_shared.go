@@ -274,14 +274,12 @@ const sharedSettleTimeout = 5 * time.Second
 // decodeKeptAnswer reads a kept CallToolResponse, its extensions included.
 func decodeKeptAnswer(b []byte) (*CallToolResponse, error) {
 	type plain CallToolResponse
-	var p plain
-	if err := json.Unmarshal(b, &p); err != nil {
+	var resp CallToolResponse
+	if err := unmarshalWith(b, (*plain)(&resp), &resp.Ext); err != nil {
 		return nil, err
 	}
-	if p.CallID == "" {
+	if resp.CallID == "" {
 		return nil, errors.New("kept answer without call_id")
 	}
-	resp := CallToolResponse(p)
-	resp.Ext = extensionsOf(b)
 	return &resp, nil
 }

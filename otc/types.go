@@ -138,11 +138,7 @@ func (r CallToolResponse) MarshalJSON() ([]byte, error) {
 	} else {
 		p.Error = nil
 	}
-	b, err := json.Marshal(p)
-	if err != nil {
-		return nil, err
-	}
-	return withExtensions(b, r.Ext)
+	return marshalWith(p, r.Ext)
 }
 
 // ToolError is the error a tool reports when it ran and failed (HTTP 200,
