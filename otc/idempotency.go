@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 )
@@ -155,35 +154,28 @@ func writeContext(h hash.Hash, field func([]byte), cc *CallContext) {
 	if cc == nil {
 		cc = &CallContext{}
 	}
-	auth := slices.Clone(cc.Authorization)
-	slices.SortFunc(auth, func(a, b AuthorizationToken) int {
-		if c := strings.Compare(a.ID, b.ID); c != 0 {
-			return c
+	// pairs hashes a labelled list of (id, value) pairs, sorted.
+	pairs := func(label string, list [][2]string) {
+		slices.SortFunc(list, func(a, b [2]string) int { return slices.Compare(a[:], b[:]) })
+		field([]byte(label))
+		var n [8]byte
+		binary.BigEndian.PutUint64(n[:], uint64(len(list)))
+		h.Write(n[:])
+		for _, p := range list {
+			field([]byte(p[0]))
+			field([]byte(p[1]))
 		}
-		return strings.Compare(a.Token, b.Token)
-	})
-	secrets := slices.Clone(cc.Secrets)
-	slices.SortFunc(secrets, func(a, b Secret) int {
-		if c := strings.Compare(a.ID, b.ID); c != 0 {
-			return c
-		}
-		return strings.Compare(a.Value, b.Value)
-	})
-	field([]byte("authorization"))
-	var n [8]byte
-	binary.BigEndian.PutUint64(n[:], uint64(len(auth)))
-	h.Write(n[:])
-	for _, a := range auth {
-		field([]byte(a.ID))
-		field([]byte(a.Token))
 	}
-	field([]byte("secrets"))
-	binary.BigEndian.PutUint64(n[:], uint64(len(secrets)))
-	h.Write(n[:])
-	for _, s := range secrets {
-		field([]byte(s.ID))
-		field([]byte(s.Value))
+	auth := make([][2]string, len(cc.Authorization))
+	for i, a := range cc.Authorization {
+		auth[i] = [2]string{a.ID, a.Token}
 	}
+	pairs("authorization", auth)
+	secrets := make([][2]string, len(cc.Secrets))
+	for i, s := range cc.Secrets {
+		secrets[i] = [2]string{s.ID, s.Value}
+	}
+	pairs("secrets", secrets)
 	field([]byte("user_id"))
 	field([]byte(cc.UserID))
 }
