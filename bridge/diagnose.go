@@ -39,18 +39,10 @@ const mcpInitialize = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"
 // probeMCP tells whether target answers an MCP initialize (streamable
 // HTTP). A session it opened is ended.
 func probeMCP(ctx context.Context, target string) bool {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, strings.NewReader(mcpInitialize))
-	if err != nil {
+	resp, body, ok := probeDo(ctx, http.MethodPost, target, mcpInitialize, "application/json, text/event-stream")
+	if !ok {
 		return false
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	resp, err := probeClient.Do(req)
-	if err != nil {
-		return false
-	}
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, probeBodyBytes))
-	resp.Body.Close()
 	if sid := resp.Header.Get("Mcp-Session-Id"); sid != "" {
 		del, err := http.NewRequestWithContext(ctx, http.MethodDelete, target, nil)
 		if err == nil {
@@ -97,18 +89,8 @@ func probeSSE(ctx context.Context, target string) bool {
 // probeOTC tells whether base is an OTC tool server: GET base/tools answers
 // a tool list (or asks for credentials).
 func probeOTC(ctx context.Context, base string) bool {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(base, "/")+"/tools", nil)
-	if err != nil {
-		return false
-	}
-	req.Header.Set("Accept", "application/json")
-	resp, err := probeClient.Do(req)
-	if err != nil {
-		return false
-	}
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, probeBodyBytes))
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
+	resp, body, ok := probeDo(ctx, http.MethodGet, strings.TrimSuffix(base, "/")+"/tools", "", "application/json")
+	if !ok || resp.StatusCode != http.StatusOK {
 		return false
 	}
 	var list struct {
@@ -116,6 +98,31 @@ func probeOTC(ctx context.Context, base string) bool {
 		Items []json.RawMessage `json:"items"`
 	}
 	return json.Unmarshal(body, &list) == nil && (list.Tools != nil || list.Items != nil)
+}
+
+// probeDo sends one probe, a JSON body unless body is "", and returns the
+// answer with the first probeBodyBytes of its body (closed); false when no
+// answer came.
+func probeDo(ctx context.Context, method, target, body, accept string) (*http.Response, []byte, bool) {
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, target, rd)
+	if err != nil {
+		return nil, nil, false
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set("Accept", accept)
+	resp, err := probeClient.Do(req)
+	if err != nil {
+		return nil, nil, false
+	}
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, probeBodyBytes))
+	resp.Body.Close()
+	return resp, b, true
 }
 
 // neighbour is target with path appended to its path ("" when target
