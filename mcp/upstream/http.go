@@ -233,15 +233,7 @@ func (b *limitBody) take(seg []byte) bool {
 		seg = seg[k:]
 	}
 	b.n += int64(len(seg))
-	for len(seg) > 0 {
-		if k := len(b.held); k == 0 || len(b.held[k-1]) == cap(b.held[k-1]) {
-			b.held = append(b.held, make([]byte, 0, heldPiece))
-		}
-		last := &b.held[len(b.held)-1]
-		n := min(len(seg), cap(*last)-len(*last))
-		*last = append(*last, seg[:n]...)
-		seg = seg[n:]
-	}
+	b.held = holdCopy(b.held, seg)
 	return true
 }
 

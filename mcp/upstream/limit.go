@@ -385,16 +385,21 @@ func (l *lineBounder) segment(seg []byte) {
 }
 
 // hold keeps seg, copied, at the end of held.
-func (l *lineBounder) hold(seg []byte) {
+func (l *lineBounder) hold(seg []byte) { l.held = holdCopy(l.held, seg) }
+
+// holdCopy appends a copy of seg to held, filling its last piece before
+// adding another of heldPiece bytes, and returns held.
+func holdCopy(held [][]byte, seg []byte) [][]byte {
 	for len(seg) > 0 {
-		if k := len(l.held); k == 0 || len(l.held[k-1]) == cap(l.held[k-1]) {
-			l.held = append(l.held, make([]byte, 0, heldPiece))
+		if k := len(held); k == 0 || len(held[k-1]) == cap(held[k-1]) {
+			held = append(held, make([]byte, 0, heldPiece))
 		}
-		last := &l.held[len(l.held)-1]
+		last := &held[len(held)-1]
 		n := min(len(seg), cap(*last)-len(*last))
 		*last = append(*last, seg[:n]...)
 		seg = seg[n:]
 	}
+	return held
 }
 
 // endLine ends the current line at its '\n'.
