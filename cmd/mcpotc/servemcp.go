@@ -263,8 +263,7 @@ func (m *Main) serveMCP(ctx context.Context, args []string) error {
 	defer cancel()
 	go front.Run(rctx)
 
-	switch *transport {
-	case "stdio":
+	if *transport == "stdio" {
 		if m.terminal(m.Stdin) {
 			// A person typed the command: stdin is meant for an MCP host.
 			fmt.Fprintln(m.Stderr, stdioHint)
@@ -275,23 +274,17 @@ func (m *Main) serveMCP(ctx context.Context, args []string) error {
 			return nil
 		}
 		return err
-	case "http":
-		httpOpts.BearerToken = requiredBearer
-		httpOpts.Resource = resource
-		httpOpts.Health, httpOpts.Ready = front.Health, front.Ready
-		h := front.Front().StreamableHTTPHandler(httpOpts)
-		mt.GaugeFunc("mcpotc_mcp_sessions", "MCP sessions open (streamable HTTP).", func() float64 { return float64(h.Sessions()) })
-		return m.serveHTTPWith(ctx, log, *listen, bridge.CORS(corsOrigins, bridge.LogRefusals(log, h)), "MCP over streamable HTTP at /mcp",
-			draining(log, *drainDelay, front.Drain, h.Shutdown))
-	default:
-		httpOpts.BearerToken = requiredBearer
-		httpOpts.Resource = resource
-		httpOpts.Health, httpOpts.Ready = front.Health, front.Ready
-		h := front.Front().SSEHandler(httpOpts)
-		mt.GaugeFunc("mcpotc_mcp_sessions", "MCP sessions open (legacy SSE streams).", func() float64 { return float64(h.Sessions()) })
-		return m.serveHTTPWith(ctx, log, *listen, bridge.CORS(corsOrigins, bridge.LogRefusals(log, h)), "MCP over SSE at /sse",
-			draining(log, *drainDelay, front.Drain, h.Shutdown))
 	}
+	httpOpts.BearerToken = requiredBearer
+	httpOpts.Resource = resource
+	httpOpts.Health, httpOpts.Ready = front.Health, front.Ready
+	h, sessions, what := front.Front().StreamableHTTPHandler(httpOpts), "MCP sessions open (streamable HTTP).", "MCP over streamable HTTP at /mcp"
+	if *transport == "sse" {
+		h, sessions, what = front.Front().SSEHandler(httpOpts), "MCP sessions open (legacy SSE streams).", "MCP over SSE at /sse"
+	}
+	mt.GaugeFunc("mcpotc_mcp_sessions", sessions, func() float64 { return float64(h.Sessions()) })
+	return m.serveHTTPWith(ctx, log, *listen, bridge.CORS(corsOrigins, bridge.LogRefusals(log, h)), what,
+		draining(log, *drainDelay, front.Drain, h.Shutdown))
 }
 
 // tokenVerifier is the MCP front's token check: a JWT against its
