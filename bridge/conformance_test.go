@@ -924,7 +924,7 @@ func (r *run) serveUpstream(w http.ResponseWriter, req *http.Request) {
 	switch {
 	case req.Method == http.MethodGet && path == "/tools":
 		if e := r.sc.toolsReq; e != nil {
-			for _, p := range compareHeaders(e.header, req.Header) {
+			for _, p := range wiretest.CompareHeaders(e.header, req.Header) {
 				r.fail("tools.upstream.request: GET %s: %s", req.URL.Path, p)
 			}
 		}
@@ -973,7 +973,7 @@ func (r *run) checkCall(st *step, req *http.Request, body []byte) {
 	if req.Method != e.method || gotPath != e.path {
 		r.fail("%s: %s %s, want %s %s", where, req.Method, gotPath, e.method, e.path)
 	}
-	for _, p := range compareHeaders(e.header, req.Header) {
+	for _, p := range wiretest.CompareHeaders(e.header, req.Header) {
 		r.fail("%s: %s", where, p)
 	}
 	var got, want any
@@ -1060,23 +1060,6 @@ func walkMembers(v any, key string, f func(string)) {
 			walkMembers(e, key, f)
 		}
 	}
-}
-
-// compareHeaders checks the listed headers; "Name:" with no value asserts
-// absence.
-func compareHeaders(want []wiretest.Header, got http.Header) []string {
-	var problems []string
-	for _, h := range want {
-		v := strings.Join(got.Values(h.Name), ", ")
-		if v != h.Value {
-			if h.Value == "" {
-				problems = append(problems, fmt.Sprintf("header %s: %q, want it absent", h.Name, v))
-			} else {
-				problems = append(problems, fmt.Sprintf("header %s: %q, want %q", h.Name, v, h.Value))
-			}
-		}
-	}
-	return problems
 }
 
 // ---------------------------------------------------------------------------

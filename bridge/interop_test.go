@@ -199,23 +199,9 @@ func interopShow(v any) string {
 	return string(b)
 }
 
-// interopDecode decodes JSON with json.Number for numbers.
-func interopDecode(raw []byte) (any, error) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, err
-	}
-	if dec.More() {
-		return nil, fmt.Errorf("trailing data after the JSON value")
-	}
-	return v, nil
-}
-
 // interopData is a JSON text as data (for expectations written as JSON).
 func interopData(s string) any {
-	v, err := interopDecode([]byte(s))
+	v, err := wiretest.Decode([]byte(s))
 	if err != nil {
 		panic(fmt.Sprintf("bad expected JSON %s: %v", s, err))
 	}
@@ -261,7 +247,7 @@ func interopDo(method, url string, hdr map[string]string, body []byte) (*interop
 	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
 		return r, fmt.Errorf("%s %s: HTTP %d with Content-Type %q: %s", method, url, r.status, ct, interopTrunc(raw))
 	}
-	if r.body, err = interopDecode(raw); err != nil {
+	if r.body, err = wiretest.Decode(raw); err != nil {
 		return r, fmt.Errorf("%s %s: HTTP %d body is not JSON (%v): %s", method, url, r.status, err, interopTrunc(raw))
 	}
 	return r, nil
@@ -340,14 +326,7 @@ func (c interopOTCClient) call(req map[string]any) ([]byte, map[string]string) {
 		delete(req, "input")
 		req[c.inputKey] = in
 	}
-	hdr := map[string]string{"Content-Type": "application/json"}
-	var v any = req
-	if c.schema == "" {
-		hdr[otc.VersionHeader] = "1.0"
-	} else {
-		v = map[string]any{"$schema": c.schema, "request": req}
-	}
-	body, _ := json.Marshal(v)
+	body, hdr, _ := wiretest.OTCCall(c.schema, req)
 	return body, hdr
 }
 
@@ -363,25 +342,11 @@ func (c interopOTCClient) list() (map[string]string, []byte) {
 	return nil, nil
 }
 
-// want is the whole expected answer in c's dialect from the dialect-free
-// one (the CallToolResponse for 200, the error body otherwise).
-func (c interopOTCClient) want(status int, inner map[string]any) map[string]any {
-	switch {
-	case c.schema == "":
-		return inner
-	case status == http.StatusOK:
-		return map[string]any{"$schema": c.schema, "result": inner}
-	default:
-		out := maps.Clone(inner)
-		out["$schema"] = c.schema
-		return out
-	}
-}
-
 // checkAnswer checks an answer's status, OXP-Version header and body
-// (inner is the dialect-free body, see want).
+// (inner is the dialect-free body: the CallToolResponse for 200, the error
+// body otherwise).
 func (c interopOTCClient) checkAnswer(logf func(string, ...any), label string, r *interopResp, status int, inner map[string]any) []string {
-	return c.checkBody(logf, label, r, status, c.want(status, inner))
+	return c.checkBody(logf, label, r, status, wiretest.OTCAnswer(c.schema, status, inner))
 }
 
 // checkBody checks an answer's status, OXP-Version header and whole body.
@@ -664,7 +629,7 @@ func (f *interopFakeOTC) serveTools(w http.ResponseWriter) {
 
 func (f *interopFakeOTC) serveCall(w http.ResponseWriter, r *http.Request) {
 	raw, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
-	top, err := interopDecode(raw)
+	top, err := wiretest.Decode(raw)
 	body, _ := top.(map[string]any)
 	if err != nil || body == nil {
 		f.problem("POST /tools/call: body is not a JSON object: %s", interopTrunc(raw))
@@ -859,7 +824,7 @@ func (c *interopMCPClient) post(msg any) ([]any, http.Header, error) {
 	}
 	var frames []any
 	for _, t := range texts {
-		v, err := interopDecode(t)
+		v, err := wiretest.Decode(t)
 		if err != nil {
 			return nil, resp.Header, fmt.Errorf("frame is not JSON (%v): %s", err, interopTrunc(t))
 		}

@@ -28,7 +28,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"math/big"
 	"net/http"
 	"os"
 	"os/exec"
@@ -44,6 +43,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpotc/mcpotc/internal/wiretest"
 )
 
 // The opt-ins that let an OTC call's context (tokens, secrets, user id)
@@ -71,23 +72,11 @@ type chainDifference struct{ what, why string }
 
 // --- comparing as data -------------------------------------------------------------------
 
-// chainDecode decodes JSON with numbers as json.Number (compared by exact value).
-func chainDecode(raw []byte) (any, error) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, err
-	}
-	if dec.More() {
-		return nil, errors.New("trailing data after the JSON value")
-	}
-	return v, nil
-}
-
+// chainMustDecode decodes JSON with numbers as json.Number (compared by
+// exact value).
 func chainMustDecode(t testing.TB, raw []byte) any {
 	t.Helper()
-	v, err := chainDecode(raw)
+	v, err := wiretest.Decode(raw)
 	if err != nil {
 		t.Fatalf("not JSON (%v): %s", err, truncate(string(raw), 2000))
 	}
@@ -136,12 +125,8 @@ func chainDiff(path string, direct, chain any) []string {
 		}
 		return diffs
 	case json.Number:
-		if c, ok := chain.(json.Number); ok {
-			x, okx := new(big.Rat).SetString(string(d))
-			y, oky := new(big.Rat).SetString(string(c))
-			if okx && oky && x.Cmp(y) == 0 {
-				return nil
-			}
+		if c, ok := chain.(json.Number); ok && wiretest.SameNumber(d, c) {
+			return nil
 		}
 	default:
 		if direct == chain { // strings, booleans, null

@@ -94,33 +94,11 @@ var otcfDialects = []otcfDialect{
 // request is the body and headers of POST /tools/call carrying req.
 func (d otcfDialect) request(t testing.TB, req map[string]any) ([]byte, map[string]string) {
 	t.Helper()
-	hdr := map[string]string{"Content-Type": "application/json"}
-	var v any = req
-	if d.schema == "" {
-		hdr["OXP-Version"] = "1.0"
-	} else {
-		v = map[string]any{"$schema": d.schema, "request": req}
-	}
-	body, err := json.Marshal(v)
+	body, hdr, err := wiretest.OTCCall(d.schema, req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return body, hdr
-}
-
-// wantBody is the whole expected body in this dialect, from the
-// dialect-free one (the CallToolResponse for 200, the error body otherwise).
-func (d otcfDialect) wantBody(status int, inner map[string]any) map[string]any {
-	switch {
-	case d.schema == "":
-		return inner
-	case status == http.StatusOK:
-		return map[string]any{"$schema": d.schema, "result": inner}
-	default:
-		out := maps.Clone(inner)
-		out["$schema"] = d.schema
-		return out
-	}
 }
 
 // inner is the dialect-free body of an answer.
@@ -434,7 +412,7 @@ func otcfCheckAnswer(t *testing.T, d otcfDialect, req map[string]any, r *otcfRes
 			w["duration"] = "<number>"
 		}
 	}
-	if diffs := otcfMatch("body", d.wantBody(status, w), r.Body); len(diffs) > 0 {
+	if diffs := otcfMatch("body", wiretest.OTCAnswer(d.schema, status, w), r.Body); len(diffs) > 0 {
 		t.Errorf("%s: HTTP %d body differs:\n  %s\ngot: %s", label, status, strings.Join(diffs, "\n  "), otcfTrunc(r.Raw))
 	}
 	return d.inner(status, r.Body)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -220,16 +221,7 @@ func (m Matcher) Compare(want *Response, status int, header http.Header, body []
 	if status != want.Status {
 		problems = append(problems, fmt.Sprintf("status %d, want %d", status, want.Status))
 	}
-	for _, h := range want.Header {
-		got := strings.Join(header.Values(h.Name), ", ")
-		if got != h.Value {
-			if h.Value == "" {
-				problems = append(problems, fmt.Sprintf("header %s: %q, want it absent", h.Name, got))
-			} else {
-				problems = append(problems, fmt.Sprintf("header %s: %q, want %q", h.Name, got, h.Value))
-			}
-		}
-	}
+	problems = append(problems, CompareHeaders(want.Header, header)...)
 	if captures == nil {
 		captures = map[string]string{}
 	}
@@ -255,6 +247,58 @@ func (m Matcher) Compare(want *Response, status int, header http.Header, body []
 		problems = append(problems, m.Match("", w, got, captures)...)
 	}
 	return problems
+}
+
+// CompareHeaders returns how the headers got differ from want, one line
+// each: a listed header must have the listed value (its values joined by
+// ", "), and one listed with no value ("Name:") must be absent.
+func CompareHeaders(want []Header, got http.Header) []string {
+	var problems []string
+	for _, h := range want {
+		v := strings.Join(got.Values(h.Name), ", ")
+		if v != h.Value {
+			if h.Value == "" {
+				problems = append(problems, fmt.Sprintf("header %s: %q, want it absent", h.Name, v))
+			} else {
+				problems = append(problems, fmt.Sprintf("header %s: %q, want %q", h.Name, v, h.Value))
+			}
+		}
+	}
+	return problems
+}
+
+// OTCCall is the body and headers of a POST /tools/call carrying req (the
+// dialect-free CallToolRequest) in the dialect whose envelope $schema is
+// schema: {"$schema": schema, "request": req}, or for "" (oxp-flat) req
+// itself with the OXP-Version header.
+func OTCCall(schema string, req map[string]any) ([]byte, map[string]string, error) {
+	hdr := map[string]string{"Content-Type": "application/json"}
+	var v any = req
+	if schema == "" {
+		hdr["OXP-Version"] = "1.0" // spelled out: a wire test does not take the wire from the code under test
+	} else {
+		v = map[string]any{"$schema": schema, "request": req}
+	}
+	body, err := json.Marshal(v)
+	return body, hdr, err
+}
+
+// OTCAnswer is the whole body an OTC server answers with status in the
+// dialect whose envelope $schema is schema, from the dialect-free one
+// (inner: the CallToolResponse for 200, the error body otherwise): inner
+// itself for "" (oxp-flat), {"$schema", "result": inner} for 200, else
+// inner with its "$schema" member. inner is not modified.
+func OTCAnswer(schema string, status int, inner map[string]any) map[string]any {
+	switch {
+	case schema == "":
+		return inner
+	case status == http.StatusOK:
+		return map[string]any{"$schema": schema, "result": inner}
+	default:
+		out := maps.Clone(inner)
+		out["$schema"] = schema
+		return out
+	}
 }
 
 // FormatResponse writes a response section from an answer, for -update:

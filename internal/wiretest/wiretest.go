@@ -101,6 +101,16 @@ func DecodeStrict(data []byte, v any) error {
 	return nil
 }
 
+// Decode decodes exactly one JSON value as data (DecodeStrict into an any:
+// objects, arrays, strings, json.Number, booleans, nil); nil on error.
+func Decode(data []byte) (any, error) {
+	var v any
+	if err := DecodeStrict(data, &v); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
 // MatchPlaceholder reports whether s is a placeholder and, if so, whether
 // v matches it and the capture it names.
 func MatchPlaceholder(s string, v any) (isPlaceholder, matches bool, capture string) {

@@ -3,6 +3,8 @@ package wiretest
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -187,5 +189,77 @@ func TestDecodeOptions(t *testing.T) {
 		if err := DecodeOptions(tc.i, []byte(tc.data), &o); err == nil || !strings.Contains(err.Error(), tc.err) {
 			t.Errorf("%d %s: error %v, want one saying %q", tc.i, tc.data, err, tc.err)
 		}
+	}
+}
+
+func TestDecode(t *testing.T) {
+	v, err := Decode([]byte(` {"n": 1.50, "a": [true, null, "s"]} `))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{"n": json.Number("1.50"), "a": []any{true, nil, "s"}}
+	if d := (Matcher{Root: "(value)", ExactNumbers: true}).Match("", want, v, nil); len(d) != 0 {
+		t.Errorf("Decode = %#v: %q", v, d)
+	}
+	for _, bad := range []string{``, `{`, `{} {}`, `{}]`, `1 x`} {
+		if v, err := Decode([]byte(bad)); err == nil || v != nil {
+			t.Errorf("%q: Decode = %#v, %v; want nil and an error", bad, v, err)
+		}
+	}
+}
+
+func TestCompareHeaders(t *testing.T) {
+	got := http.Header{"Content-Type": {"application/json"}, "Vary": {"a", "b"}, "X-Extra": {"1"}}
+	want := []Header{{"Content-Type", "application/json"}, {"Vary", "a, b"}, {"X-Gone", ""}}
+	if d := CompareHeaders(want, got); d != nil {
+		t.Errorf("CompareHeaders = %q, want none", d)
+	}
+	want = []Header{{"Content-Type", "text/plain"}, {"X-Extra", ""}, {"X-Missing", "v"}}
+	wantDiffs := []string{
+		`header Content-Type: "application/json", want "text/plain"`,
+		`header X-Extra: "1", want it absent`,
+		`header X-Missing: "", want "v"`,
+	}
+	if d := CompareHeaders(want, got); !slices.Equal(d, wantDiffs) {
+		t.Errorf("CompareHeaders:\n%q\nwant\n%q", d, wantDiffs)
+	}
+}
+
+func TestOTCDialects(t *testing.T) {
+	req := map[string]any{"tool_id": "T.t", "input": map[string]any{}}
+	for _, tc := range []struct {
+		schema, body string
+		hdr          map[string]string
+	}{
+		{"otc://1.0", `{"$schema":"otc://1.0","request":{"input":{},"tool_id":"T.t"}}`, map[string]string{"Content-Type": "application/json"}},
+		{"", `{"input":{},"tool_id":"T.t"}`, map[string]string{"Content-Type": "application/json", "OXP-Version": "1.0"}},
+	} {
+		body, hdr, err := OTCCall(tc.schema, req)
+		if err != nil || string(body) != tc.body || !maps.Equal(hdr, tc.hdr) {
+			t.Errorf("OTCCall(%q) = %s, %v, %v; want %s, %v", tc.schema, body, hdr, err, tc.body, tc.hdr)
+		}
+	}
+	if _, _, err := OTCCall("", map[string]any{"input": func() {}}); err == nil {
+		t.Error("OTCCall marshalled a func")
+	}
+
+	inner := map[string]any{"success": true}
+	for _, tc := range []struct {
+		schema string
+		status int
+		want   string
+	}{
+		{"", http.StatusOK, `{"success":true}`},
+		{"", http.StatusNotFound, `{"success":true}`},
+		{"urn:oxp:1.0", http.StatusOK, `{"$schema":"urn:oxp:1.0","result":{"success":true}}`},
+		{"urn:oxp:1.0", http.StatusNotFound, `{"$schema":"urn:oxp:1.0","success":true}`},
+	} {
+		got, _ := json.Marshal(OTCAnswer(tc.schema, tc.status, inner))
+		if string(got) != tc.want {
+			t.Errorf("OTCAnswer(%q, %d) = %s, want %s", tc.schema, tc.status, got, tc.want)
+		}
+	}
+	if len(inner) != 1 {
+		t.Errorf("OTCAnswer modified inner: %v", inner)
 	}
 }
