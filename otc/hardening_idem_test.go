@@ -5,7 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
+	"maps"
 	"math/rand"
 	"net/http"
 	"net/http/httptest"
@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/mcpotc/mcpotc/internal/conntest"
 )
 
 // checkIdemInvariants recounts the cache and compares with its totals.
@@ -224,22 +226,9 @@ func newIdemServer(t *testing.T, opts Options) *idemServer {
 
 // post sends one call and returns status, headers and body.
 func (s *idemServer) post(ctx context.Context, header map[string]string, body string) (int, http.Header, []byte, error) {
-	req, err := http.NewRequestWithContext(ctx, "POST", s.srv.URL+"/tools/call", strings.NewReader(body))
-	if err != nil {
-		return 0, nil, nil, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("OXP-Version", "1.0")
-	for k, v := range header {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, nil, nil, err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, resp.Header, data, err
+	h := map[string]string{"Content-Type": "application/json", "OXP-Version": "1.0"}
+	maps.Copy(h, header)
+	return conntest.Post(ctx, s.srv.URL+"/tools/call", h, []byte(body))
 }
 
 func decodeAnswer(t *testing.T, data []byte) any {

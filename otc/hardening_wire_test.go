@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/mcpotc/mcpotc/internal/conntest"
 )
 
 // rawResponse reads one HTTP response from conn: status line, headers, body.
@@ -60,25 +62,9 @@ func trickle(t *testing.T, srv *httptest.Server, target string) {
 	if _, err := io.WriteString(conn, head); err != nil {
 		t.Fatal(err)
 	}
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { // one byte every 300 ms, until the server answers
-		defer wg.Done()
-		for i := 0; i < len(body); i++ {
-			select {
-			case <-stop:
-				return
-			case <-time.After(300 * time.Millisecond):
-			}
-			if _, err := conn.Write([]byte{body[i]}); err != nil {
-				return
-			}
-		}
-	}()
+	stop := conntest.Trickle(conn, body, 300*time.Millisecond) // until the server answers
 	resp, data := rawResponse(t, conn)
-	close(stop)
-	wg.Wait()
+	stop()
 	if resp.StatusCode != http.StatusRequestTimeout || resp.Proto != "HTTP/1.1" {
 		t.Fatalf("status line %s %s; want HTTP/1.1 408", resp.Proto, resp.Status)
 	}

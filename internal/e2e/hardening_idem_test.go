@@ -13,8 +13,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -23,6 +21,8 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/mcpotc/mcpotc/internal/conntest"
 )
 
 // idemE2EVmRSS reads a process's resident set size in KiB.
@@ -47,28 +47,6 @@ func idemE2EVmRSS(t *testing.T, pid int) int64 {
 	return 0
 }
 
-// idemE2EPost sends one call and returns status, headers and body.
-func idemE2EPost(ctx context.Context, url string, header map[string]string, body []byte) (int, http.Header, []byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
-	if err != nil {
-		return 0, nil, nil, err
-	}
-	for k, v := range header {
-		if k == "Host" {
-			req.Host = v
-			continue
-		}
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, nil, nil, err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, resp.Header, data, err
-}
-
 var idemE2EJSON = map[string]string{"Content-Type": "application/json", "OXP-Version": "1.0"}
 
 // TestE2EHardeningIdemLongCallID: 300 calls with a 2 MiB call_id are each
@@ -86,7 +64,7 @@ func TestE2EHardeningIdemLongCallID(t *testing.T) {
 	// Warm up: buffers, pools and the idempotency cache in use.
 	long := strings.Repeat("x", 2<<20)
 	for i := 0; i < 20; i++ {
-		status, _, data, err := idemE2EPost(ctx, url, idemE2EJSON, []byte(fmt.Sprintf(`{"tool_id":"Calculator.Add","call_id":"warm-%d","input":{"a":%d,"b":1}}`, i, i)))
+		status, _, data, err := conntest.Post(ctx, url, idemE2EJSON, []byte(fmt.Sprintf(`{"tool_id":"Calculator.Add","call_id":"warm-%d","input":{"a":%d,"b":1}}`, i, i)))
 		if err != nil || status != 200 {
 			t.Fatalf("warm-up call: %d %s %v", status, data, err)
 		}
@@ -104,7 +82,7 @@ func TestE2EHardeningIdemLongCallID(t *testing.T) {
 					// Each call_id distinct: a cache that kept them would grow.
 					id := strconv.Itoa(i) + long[len(strconv.Itoa(i)):]
 					body := []byte(`{"tool_id":"Calculator.Add","call_id":"` + id + `","input":{"a":1,"b":1}}`)
-					status, _, data, err := idemE2EPost(ctx, url, idemE2EJSON, body)
+					status, _, data, err := conntest.Post(ctx, url, idemE2EJSON, body)
 					switch {
 					case err != nil:
 						errs <- err
@@ -138,7 +116,7 @@ func TestE2EHardeningIdemLongCallID(t *testing.T) {
 	}
 	// The server still serves, and a normal call_id is still kept.
 	for i := 0; i < 2; i++ {
-		status, _, data, err := idemE2EPost(ctx, url, idemE2EJSON, []byte(`{"tool_id":"Calculator.Add","call_id":"after","input":{"a":2,"b":3}}`))
+		status, _, data, err := conntest.Post(ctx, url, idemE2EJSON, []byte(`{"tool_id":"Calculator.Add","call_id":"after","input":{"a":2,"b":3}}`))
 		var got struct {
 			Value struct {
 				Sum float64 `json:"sum"`
@@ -184,7 +162,7 @@ func TestE2EHardeningIdemBrowserProtection(t *testing.T) {
 		{"text/plain", with(map[string]string{"Content-Type": "text/plain"}), 415},
 		{"form", with(map[string]string{"Content-Type": "application/x-www-form-urlencoded"}), 415},
 	} {
-		status, _, data, err := idemE2EPost(ctx, base+"/tools/call", tt.header, body)
+		status, _, data, err := conntest.Post(ctx, base+"/tools/call", tt.header, body)
 		if err != nil || status != tt.want {
 			t.Errorf("%s: %d %s %v; want %d", tt.name, status, data, err, tt.want)
 			continue
@@ -233,12 +211,12 @@ func TestE2EHardeningIdemServeOTC(t *testing.T) {
 	// Disconnect, then retry.
 	slow := []byte(`{"tool_id":"Sample.slow","call_id":"e2e-slow-1","input":{"seconds":1.5,"steps":1}}`)
 	cctx, ccancel := context.WithTimeout(ctx, 300*time.Millisecond)
-	_, _, _, err := idemE2EPost(cctx, url, withKey, slow)
+	_, _, _, err := conntest.Post(cctx, url, withKey, slow)
 	ccancel()
 	if err == nil {
 		t.Fatal("the slow call was answered within 0.3 s; the client must give up first")
 	}
-	status, _, data, err := idemE2EPost(ctx, url, withKey, slow)
+	status, _, data, err := conntest.Post(ctx, url, withKey, slow)
 	if err != nil || status != 200 || !bytes.Contains(data, []byte(`"success":true`)) {
 		t.Fatalf("retry: %d %s %v", status, data, err)
 	}
@@ -271,20 +249,20 @@ func TestE2EHardeningIdemServeOTC(t *testing.T) {
 
 	// Another caller reusing a call_id.
 	add := []byte(`{"tool_id":"Sample.add","call_id":"e2e-shared","input":{"a":1,"b":2}}`)
-	if status, _, data, err := idemE2EPost(ctx, url, withKey, add); err != nil || status != 200 {
+	if status, _, data, err := conntest.Post(ctx, url, withKey, add); err != nil || status != 200 {
 		t.Fatalf("API key caller: %d %s %v", status, data, err)
 	}
 	for _, sub := range []string{"alice", "bob"} {
-		status, _, data, err := idemE2EPost(ctx, url, jwtFor(sub), add)
+		status, _, data, err := conntest.Post(ctx, url, jwtFor(sub), add)
 		if err != nil || status != 400 || !bytes.Contains(data, []byte("already used")) {
 			t.Errorf("JWT %s reusing the API key caller's call_id: %d %s %v; want 400", sub, status, data, err)
 		}
 	}
 	add2 := []byte(`{"tool_id":"Sample.add","call_id":"e2e-alice","input":{"a":1,"b":2}}`)
-	if status, _, data, _ := idemE2EPost(ctx, url, jwtFor("alice"), add2); status != 200 {
+	if status, _, data, _ := conntest.Post(ctx, url, jwtFor("alice"), add2); status != 200 {
 		t.Fatalf("alice: %d %s", status, data)
 	}
-	if status, _, data, _ := idemE2EPost(ctx, url, jwtFor("bob"), add2); status != 400 {
+	if status, _, data, _ := conntest.Post(ctx, url, jwtFor("bob"), add2); status != 400 {
 		t.Errorf("bob reusing alice's call_id: %d %s; want 400", status, data)
 	}
 }

@@ -25,6 +25,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpotc/mcpotc/internal/conntest"
 	"github.com/mcpotc/mcpotc/internal/wiretest"
 )
 
@@ -192,19 +193,6 @@ func TestE2EHardeningSessionsStateless(t *testing.T) {
 	}
 }
 
-var invalid = []struct{ name, frame, want string }{
-	{"object id", `{"jsonrpc":"2.0","id":{"a":1},"method":"tools/list"}`,
-		`{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request: the id must be a string or a number, not an object"}}`},
-	{"array id", `{"jsonrpc":"2.0","id":[1],"method":"tools/list"}`,
-		`{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request: the id must be a string or a number, not an array"}}`},
-	{"bool id", `{"jsonrpc":"2.0","id":false,"method":"tools/list"}`,
-		`{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request: the id must be a string or a number, not a boolean"}}`},
-	{"null id", `{"jsonrpc":"2.0","id":null,"method":"tools/list"}`,
-		`{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request: the id must be a string or a number, not null (MCP: a request id must not be null, a notification has none)"}}`},
-	{"batch", `[{"jsonrpc":"2.0","id":1,"method":"tools/list"}]`,
-		`{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request: batches are not accepted: send one JSON-RPC message per request"}}`},
-}
-
 // -32600 for ids that are not strings or numbers and for batches, over
 // streamable HTTP (400) and stdio, frames compared as data.
 func TestE2EHardeningSessionsInvalidRequests(t *testing.T) {
@@ -214,13 +202,13 @@ func TestE2EHardeningSessionsInvalidRequests(t *testing.T) {
 		b := startBridge(t, ctx, "http", nil, nil)
 		_, header, _ := postMessage(t, b.url, initializeBody, nil)
 		session := http.Header{"Mcp-Session-Id": {header.Get("Mcp-Session-Id")}, "Mcp-Protocol-Version": {"2025-11-25"}}
-		for _, tc := range invalid {
+		for _, tc := range wiretest.InvalidRequests {
 			for _, h := range []http.Header{session, nil} {
-				status, header, body := postMessage(t, b.url, tc.frame, h)
+				status, header, body := postMessage(t, b.url, tc.Frame, h)
 				if status != http.StatusBadRequest || header.Get("Content-Type") != "application/json" {
-					t.Errorf("%s: %d %q", tc.name, status, header.Get("Content-Type"))
+					t.Errorf("%s: %d %q", tc.Name, status, header.Get("Content-Type"))
 				}
-				sameJSON(t, tc.name, body, tc.want)
+				sameJSON(t, tc.Name, body, tc.Want)
 			}
 		}
 	})
@@ -228,15 +216,15 @@ func TestE2EHardeningSessionsInvalidRequests(t *testing.T) {
 		b := startBridge(t, ctx, "stdio", nil, nil)
 		b.p.rpcCall(t, 1, "initialize", mustData(`{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"e2e","version":"0"}}`), callTimeout)
 		b.p.rpcNotify(t, "notifications/initialized", nil)
-		for _, tc := range invalid {
-			if err := b.p.WriteLine(tc.frame); err != nil {
+		for _, tc := range wiretest.InvalidRequests {
+			if err := b.p.WriteLine(tc.Frame); err != nil {
 				t.Fatal(err)
 			}
 			line, err := b.p.ReadLine(callTimeout)
 			if err != nil {
-				t.Fatalf("%s: no answer: %v", tc.name, err)
+				t.Fatalf("%s: no answer: %v", tc.Name, err)
 			}
-			sameJSON(t, tc.name, line, tc.want)
+			sameJSON(t, tc.Name, line, tc.Want)
 		}
 		// Serving goes on.
 		if got := b.p.rpcCall(t, 2, "ping", nil, callTimeout); string(got) != "{}" {
@@ -260,20 +248,8 @@ func TestE2EHardeningSessionsBodyTimeout(t *testing.T) {
 	_ = conn.SetDeadline(time.Now().Add(callTimeout))
 	fmt.Fprintf(conn, "POST /mcp HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: %d\r\n\r\n",
 		addr, len(initializeBody))
-	stop := make(chan struct{})
-	defer close(stop)
-	go func() {
-		for i := range len(initializeBody) {
-			select {
-			case <-stop:
-				return
-			case <-time.After(300 * time.Millisecond):
-			}
-			if _, err := conn.Write([]byte{initializeBody[i]}); err != nil {
-				return
-			}
-		}
-	}()
+	stop := conntest.Trickle(conn, initializeBody, 300*time.Millisecond)
+	defer stop()
 	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 	if err != nil {
 		t.Fatalf("reading the answer: %v", err)

@@ -30,6 +30,8 @@ import (
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpotc/mcpotc/internal/conntest"
 )
 
 // scaleCounter is the upstream's record of the "work" tool's runs, by key:
@@ -162,7 +164,7 @@ func scaleCall(ctx context.Context, base, toolID, callID, key string, ms int) sc
 		req["call_id"] = callID
 	}
 	b, _ := json.Marshal(req)
-	status, hdr, raw, err := idemE2EPost(ctx, base+"/tools/call", idemE2EJSON, b)
+	status, hdr, raw, err := conntest.Post(ctx, base+"/tools/call", idemE2EJSON, b)
 	a := scaleAnswer{status: status, header: hdr, err: err}
 	if err == nil {
 		if jerr := json.Unmarshal(raw, &a.body); jerr != nil {
@@ -549,32 +551,30 @@ func TestMCPFrontDrain(t *testing.T) {
 	port := strconv.Itoa(freePort(t))
 	base := "http://127.0.0.1:" + port
 	p := startProcess(t, context.Background(), bin, []string{"serve-mcp", "--transport", "http", "--listen", "127.0.0.1:" + port, "--drain-delay", "2s"}, nil)
-	p.waitHTTP(t, base+"/ready", 60*time.Second)
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		status, body := getJSONOr(base + "/ready")
-		if status == http.StatusOK && body["status"] == "ok" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("GET /ready: %d %v", status, body)
+	// waitReady polls GET /ready every poll until it answers status with
+	// that "status" in its body, for at most within.
+	waitReady := func(what string, within, poll time.Duration, status int, want string) {
+		t.Helper()
+		for deadline := time.Now().Add(within); ; time.Sleep(poll) {
+			got, body := getJSONOr(base + "/ready")
+			if got == status && body["status"] == want {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %d %v", what, got, body)
+			}
 		}
 	}
+	p.waitHTTP(t, base+"/ready", 60*time.Second)
+	waitReady("GET /ready", 30*time.Second, 50*time.Millisecond, http.StatusOK, "ok")
 	if err := syscall.Kill(p.Pid(), syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		status, body := getJSONOr(base + "/ready")
-		if status == http.StatusServiceUnavailable && body["status"] == "draining" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("GET /ready after SIGTERM: %d %v", status, body)
-		}
-	}
+	waitReady("GET /ready after SIGTERM", 5*time.Second, 20*time.Millisecond, http.StatusServiceUnavailable, "draining")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	init := []byte(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"drain","version":"0"}}}`)
-	status, _, raw, err := idemE2EPost(ctx, base+"/mcp", map[string]string{"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}, init)
+	status, _, raw, err := conntest.Post(ctx, base+"/mcp", map[string]string{"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}, init)
 	if err != nil || status != http.StatusOK || !strings.Contains(string(raw), `"protocolVersion"`) {
 		t.Fatalf("initialize during the drain delay: %d %v %s", status, err, truncate(string(raw), 500))
 	}

@@ -16,28 +16,9 @@ import (
 
 	mcpgo "github.com/mark3labs/mcp-go/mcp"
 	mcpserver "github.com/mark3labs/mcp-go/server"
-)
 
-// invalidCases are messages the front answers -32600 itself, with the
-// frame it answers.
-var invalidCases = []struct{ name, body, want string }{
-	{"object id", `{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}`,
-		`{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request: the id must be a string or a number, not an object"}}`},
-	{"array id", `{"jsonrpc":"2.0","id":[1],"method":"ping"}`,
-		`{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request: the id must be a string or a number, not an array"}}`},
-	{"bool id", `{"jsonrpc":"2.0","id":true,"method":"ping"}`,
-		`{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request: the id must be a string or a number, not a boolean"}}`},
-	{"null id", `{"jsonrpc":"2.0","id":null,"method":"ping"}`,
-		`{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request: the id must be a string or a number, not null (MCP: a request id must not be null, a notification has none)"}}`},
-	{"null id on a tool call", `{"jsonrpc":"2.0","id":null,"method":"tools/call","params":{"name":"add","arguments":{"a":1,"b":2}}}`,
-		`{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request: the id must be a string or a number, not null (MCP: a request id must not be null, a notification has none)"}}`},
-	{"id key in another case", `{"jsonrpc":"2.0","ID":false,"method":"ping"}`,
-		`{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request: the id must be a string or a number, not a boolean"}}`},
-	{"batch", `[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","id":2,"method":"ping"}]`,
-		`{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request: batches are not accepted: send one JSON-RPC message per request"}}`},
-	{"empty batch", ` [ ] `,
-		`{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request: batches are not accepted: send one JSON-RPC message per request"}}`},
-}
+	"github.com/mcpotc/mcpotc/internal/wiretest"
+)
 
 func TestFrontCheckMessageLeavesValidMessages(t *testing.T) {
 	t.Parallel()
@@ -83,17 +64,17 @@ func TestFrontHTTPInvalidRequests(t *testing.T) {
 		}
 		sameJSON(t, []byte(body), want)
 	}
-	for _, tc := range invalidCases {
-		t.Run(tc.name, func(t *testing.T) {
-			status, header, body := rawRequest(t, context.Background(), http.MethodPost, url, tc.body,
+	for _, tc := range wiretest.InvalidRequests {
+		t.Run(tc.Name, func(t *testing.T) {
+			status, header, body := rawRequest(t, context.Background(), http.MethodPost, url, tc.Frame,
 				http.Header{"Mcp-Session-Id": {c.session}, "Mcp-Protocol-Version": {"2025-11-25"}})
-			check(t, status, header, body, tc.want)
-			status, header, body = rawRequest(t, context.Background(), http.MethodPost, url, tc.body, nil)
-			check(t, status, header, body, tc.want)
-			status, header, body = rawRequest(t, context.Background(), http.MethodPost, url, tc.body, modern)
-			check(t, status, header, body, tc.want)
-			status, header, body = rawRequest(t, context.Background(), http.MethodPost, srv.URL+sse.endpoint, tc.body, nil)
-			check(t, status, header, body, tc.want)
+			check(t, status, header, body, tc.Want)
+			status, header, body = rawRequest(t, context.Background(), http.MethodPost, url, tc.Frame, nil)
+			check(t, status, header, body, tc.Want)
+			status, header, body = rawRequest(t, context.Background(), http.MethodPost, url, tc.Frame, modern)
+			check(t, status, header, body, tc.Want)
+			status, header, body = rawRequest(t, context.Background(), http.MethodPost, srv.URL+sse.endpoint, tc.Frame, nil)
+			check(t, status, header, body, tc.Want)
 		})
 	}
 	t.Run("an initialize with an invalid id opens no session", func(t *testing.T) {
@@ -160,14 +141,14 @@ func TestFrontStdioInvalidRequests(t *testing.T) {
 		t.Fatalf("initialize: %s", l)
 	}
 	write(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
-	for _, tc := range invalidCases {
-		write(tc.body)
+	for _, tc := range wiretest.InvalidRequests {
+		write(tc.Frame)
 	}
 	write(`{"jsonrpc":"2.0","id":99,"method":"ping"}`)
-	for _, tc := range invalidCases {
+	for _, tc := range wiretest.InvalidRequests {
 		l := next()
-		if !jsonEqual([]byte(l), []byte(tc.want)) {
-			t.Errorf("%s:\n got: %s\nwant: %s", tc.name, l, tc.want)
+		if !jsonEqual([]byte(l), []byte(tc.Want)) {
+			t.Errorf("%s:\n got: %s\nwant: %s", tc.Name, l, tc.Want)
 		}
 	}
 	sameJSON(t, []byte(next()), `{"jsonrpc":"2.0","id":99,"result":{}}`)
