@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mcpotc/mcpotc/bridge"
+	"github.com/mcpotc/mcpotc/internal/otctest"
 	"github.com/mcpotc/mcpotc/mcp/front"
 	mcpsample "github.com/mcpotc/mcpotc/mcp/sample"
 	"github.com/mcpotc/mcpotc/mcp/upstream"
@@ -140,17 +141,7 @@ func newBenchMCPFront(b *testing.B) *bridge.MCPFront {
 	}
 	srv := httptest.NewServer(h)
 	b.Cleanup(srv.Close)
-	echo, err := otc.NewHandler([]otc.Tool{{
-		Definition: otc.ToolDefinition{ID: "Bench.Echo@1.0.0", Name: "Bench_Echo", Description: "echo", Version: "1.0.0",
-			InputSchema: json.RawMessage(`{"type":"object","properties":{"message":{"type":"string","description":"m"}},"required":["message"]}`)},
-		Func: func(_ context.Context, c *otc.Call) (json.RawMessage, error) {
-			var in struct {
-				Message json.RawMessage `json:"message"`
-			}
-			err := json.Unmarshal(c.Request.Input, &in)
-			return in.Message, err
-		},
-	}}, nil)
+	echo, err := otc.NewHandler([]otc.Tool{otctest.BenchEcho()}, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,14 +1,12 @@
 package otc_test
 
 import (
-	"encoding/json"
-	"io"
-	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/mcpotc/mcpotc/internal/otctest"
 	"github.com/mcpotc/mcpotc/otc"
 	"github.com/mcpotc/mcpotc/otc/sample"
 )
@@ -25,21 +23,7 @@ func TestIdempotencyGmailNotReplayedToAnotherCaller(t *testing.T) {
 	srv := httptest.NewServer(h)
 	defer srv.Close()
 	call := func(context string) (int, map[string]any) {
-		body := `{"tool_id":"Gmail.GetEmails","call_id":"gmail-1","input":{}` + context + `}`
-		req, _ := http.NewRequest("POST", srv.URL+"/tools/call", strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("OXP-Version", "1.0")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		data, _ := io.ReadAll(resp.Body)
-		var got map[string]any
-		if err := json.Unmarshal(data, &got); err != nil {
-			t.Fatalf("%q: %v", data, err)
-		}
-		return resp.StatusCode, got
+		return otctest.PostCall(t, srv.URL, []byte(`{"tool_id":"Gmail.GetEmails","call_id":"gmail-1","input":{}`+context+`}`))
 	}
 	status, first := call(`,"context":{"authorization":[{"id":"google","token":"token-of-alice"}]}`)
 	if status != 200 || first["success"] != true {

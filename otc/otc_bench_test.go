@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpotc/mcpotc/internal/otctest"
 	"github.com/mcpotc/mcpotc/otc"
 	"github.com/mcpotc/mcpotc/otc/sample"
 )
@@ -21,24 +22,10 @@ import (
 
 var benchSink any
 
-func benchEcho() otc.Tool {
-	return otc.Tool{
-		Definition: otc.ToolDefinition{ID: "Bench.Echo@1.0.0", Name: "Bench_Echo", Description: "echo", Version: "1.0.0",
-			InputSchema: json.RawMessage(`{"type":"object","properties":{"message":{"type":"string","description":"m"}},"required":["message"]}`)},
-		Func: func(_ context.Context, c *otc.Call) (json.RawMessage, error) {
-			var in struct {
-				Message json.RawMessage `json:"message"`
-			}
-			err := json.Unmarshal(c.Request.Input, &in)
-			return in.Message, err
-		},
-	}
-}
-
 // benchCatalog is n tools: Bench.Echo and synthetic ones, gen naming the
 // last one (a catalog change).
 func benchCatalog(n, gen int) []otc.Tool {
-	tools := []otc.Tool{benchEcho()}
+	tools := []otc.Tool{otctest.BenchEcho()}
 	ok := func(context.Context, *otc.Call) (json.RawMessage, error) { return json.RawMessage(`"ok"`), nil }
 	for i := 1; i < n; i++ {
 		name := fmt.Sprintf("Tool_%05d", i)
@@ -72,7 +59,7 @@ func BenchmarkHandlerCall(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	eh, err := otc.NewHandler([]otc.Tool{benchEcho()}, &otc.Options{IdempotencyTTL: 10 * time.Minute})
+	eh, err := otc.NewHandler([]otc.Tool{otctest.BenchEcho()}, &otc.Options{IdempotencyTTL: 10 * time.Minute})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -138,7 +125,7 @@ func BenchmarkHandlerErrors(b *testing.B) {
 }
 
 func BenchmarkClientCall(b *testing.B) {
-	h, err := otc.NewHandler([]otc.Tool{benchEcho()}, nil)
+	h, err := otc.NewHandler([]otc.Tool{otctest.BenchEcho()}, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

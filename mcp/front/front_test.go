@@ -405,6 +405,15 @@ func expectPending(t *testing.T, st *streamBook, id any, code int, msg string, d
 	st.put(idKey(id), coded{obj: obj, code: code})
 }
 
+// expectUntouched fails t unless process passes frame on as it is; why
+// says why it should.
+func expectUntouched(t *testing.T, st *streamBook, frame []byte, why string) {
+	t.Helper()
+	if got, c := st.process(frame); c != nil || !bytes.Equal(got, frame) {
+		t.Errorf("%s: rewrote %s into %s (coded %v)", why, frame, got, c)
+	}
+}
+
 func TestFrontProcessSplicesOnlyTheErrorValue(t *testing.T) {
 	st := newFrontStream(8, false)
 	expectPending(t, st, 7.0, -32602, "bad", map[string]any{"parameter_errors": map[string]string{"b": "x"}})
@@ -414,9 +423,7 @@ func TestFrontProcessSplicesOnlyTheErrorValue(t *testing.T) {
 	if c == nil || string(got) != want {
 		t.Fatalf("got %s (coded %v), want %s", got, c, want)
 	}
-	if again, c := st.process(frame); c != nil || !bytes.Equal(again, frame) {
-		t.Fatalf("entry used twice: %s", again)
-	}
+	expectUntouched(t, st, frame, "entry used twice")
 	if st.busy.Load() != 0 {
 		t.Fatalf("busy = %d after use", st.busy.Load())
 	}
@@ -435,9 +442,7 @@ func TestFrontProcessMatchesIDsExactly(t *testing.T) {
 		[]byte(`not json`),
 	}
 	for _, frame := range untouched {
-		if got, c := st.process(frame); c != nil || !bytes.Equal(got, frame) {
-			t.Errorf("rewrote %s into %s", frame, got)
-		}
+		expectUntouched(t, st, frame, "not an error for a pending id")
 	}
 	got, c := st.process([]byte(`{"jsonrpc":"2.0","id":"7","error":{"code":-32603,"message":"x"}}`))
 	if c == nil {
@@ -445,10 +450,7 @@ func TestFrontProcessMatchesIDsExactly(t *testing.T) {
 	}
 	sameJSON(t, got, `{"jsonrpc":"2.0","id":"7","error":{"code":-32001,"message":"late"}}`)
 	// A success for id 8 is its response: the entry goes with it.
-	ok := []byte(`{"jsonrpc":"2.0","id":8,"result":{}}`)
-	if got, c := st.process(ok); c != nil || !bytes.Equal(got, ok) {
-		t.Errorf("result rewritten: %s", got)
-	}
+	expectUntouched(t, st, []byte(`{"jsonrpc":"2.0","id":8,"result":{}}`), "a result")
 	if st.busy.Load() != 0 {
 		t.Errorf("busy = %d", st.busy.Load())
 	}

@@ -85,6 +85,21 @@ func FuzzProcess(f *testing.F) {
 	})
 }
 
+// splitEvent splits an event into the values of its data lines (what
+// follows prefix) and its other lines, each in order.
+func splitEvent(ev []byte, prefix string) (data [][]byte, others []string) {
+	for rest := ev; len(rest) > 0; {
+		line, next := cutLine(rest)
+		rest = next
+		if v, ok := bytes.CutPrefix(line, []byte(prefix)); ok {
+			data = append(data, v)
+		} else {
+			others = append(others, string(line))
+		}
+	}
+	return data, others
+}
+
 // processEvent rewrites only the data of an event whose frame process
 // rewrites, and keeps its other lines in order.
 func FuzzProcessEvent(f *testing.F) {
@@ -99,16 +114,9 @@ func FuzzProcessEvent(f *testing.F) {
 	f.Fuzz(func(t *testing.T, ev []byte) {
 		in := bytes.Clone(ev)
 		out := fuzzBook().processEvent(ev)
-		var data [][]byte
-		var others []string
-		for rest := in; len(rest) > 0; {
-			line, next := cutLine(rest)
-			rest = next
-			if v, ok := bytes.CutPrefix(line, []byte("data:")); ok {
-				data = append(data, bytes.TrimPrefix(v, []byte(" ")))
-			} else {
-				others = append(others, string(line))
-			}
+		data, others := splitEvent(in, "data:")
+		for i, v := range data {
+			data[i] = bytes.TrimPrefix(v, []byte(" ")) // the space SSE allows after the colon
 		}
 		frame, c := fuzzBook().process(bytes.Join(data, []byte("\n")))
 		if len(data) == 0 || c == nil {
@@ -117,17 +125,7 @@ func FuzzProcessEvent(f *testing.F) {
 			}
 			return
 		}
-		var outData [][]byte
-		var outOthers []string
-		for rest := out; len(rest) > 0; {
-			line, next := cutLine(rest)
-			rest = next
-			if v, ok := bytes.CutPrefix(line, []byte("data: ")); ok {
-				outData = append(outData, v)
-			} else {
-				outOthers = append(outOthers, string(line))
-			}
-		}
+		outData, outOthers := splitEvent(out, "data: ")
 		if !bytes.Equal(bytes.Join(outData, []byte("\n")), frame) || !reflect.DeepEqual(outOthers, others) {
 			t.Fatalf("rewrote %q into %q; want its other lines and data lines that join into %q", in, out, frame)
 		}

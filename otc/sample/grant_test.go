@@ -1,7 +1,6 @@
 package sample
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -10,6 +9,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/mcpotc/mcpotc/internal/otctest"
 )
 
 // grantServer serves a fresh sample toolkit.
@@ -39,19 +40,8 @@ func gmailCall(t *testing.T, base string, context map[string]any) gmailAnswer {
 		req["context"] = context
 	}
 	body, _ := json.Marshal(req)
-	hr, _ := http.NewRequest(http.MethodPost, base+"/tools/call", bytes.NewReader(body))
-	hr.Header.Set("Content-Type", "application/json")
-	hr.Header.Set("OXP-Version", "1.0")
-	resp, err := http.DefaultClient.Do(hr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var out map[string]any
-	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
-		t.Fatalf("answer is not JSON: %v", err)
-	}
-	return gmailAnswer{resp.StatusCode, out}
+	status, out := otctest.PostCall(t, base, body)
+	return gmailAnswer{status, out}
 }
 
 func grantGet(t *testing.T, u string) (int, string) {
