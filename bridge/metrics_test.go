@@ -1,15 +1,20 @@
 package bridge
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	mcpserver "github.com/mark3labs/mcp-go/server"
 	"github.com/rs/zerolog"
 
 	"github.com/mcpotc/mcpotc/bridge/metrics"
@@ -175,5 +180,57 @@ func TestMCPFrontMetrics(t *testing.T) {
 		if !strings.Contains(text, line+"\n") {
 			t.Errorf("/metrics lacks %s", line)
 		}
+	}
+}
+
+// A tools/list that fails counts as an "error" listing on the OTC front
+// too, and the listing that then succeeds as "ok".
+func TestOTCFrontMetricsCountFailedListings(t *testing.T) {
+	var failing atomic.Bool
+	failing.Store(true)
+	mcpHTTP := mcpserver.NewStreamableHTTPServer(mcpsample.NewServer(), mcpserver.WithStateful(true))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if failing.Load() && bytes.Contains(body, []byte(`"method":"tools/list"`)) {
+			http.Error(w, "listing is down", http.StatusServiceUnavailable)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		mcpHTTP.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	mt := metrics.New()
+	f, err := NewOTCFront(context.Background(), []MCPUpstream{{Toolkit: "Sample", Config: upstream.Config{Name: "sample", URL: srv.URL,
+		RestartBackoffMin: 10 * time.Millisecond, RestartBackoffMax: 50 * time.Millisecond}}},
+		&OTCFrontOptions{Logger: zerolog.Nop(), Metrics: mt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.Close(context.Background()) })
+	refreshes := func(result string) float64 {
+		prefix := `mcpotc_catalog_refreshes_total{front="otc",result="` + result + `",upstream="sample"} `
+		for line := range strings.Lines(scrape(t, mt)) {
+			if v, ok := strings.CutPrefix(line, prefix); ok {
+				n, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+				if err != nil {
+					t.Fatalf("%s: %v", line, err)
+				}
+				return n
+			}
+		}
+		return 0
+	}
+	for deadline := time.Now().Add(10 * time.Second); refreshes("error") < 2; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no failed listings counted:\n%s", scrape(t, mt))
+		}
+	}
+	if ok := refreshes("ok"); ok != 0 {
+		t.Fatalf("ok listings while every tools/list fails: %v", ok)
+	}
+	failing.Store(false)
+	waitOTCReady(t, f)
+	if ok := refreshes("ok"); ok != 1 {
+		t.Errorf("ok listings after the upstream recovered: %v, want 1", ok)
 	}
 }

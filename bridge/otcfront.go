@@ -195,11 +195,11 @@ func NewOTCFront(ctx context.Context, upstreams []MCPUpstream, opts *OTCFrontOpt
 			ClientName:    "mcpotc",
 			ClientVersion: o.Version,
 			OnToolsChanged: func(tools []json.RawMessage) {
-				f.mu.Lock() // u.name reads u.up, set under it below
-				name := u.name()
-				f.mu.Unlock()
-				f.metrics.Refreshed(metrics.FrontOTC, name, nil)
+				f.metrics.Refreshed(metrics.FrontOTC, f.upstreamName(u), nil)
 				f.toolsChanged(u, tools)
+			},
+			OnListFailed: func(err error) {
+				f.metrics.Refreshed(metrics.FrontOTC, f.upstreamName(u), err)
 			},
 			Diagnose: diagnoseMCPURL,
 			OnElicitation: func(e upstream.Elicitation) {
@@ -279,6 +279,14 @@ func (u *mcpUpstream) name() string {
 		return u.up.Name()
 	}
 	return u.Config.Name
+}
+
+// upstreamName is u.name() for the upstream's own callbacks, which can
+// run before NewOTCFront records u.up (under f.mu).
+func (f *OTCFront) upstreamName(u *mcpUpstream) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return u.name()
 }
 
 // health answers GET /health: 200 when every upstream is ready, else 503

@@ -203,6 +203,12 @@ type Options struct {
 	// the list has been read again. Calls never overlap; the slice must not
 	// be modified. Nil: not called (see Upstream.Tools).
 	OnToolsChanged func(tools []json.RawMessage)
+	// OnListFailed is told of each tools/list that failed and will be
+	// tried again: the connection failed, or the list needs an
+	// authorization. A server's JSON-RPC error is not a failure: it is an
+	// empty list, given to OnToolsChanged. Called from the goroutine that
+	// calls OnToolsChanged; err carries no secret. Nil: not called.
+	OnListFailed func(err error)
 	// OnElicitation is told about each elicitation/create the upstream
 	// sends. The bridge cannot show anything to a user, so it has already
 	// answered: "cancel" for URL mode, "decline" for form mode. Must not
@@ -898,6 +904,7 @@ func (u *Upstream) catalog() {
 				// Connected, but the tool list needs an authorization: wait
 				// for it (Retry lists again), asking now and then.
 				u.setAuthErr(err)
+				u.listFailed(err)
 				d := u.backoff(failures)
 				u.log.Info("tools/list needs an authorization; waiting for it", "retry_in", d.String())
 				failures++
@@ -909,6 +916,7 @@ func (u *Upstream) catalog() {
 					u.opts.waited("tools/list", failures, d)
 				}
 				u.log.Warn("tools/list failed; will retry", "error", err, "retry_in", d.String(), "failures", failures+1)
+				u.listFailed(err)
 				failures++
 				conn.suspect()
 				retry.Reset(d)
@@ -922,6 +930,13 @@ func (u *Upstream) catalog() {
 		if cb := u.opts.OnToolsChanged; cb != nil {
 			cb(tools)
 		}
+	}
+}
+
+// listFailed tells Options.OnListFailed of a failed tools/list.
+func (u *Upstream) listFailed(err error) {
+	if cb := u.opts.OnListFailed; cb != nil {
+		cb(err)
 	}
 }
 
