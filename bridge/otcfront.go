@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -74,6 +75,12 @@ type OTCFrontOptions struct {
 	// Tracer starts a span per call and per MCP request. Nil: no spans
 	// (trace context still flows from the caller to the MCP server).
 	Tracer trace.Tracer
+	// TrustStatedUserIDs lets per-user upstreams take context.user_id from
+	// callers that did not authenticate (transport auth off). Zero: a
+	// per-user upstream needs Server.APIKey or Server.JWTSecret, because
+	// context.user_id is the caller's assertion (README, Security model);
+	// cmd/mcpotc allows it on a loopback listener only.
+	TrustStatedUserIDs bool
 }
 
 // ReadyCheckTimeout bounds each of OTCFrontOptions.Checks in one GET /ready.
@@ -92,6 +99,8 @@ type OTCFront struct {
 	metrics  *metrics.Metrics
 	owners   atomic.Pointer[map[string]string] // served tool id → its upstream, for the metrics' labels
 	tracer   trace.Tracer
+	// trustStated: OTCFrontOptions.TrustStatedUserIDs.
+	trustStated bool
 
 	mu    sync.Mutex   // serializes catalog rebuilds; guards what follows
 	print catalogPrint // the served catalog's fingerprint
@@ -118,7 +127,7 @@ func NewOTCFront(ctx context.Context, upstreams []MCPUpstream, opts *OTCFrontOpt
 	if o.Version == "" {
 		o.Version = "dev"
 	}
-	f := &OTCFront{log: o.Logger, checks: o.Checks, metrics: o.Metrics, tracer: o.Tracer}
+	f := &OTCFront{log: o.Logger, checks: o.Checks, metrics: o.Metrics, tracer: o.Tracer, trustStated: o.TrustStatedUserIDs}
 	if f.tracer == nil {
 		f.tracer = tracing.Tracer(nil)
 	}
@@ -129,6 +138,9 @@ func NewOTCFront(ctx context.Context, upstreams []MCPUpstream, opts *OTCFrontOpt
 			return nil, fmt.Errorf("two MCP servers are named %q", u.Config.Name)
 		}
 		names[u.Config.Name] = true
+		if u.OAuth != nil && u.OAuth.PerUser && o.Server.APIKey == "" && len(o.Server.JWTSecret) == 0 && !o.TrustStatedUserIDs {
+			return nil, fmt.Errorf("MCP server %s: per_user needs authenticated callers (an API key or JWTs): context.user_id is the caller's word", u.Config.Name)
+		}
 		if u.Toolkit != "" {
 			tk := mapping.Sanitize(u.Toolkit)
 			if toolkits[tk] {
@@ -170,7 +182,8 @@ func NewOTCFront(ctx context.Context, upstreams []MCPUpstream, opts *OTCFrontOpt
 			return nil, err
 		}
 		mux := http.NewServeMux()
-		mux.Handle("/oauth/", f.oauth)
+		mux.Handle("/oauth/", h.Guard(f.oauth))
+		mux.Handle("POST /oauth/confirm", h.Guard(http.HandlerFunc(f.confirm)))
 		mux.Handle("/", h)
 		f.serve = mux
 	}
@@ -297,10 +310,10 @@ func (f *OTCFront) health(context.Context) (bool, any) {
 	case st.ready:
 		return true, map[string]any{"status": "ok", "upstreams": st.status}
 	case len(st.authz) > 0:
-		// The operator has something to do: open the URL (the first one
-		// by name; all are in "authorization").
-		first := slices.Min(slices.Collect(maps.Keys(st.authz)))
-		return false, map[string]any{"status": "authorization_required", "url": st.authz[first], "authorization": st.authz, "upstreams": st.status}
+		// The operator has something to do: open the URL in the log. The
+		// URL itself is never on an open endpoint: whoever opened it first
+		// would bind every caller to their own account.
+		return false, map[string]any{"status": "authorization_required", "upstreams": st.status}
 	}
 	return false, map[string]any{"status": "unavailable", "upstreams": st.status}
 }
@@ -308,7 +321,7 @@ func (f *OTCFront) health(context.Context) (bool, any) {
 // upstreamStates is where the upstreams are, for /health and /ready.
 type upstreamStates struct {
 	status  map[string]string // upstream → "ready" or what it waits for
-	authz   map[string]string // upstream → the URL a user must open
+	authz   map[string]string // upstream → the URL the operator must open (for the log; never served)
 	ready   bool              // every upstream's tools are served
 	serving bool              // every upstream's tools are served or wait for an authorization
 }
@@ -329,7 +342,7 @@ func (f *OTCFront) upstreamStates() upstreamStates {
 			st.status[name] = "ready"
 		case s.Ready && s.AuthorizationURL != "":
 			st.ready = false
-			st.status[name] = "waiting for a user to authorize the bridge (OAuth) to list the tools"
+			st.status[name] = "waiting for the operator to authorize the bridge (OAuth) to list the tools: the URL is in the bridge's log"
 			st.authz[name] = s.AuthorizationURL
 		case s.Ready:
 			st.ready, st.serving = false, false
@@ -338,6 +351,7 @@ func (f *OTCFront) upstreamStates() upstreamStates {
 			st.ready = false
 			st.status[name] = s.Reason
 			if s.AuthorizationURL != "" {
+				st.status[name] = "waiting for the operator to authorize the bridge (OAuth): the URL is in the bridge's log"
 				st.authz[name] = s.AuthorizationURL
 			} else {
 				st.serving = false
@@ -365,9 +379,6 @@ func (f *OTCFront) ready(ctx context.Context) (bool, any) {
 	st := f.upstreamStates()
 	ok := st.serving
 	body := map[string]any{"upstreams": st.status}
-	if len(st.authz) > 0 {
-		body["authorization"] = st.authz
-	}
 	if len(f.checks) > 0 {
 		checks := map[string]string{}
 		for _, name := range slices.Sorted(maps.Keys(f.checks)) {
@@ -596,19 +607,17 @@ func (f *OTCFront) call(u *mcpUpstream, mcpName string, t mapping.OTCTool) otc.T
 		}
 		if u.perUser() {
 			// The caller's own token for this upstream, as it is; else the
-			// user's token from the vault, or the user's challenge.
+			// token of the user the caller's authentication binds, from the
+			// vault, or that user's challenge (bound to the caller).
 			cc := c.Request.Context
-			switch {
-			case cc.Token(u.Config.Name) != "":
-				ctx = oauth.WithToken(ctx, cc.Token(u.Config.Name))
-			case cc == nil || cc.UserID == "":
-				return nil, &otc.ServerErrorResponse{
-					Message:             "The tool needs user_id in the call's context",
-					DeveloperMessage:    fmt.Sprintf("%s acts for each user with their own authorization: context.user_id is required", c.Tool.ID),
-					MissingRequirements: &otc.MissingRequirements{UserID: true},
+			if tok := cc.Token(u.Config.Name); tok != "" {
+				ctx = oauth.WithToken(ctx, tok)
+			} else {
+				user, failure := f.boundUser(c.Caller, cc, c.Tool.ID)
+				if failure != nil {
+					return nil, failure
 				}
-			default:
-				ctx = oauth.WithUser(ctx, cc.UserID)
+				ctx = oauth.WithCaller(oauth.WithUser(ctx, user), c.Caller.Principal())
 			}
 		}
 		ctx = upstream.WithRequestIDs(ctx, func(id int64) { span.SetAttributes(tracing.KeyRequestID.Int64(id)) })
@@ -627,6 +636,89 @@ func (f *OTCFront) call(u *mcpUpstream, mcpName string, t mapping.OTCTool) otc.T
 		}
 		c.Ext = out.Ext
 		return out.Value, nil
+	}
+}
+
+// boundUser is the user a per-user call acts for (README, Security model):
+// a JWT caller is the user its token names (context.user_id, when given,
+// must be the same); the API key's holder names the user in
+// context.user_id; a caller that did not authenticate only with
+// OTCFrontOptions.TrustStatedUserIDs. Otherwise a 400 that says what is
+// missing.
+func (f *OTCFront) boundUser(caller otc.Caller, cc *otc.CallContext, toolID string) (string, *otc.ServerErrorResponse) {
+	stated := ""
+	if cc != nil {
+		stated = cc.UserID
+	}
+	switch {
+	case caller.Authenticated && caller.ID != otc.CallerAPIKey && caller.User == "":
+		return "", &otc.ServerErrorResponse{
+			Message:          "The caller's token names no user",
+			DeveloperMessage: fmt.Sprintf("%s acts for each user with their own authorization: the caller's JWT must name the user (serve-otc --jwt-user-claim)", toolID),
+		}
+	case caller.Authenticated && caller.ID != otc.CallerAPIKey:
+		if stated != "" && stated != caller.User {
+			return "", &otc.ServerErrorResponse{
+				Message:          "context.user_id is not the authenticated user",
+				DeveloperMessage: "the caller's JWT names another user than context.user_id: a caller acts for the user its token names",
+			}
+		}
+		return caller.User, nil
+	case !caller.Authenticated && !f.trustStated:
+		return "", &otc.ServerErrorResponse{
+			Message:          "The tool needs an authenticated caller",
+			DeveloperMessage: fmt.Sprintf("%s acts for each user with their own authorization: context.user_id is taken only from authenticated callers", toolID),
+		}
+	case stated == "":
+		return "", &otc.ServerErrorResponse{
+			Message:             "The tool needs user_id in the call's context",
+			DeveloperMessage:    fmt.Sprintf("%s acts for each user with their own authorization: context.user_id is required", toolID),
+			MissingRequirements: &otc.MissingRequirements{UserID: true},
+		}
+	}
+	return stated, nil
+}
+
+// confirm serves POST /oauth/confirm: the OTC application's confirmation of
+// a user_verification "verifier" flow, {"flow_id", "user_id"}, with the
+// caller's OTC credentials. The user is bound as for a call (a JWT caller
+// confirms for the user its token names); the flow must have been issued
+// to the same caller and user. 200 {"status":"completed","next_uri"} sends
+// the browser on; any refusal is 4xx {"status":"failed","error"}.
+func (f *OTCFront) confirm(w http.ResponseWriter, r *http.Request) {
+	answer := func(status int, body map[string]string) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		w.WriteHeader(status)
+		_ = json.NewEncoder(w).Encode(body)
+	}
+	caller, reason := f.handler.Authenticate(r)
+	if reason != "" {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="otc"`)
+		answer(http.StatusUnauthorized, map[string]string{"status": "failed", "error": "Unauthorized: " + reason})
+		return
+	}
+	var req struct {
+		FlowID string `json:"flow_id"`
+		UserID string `json:"user_id"`
+	}
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 16<<10)).Decode(&req); err != nil || req.FlowID == "" {
+		answer(http.StatusBadRequest, map[string]string{"status": "failed", "error": `send {"flow_id": …, "user_id": …} as JSON`})
+		return
+	}
+	user, failure := f.boundUser(caller, &otc.CallContext{UserID: req.UserID}, "the confirmation")
+	if failure != nil {
+		answer(http.StatusForbidden, map[string]string{"status": "failed", "error": failure.Message})
+		return
+	}
+	next, err := f.oauth.Confirm(r.Context(), caller.Principal(), req.FlowID, user)
+	switch {
+	case errors.Is(err, oauth.ErrConfirm):
+		answer(http.StatusForbidden, map[string]string{"status": "failed", "error": strings.TrimPrefix(err.Error(), oauth.ErrConfirm.Error()+": ")})
+	case err != nil:
+		answer(http.StatusServiceUnavailable, map[string]string{"status": "failed", "error": "the token could not be kept; the user must authorize again"})
+	default:
+		answer(http.StatusOK, map[string]string{"status": "completed", "next_uri": next})
 	}
 }
 

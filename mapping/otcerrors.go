@@ -22,6 +22,7 @@ import (
 //	-32042 URL elicitation required        400, missing_requirements.authorization [{id, url}]
 //	other JSON-RPC codes                   200 success:false, developer_message code + message
 //	OAuth authorization needed (mcp/oauth) 400, missing_requirements.authorization [{id, url, check_url}]
+//	  … the operator's (shared mode)     400 "temporarily unavailable", no URL (it is in the log)
 //	unreachable before the call was sent   400 "tool server temporarily unavailable", Retry-After
 //	HTTP 401/403 from the upstream         400 "rejected the bridge's credentials"
 //	died or timed out after it was sent    200 success:false, can_retry, retry_after_ms
@@ -43,6 +44,14 @@ func OTCError(err error) error {
 	var tooLarge *upstream.TooLargeError
 	var authz *oauth.AuthorizationRequired
 	switch {
+	case errors.As(err, &authz) && authz.Operator:
+		// The bridge's own identity waits for the operator: the URL is the
+		// operator's (in the bridge's log), never a caller's to open.
+		return &otc.ServerErrorResponse{
+			Message: "Tool server temporarily unavailable: the bridge waits for its operator to authorize it",
+			DeveloperMessage: fmt.Sprintf("MCP server %s needs the bridge's operator to authorize the bridge (OAuth): the URL to open is in serve-otc's log",
+				authz.Upstream),
+		}
 	case errors.As(err, &authz):
 		// The bridge's own OAuth client needs a user's authorization: the
 		// upstream's name is the challenge id.

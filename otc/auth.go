@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -24,65 +25,97 @@ const (
 	callerJWTPrefix = "jwt:"
 )
 
+// Caller is who a request's transport authentication established.
+type Caller struct {
+	// ID names the caller: "" when transport auth is off, CallerAPIKey for
+	// the static key, "jwt:" + sub for a JWT. It scopes call_id
+	// idempotency: one caller never sees another's answers.
+	ID string
+	// Authenticated is set when credentials were checked (API key or JWT).
+	Authenticated bool
+	// User is the end user the credentials themselves name: the JWT's
+	// Options.JWTUserClaim ("" when the token has none); "" for the API
+	// key, whose holder is trusted to name users in context.user_id.
+	User string
+	// Addr is the client's IP address (of the connection: a proxy's, when
+	// there is one).
+	Addr string
+}
+
+// Principal is the caller as one string, for what is bound to the caller
+// (pending authorizations): its ID when it authenticated, else "addr:" and
+// its address.
+func (c Caller) Principal() string {
+	if c.Authenticated {
+		return c.ID
+	}
+	return "addr:" + c.Addr
+}
+
 // authorized checks transport credentials when any are configured and
 // answers 401 when they are missing or bad. With no APIKey and no
 // JWTSecret, every request passes, Authorization is ignored and the
-// caller is "". Otherwise the caller is who the credentials name:
-// CallerAPIKey for the static key, "jwt:" + sub for a JWT. It scopes
-// call_id idempotency: one caller never sees another's answers.
-func (h *Handler) authorized(rp *reply) (caller string, ok bool) {
-	if h.opts.APIKey == "" && len(h.opts.JWTSecret) == 0 {
-		return "", true
-	}
-	caller, reason := h.checkCredentials(rp.r)
+// caller's ID is "".
+func (h *Handler) authorized(rp *reply) (Caller, bool) {
+	caller, reason := h.Authenticate(rp.r)
 	if reason == "" {
 		return caller, true
 	}
 	rp.w.Header().Set("WWW-Authenticate", `Bearer realm="otc"`)
 	rp.headers()
 	writeJSON(rp.w, http.StatusUnauthorized, map[string]string{"message": "Unauthorized: " + reason})
-	return "", false
+	return Caller{}, false
 }
 
-// checkCredentials returns the caller when the request carries a valid
-// API key or JWT, else a reason that names no secret.
-func (h *Handler) checkCredentials(r *http.Request) (caller, reason string) {
+// Authenticate checks r's transport credentials as the handler does for
+// its own routes: the caller, or a reason (naming no secret) for a 401.
+// With transport auth off every request passes, unauthenticated. For
+// routes served beside the handler (the bridge's OAuth confirmation).
+func (h *Handler) Authenticate(r *http.Request) (Caller, string) {
+	c := Caller{Addr: hostOnly(r.RemoteAddr)}
+	if h.opts.APIKey == "" && len(h.opts.JWTSecret) == 0 {
+		return c, ""
+	}
 	if h.opts.APIKey != "" {
 		for _, name := range []string{APIKeyHeader, oldAPIKeyHeader, rfcAPIKeyHeader} {
 			if v := r.Header.Get(name); v != "" {
 				if equalSecret(v, h.opts.APIKey) {
-					return CallerAPIKey, ""
+					c.ID, c.Authenticated = CallerAPIKey, true
+					return c, ""
 				}
-				return "", "the API key is not valid"
+				return c, "the API key is not valid"
 			}
 		}
 	}
 	bearer, hasBearer := bearerToken(r)
 	if !hasBearer {
 		if h.opts.APIKey != "" {
-			return "", "send the API key in the OXP-API-Key header or a bearer token"
+			return c, "send the API key in the OXP-API-Key header or a bearer token"
 		}
-		return "", "send a bearer JWT in the Authorization header"
+		return c, "send a bearer JWT in the Authorization header"
 	}
 	// OXP SDK clients send their API key as a bearer token.
 	if h.opts.APIKey != "" && equalSecret(bearer, h.opts.APIKey) {
-		return CallerAPIKey, ""
+		c.ID, c.Authenticated = CallerAPIKey, true
+		return c, ""
 	}
 	if len(h.opts.JWTSecret) == 0 {
-		return "", "the bearer token is not valid"
+		return c, "the bearer token is not valid"
 	}
-	sub, err := h.checkJWT(bearer)
+	sub, user, err := h.checkJWT(bearer)
 	if err != nil {
-		return "", "the bearer token is not valid: " + err.Error()
+		return c, "the bearer token is not valid: " + err.Error()
 	}
-	return callerJWTPrefix + sub, ""
+	c.ID, c.Authenticated, c.User = callerJWTPrefix+sub, true, user
+	return c, ""
 }
 
 // checkJWT verifies an HS256 JWT: signature, exp (required), nbf/iat, and
-// aud against the allow-list when the token has one, and returns its sub.
+// aud against the allow-list when the token has one, and returns its sub
+// and the user its Options.JWTUserClaim names ("" when it has none).
 // aud must be a string or a non-empty array of strings (RFC 7519 §4.1.3);
-// sub, when present, a string.
-func (h *Handler) checkJWT(token string) (sub string, err error) {
+// sub and the user claim, when present, strings.
+func (h *Handler) checkJWT(token string) (sub, user string, err error) {
 	claims := jwt.MapClaims{}
 	_, err = jwt.ParseWithClaims(token, claims, func(*jwt.Token) (any, error) { return h.opts.JWTSecret, nil },
 		jwt.WithValidMethods([]string{"HS256"}),
@@ -93,34 +126,43 @@ func (h *Handler) checkJWT(token string) (sub string, err error) {
 	if err != nil {
 		switch {
 		case errors.Is(err, jwt.ErrTokenExpired):
-			return "", errors.New("expired")
+			return "", "", errors.New("expired")
 		case errors.Is(err, jwt.ErrTokenRequiredClaimMissing):
-			return "", errors.New("exp is required")
+			return "", "", errors.New("exp is required")
 		case errors.Is(err, jwt.ErrTokenSignatureInvalid), errors.Is(err, jwt.ErrTokenUnverifiable):
-			return "", errors.New("bad signature")
+			return "", "", errors.New("bad signature")
 		case errors.Is(err, jwt.ErrTokenMalformed):
-			return "", errors.New("malformed")
+			return "", "", errors.New("malformed")
 		}
-		return "", errors.New("rejected")
+		return "", "", errors.New("rejected")
 	}
 	if raw, ok := claims["sub"]; ok {
 		if sub, ok = raw.(string); !ok {
-			return "", errors.New("sub is malformed")
+			return "", "", errors.New("sub is malformed")
+		}
+	}
+	claim := h.opts.JWTUserClaim
+	if claim == "" {
+		claim = "sub"
+	}
+	if raw, ok := claims[claim]; ok {
+		if user, ok = raw.(string); !ok {
+			return "", "", fmt.Errorf("%s is malformed", claim)
 		}
 	}
 	aud, present, ok := audience(claims)
 	if !ok {
-		return "", errors.New("aud is malformed: want a string or a non-empty array of strings")
+		return "", "", errors.New("aud is malformed: want a string or a non-empty array of strings")
 	}
 	if !present {
-		return sub, nil
+		return sub, user, nil
 	}
 	for _, a := range aud {
 		if slices.Contains(h.opts.JWTAudiences, a) {
-			return sub, nil
+			return sub, user, nil
 		}
 	}
-	return "", errors.New("audience not allowed")
+	return "", "", errors.New("audience not allowed")
 }
 
 // audience reads the aud claim, strictly: a string, or a non-empty array

@@ -51,6 +51,8 @@ type Call struct {
 	Request *CallToolRequest
 	// HTTP is the incoming request, for its headers; its body has been read.
 	HTTP *http.Request
+	// Caller is who the request's transport authentication established.
+	Caller Caller
 	// Ext, set by the tool function, adds "x-" members (carriers) to a
 	// 200 answer.
 	Ext Extensions
@@ -85,6 +87,9 @@ type Options struct {
 	// exp required. Empty: no JWTs. When APIKey and JWTSecret are both
 	// empty, transport auth is off and Authorization headers are ignored.
 	JWTSecret []byte
+	// JWTUserClaim is the JWT claim that names the end user of a call
+	// (Caller.User). Zero: "sub".
+	JWTUserClaim string
 	// JWTAudiences is the allow-list for the aud claim: a token with aud
 	// is accepted only when one of its audiences is listed. Empty: tokens
 	// that carry aud are refused (the spec requires aud to be checked).
@@ -536,6 +541,18 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.mux.ServeHTTP(w, r)
 }
 
+// Guard is next behind the handler's browser protection (the Host and
+// Origin checks of Options.AllowedHosts and DisableLocalhostProtection),
+// for routes served beside it on the same listener.
+func (h *Handler) Guard(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !h.opts.DisableLocalhostProtection && h.rejectRebinding(w, r) {
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
 func (h *Handler) serveHealth(w http.ResponseWriter, r *http.Request) {
 	h.serveProbe(w, r, h.opts.Health)
 }
@@ -898,7 +915,7 @@ func decodeCallFields(body map[string]json.RawMessage, prefix string) (*CallTool
 }
 
 // call resolves the tool, checks requirements and input, runs it and answers.
-func (h *Handler) call(rp *reply, r *http.Request, req *CallToolRequest, caller string, start time.Time) {
+func (h *Handler) call(rp *reply, r *http.Request, req *CallToolRequest, caller Caller, start time.Time) {
 	callerCallID := req.CallID != ""
 	if !callerCallID {
 		req.CallID = newUUID()
@@ -960,16 +977,16 @@ func (h *Handler) call(rp *reply, r *http.Request, req *CallToolRequest, caller 
 		run := func() outcome {
 			ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), h.callTimeout)
 			defer cancel()
-			return h.execute(ctx, r, st, req)
+			return h.execute(ctx, r, st, req, caller)
 		}
-		key, print := idemKey{caller: caller, callID: req.CallID}, fingerprint(def.ID, req.Input, req.Context)
+		key, print := idemKey{caller: caller.ID, callID: req.CallID}, fingerprint(def.ID, req.Input, req.Context)
 		if h.shared != nil {
 			out = h.shared.do(r.Context(), key, print, run, h.retain)
 		} else {
 			out = h.idem.do(r.Context(), key, print, run, h.retain)
 		}
 	} else {
-		out = h.execute(r.Context(), r, st, req)
+		out = h.execute(r.Context(), r, st, req, caller)
 	}
 	if out.status == http.StatusOK {
 		rp.result(out.resp)
@@ -1005,8 +1022,8 @@ type outcome struct {
 }
 
 // execute runs the tool's function and classifies what it returned.
-func (h *Handler) execute(ctx context.Context, r *http.Request, st *servedTool, req *CallToolRequest) outcome {
-	call := &Call{Tool: &st.Definition, Request: req, HTTP: r}
+func (h *Handler) execute(ctx context.Context, r *http.Request, st *servedTool, req *CallToolRequest, caller Caller) outcome {
+	call := &Call{Tool: &st.Definition, Request: req, HTTP: r, Caller: caller}
 	start := h.opts.Now()
 	value, stack, err := runTool(ctx, st.Func, call)
 	resp := &CallToolResponse{CallID: req.CallID, Ext: call.Ext}

@@ -148,6 +148,7 @@ type oauthConfig struct {
 	Scopes              []string `json:"scopes"`
 	Grant               string   `json:"grant"`
 	PerUser             bool     `json:"per_user"`
+	UserVerification    string   `json:"user_verification"`
 	ClientMetadataURL   string   `json:"client_metadata_url"`
 }
 
@@ -210,6 +211,7 @@ func (m *Main) serveOTC(ctx context.Context, args []string) error {
 	fs.Var(&allowedHosts, "allowed-host", allowedHostUsage)
 	var corsOrigins corsOriginList
 	fs.Var(&corsOrigins, "cors-origin", corsOriginUsage)
+	identity := registerIdentityFlags(fs)
 	logOpts := m.logFlags(fs)
 	var command []string
 	if i := slices.Index(args, "--"); i >= 0 {
@@ -289,6 +291,7 @@ func (m *Main) serveOTC(ctx context.Context, args []string) error {
 		server.JWTSecret = []byte(p.env(m.Getenv, "--jwt-secret-env", "", *jwtSecretEnv))
 		ownSecrets = append(ownSecrets, *jwtSecretEnv)
 	}
+	ownSecrets = append(ownSecrets, identity.check(m, &p, set, *listen)...)
 	var tokenKey []byte
 	if *tokenKeyEnv != "" {
 		if v := p.env(m.Getenv, "--token-key-env", "", *tokenKeyEnv); v != "" {
@@ -395,10 +398,12 @@ func (m *Main) serveOTC(ctx context.Context, args []string) error {
 		if shared != nil && tokenKey == nil {
 			return fmt.Errorf("%w: --state keeps OAuth tokens in Redis, encrypted: it needs --token-key-env, the same key on every replica", errUsage)
 		}
-		if opts.OAuth, err = oauthOptions(*publicURL, *listen, *tokenStore, tokens, tokenKey); err != nil {
+		if opts.OAuth, err = oauthOptions(ctx, *publicURL, *listen, *tokenStore, tokens, tokenKey); err != nil {
 			return err
 		}
 	}
+	identity.apply(&opts.Server, opts)
+	warnUnverified(log, ups)
 	// The upstreams get a context that the signal does not end: they are
 	// closed by front.Close below, once in-flight calls are done (or the
 	// grace ran out), not at the signal (README, OTC front).
@@ -456,7 +461,7 @@ func childUnsetenv(cfg otcFrontConfig, name string, own []string) []string {
 // oauthOptions are the OAuth client options of serve-otc: the public URL
 // (default: the listen address), and the token vault: in shared (--state)
 // when set, else as --token-store says.
-func oauthOptions(publicURL, listen, store string, shared vault.Store, key []byte) (*oauth.Options, error) {
+func oauthOptions(ctx context.Context, publicURL, listen, store string, shared vault.Store, key []byte) (*oauth.Options, error) {
 	if publicURL == "" {
 		host, port, _ := net.SplitHostPort(listen)
 		if port == "0" {
@@ -481,7 +486,19 @@ func oauthOptions(publicURL, listen, store string, shared vault.Store, key []byt
 	if err != nil {
 		return nil, fmt.Errorf("--token-store: %w", err)
 	}
-	return &oauth.Options{PublicURL: publicURL, Vault: v, ClientName: "mcpotc"}, nil
+	if key != nil {
+		// A store sealed under another key would read as empty: every
+		// user asked to authorize again, and nobody told why.
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		if err := v.CheckKey(cctx); errors.Is(err, vault.ErrWrongKey) {
+			return nil, fmt.Errorf("%w: --token-key-env: the token store's records were sealed with another key: "+
+				"give the key it was written with (every replica the same), or remove the store to start over (every user then authorizes again)", errUsage)
+		} else if err != nil {
+			return nil, fmt.Errorf("token store: %w", err)
+		}
+	}
+	return &oauth.Options{PublicURL: publicURL, Vault: v, Replicated: shared != nil, ClientName: "mcpotc"}, nil
 }
 
 // redisLog takes go-redis's log lines (a pool that failed to dial, …) at
@@ -577,7 +594,11 @@ func (m *Main) mcpUpstreams(p *problems, file string, cfg otcFrontConfig, callTi
 // the environment; problems go to p.
 func (m *Main) oauthConfig(p *problems, file, key string, c mcpServerConfig) *oauth.Config {
 	o := c.OAuth
-	out := &oauth.Config{ClientID: o.ClientID, Scopes: o.Scopes, Grant: o.Grant, PerUser: o.PerUser, ClientMetadataURL: o.ClientMetadataURL}
+	out := &oauth.Config{ClientID: o.ClientID, Scopes: o.Scopes, Grant: o.Grant, PerUser: o.PerUser, UserVerification: o.UserVerification,
+		ClientMetadataURL: o.ClientMetadataURL}
+	if why := userVerificationProblem(o); why != "" {
+		p.add(file, key+".user_verification", why)
+	}
 	if c.URL == "" {
 		p.add(file, key, "needs a url server: OAuth protects HTTP servers")
 	}

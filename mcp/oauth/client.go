@@ -54,6 +54,10 @@ type Config struct {
 	// PerUser keeps one token per OTC user (context.user_id) instead of
 	// one for the bridge. Zero: shared mode.
 	PerUser bool
+	// UserVerification is how a per-user authorization proves that whoever
+	// completes it is its user: VerifyOIDC, VerifyVerifier or VerifyNone.
+	// Required with PerUser (there is no safe default); ignored without.
+	UserVerification string
 	// ClientMetadataURL is the https URL of the bridge's client ID metadata
 	// document, used as client_id where the authorization server supports
 	// them. Zero: not used.
@@ -102,8 +106,11 @@ const refreshMargin = time.Minute
 const tokenTimeout = 30 * time.Second
 
 // record is what the vault keeps for one (upstream, user): the token and
-// what refreshing it needs.
+// what refreshing it needs, and what it was issued for (ServerURL, Issuer,
+// Resource): a record that no longer matches the configuration is not
+// used (see usable).
 type record struct {
+	ServerURL    string       `json:"server_url,omitempty"`
 	AccessToken  string       `json:"access_token"`
 	RefreshToken string       `json:"refresh_token,omitempty"`
 	Expiry       time.Time    `json:"expiry,omitzero"`
@@ -122,6 +129,30 @@ func (r *record) expiring(now time.Time) bool {
 type userKey struct{}
 
 type heldKey struct{}
+
+type callerKey struct{}
+
+// WithCaller returns a context whose authorization challenges belong to
+// caller: who the OTC call's transport authentication established (an API
+// key, a JWT's issuer and subject, or the client's address when there is
+// none). A pending authorization is never handed to another caller.
+func WithCaller(ctx context.Context, caller string) context.Context {
+	return context.WithValue(ctx, callerKey{}, caller)
+}
+
+func callerOf(ctx context.Context) string {
+	c, _ := ctx.Value(callerKey{}).(string)
+	return c
+}
+
+// verifies is the client's user verification: none in shared mode (the
+// operator's flow is bound to the browser that opens its URL).
+func (c *Client) verifies() string {
+	if !c.cfg.PerUser {
+		return VerifyNone
+	}
+	return c.cfg.UserVerification
+}
 
 // WithUser returns a context whose requests a per-user Client authorizes
 // as user (an OTC context.user_id). Shared-mode clients ignore it.
@@ -174,7 +205,7 @@ func (c *Client) Authorization(ctx context.Context) (string, error) {
 		// rather than send the request without one, once the operator's
 		// connection has discovered the authorization server.
 		if srv := c.server(); srv != nil {
-			return "", c.m.challenge(ctx, c, user, srv, c.scopes(challengeParams{}, srv))
+			return "", c.m.challenge(ctx, c, callerOf(ctx), user, srv, c.scopes(challengeParams{}, srv))
 		}
 	}
 	if rec == nil && c.machine(user) {
@@ -248,7 +279,11 @@ func (c *Client) Unauthorized(ctx context.Context, sent string, resp *http.Respo
 		}
 		return true, nil
 	}
-	return false, c.m.challenge(ctx, c, user, srv, scopes)
+	caller := callerOf(ctx)
+	if user == "" {
+		caller = "" // the operator's: whoever's request ran into it
+	}
+	return false, c.m.challenge(ctx, c, caller, user, srv, scopes)
 }
 
 // scopes chooses what to ask for (MCP authorization 2025-11-25, "Scope
@@ -336,12 +371,17 @@ func (c *Client) serverFor(ctx context.Context, ch challengeParams) (*server, er
 }
 
 // load reads the user's record; nil when there is none (a record that no
-// longer decrypts is dropped).
+// longer decrypts, or was issued for another server, is dropped).
 func (c *Client) load(ctx context.Context, user string) (*record, error) {
 	var rec record
 	err := c.m.vault.Get(ctx, c.key(user), &rec)
 	switch {
 	case err == nil:
+		if why := c.usable(&rec); why != "" {
+			c.m.log.Warn("dropping a token issued for another server: "+why, "upstream", c.cfg.Upstream)
+			_ = c.m.vault.Delete(ctx, c.key(user))
+			return nil, nil
+		}
 		return &rec, nil
 	case errors.Is(err, vault.ErrNotFound):
 		return nil, nil
@@ -352,6 +392,30 @@ func (c *Client) load(ctx context.Context, user string) (*record, error) {
 	default:
 		return nil, fmt.Errorf("upstream %q: token vault: %w", c.cfg.Upstream, err)
 	}
+}
+
+// usable says why rec may not be sent to this upstream ("" when it may): a
+// token is bound to the server URL it was issued for, and to the issuer
+// and resource of the current discovery once there is one. (A record from
+// before records named their server URL is taken when its resource is the
+// server URL.)
+func (c *Client) usable(rec *record) string {
+	same := func(a, b string) bool { return strings.TrimSuffix(a, "/") == strings.TrimSuffix(b, "/") }
+	switch {
+	case rec.ServerURL != "" && !same(rec.ServerURL, c.cfg.ServerURL):
+		return "its server URL is not the configured one"
+	case rec.ServerURL == "" && !same(rec.Resource, c.cfg.ServerURL):
+		return "it names no server URL and its resource is not the configured server URL"
+	}
+	if srv := c.server(); srv != nil {
+		switch {
+		case !same(rec.Issuer, srv.asm.Issuer):
+			return "its issuer is not the server's authorization server"
+		case !same(rec.Resource, srv.resource):
+			return "its resource is not the server's"
+		}
+	}
+	return ""
 }
 
 func (c *Client) save(ctx context.Context, user string, rec *record) error {

@@ -59,6 +59,7 @@ func (c *Client) clientCredentials(ctx context.Context, srv *server, scopes []st
 // newRecord is the vault record of a token just obtained.
 func (c *Client) newRecord(srv *server, tok *oauth2.Token, requested []string) *record {
 	rec := &record{
+		ServerURL:    c.cfg.ServerURL,
 		AccessToken:  tok.AccessToken,
 		RefreshToken: tok.RefreshToken,
 		Expiry:       tok.Expiry,

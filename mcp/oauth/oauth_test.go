@@ -22,6 +22,8 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
+
+	"github.com/mcpotc/mcpotc/mcp/oauth/vault"
 )
 
 func TestPRMURLs(t *testing.T) {
@@ -153,12 +155,12 @@ func newTestManager(t *testing.T, asm *oauthex.AuthServerMeta) (*Manager, *Clien
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := m.Client(Config{Upstream: "up", ServerURL: "http://mcp.test/mcp", PerUser: true})
+	c, err := m.Client(Config{Upstream: "up", ServerURL: "http://mcp.test/mcp", PerUser: true, UserVerification: VerifyNone})
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := &server{resource: "http://mcp.test/mcp", asm: asm, client: registration{ID: "cid", Method: "none"}}
-	err = m.challenge(t.Context(), c, "u", srv, []string{"read"})
+	err = m.challenge(t.Context(), c, "app", "u", srv, []string{"read"})
 	r, ok := err.(*AuthorizationRequired)
 	if !ok {
 		t.Fatalf("challenge: %v", err)
@@ -168,8 +170,31 @@ func newTestManager(t *testing.T, asm *oauthex.AuthServerMeta) (*Manager, *Clien
 
 func get(t *testing.T, h http.Handler, target string) *httptest.ResponseRecorder {
 	t.Helper()
+	return (&browser{}).get(t, h, target)
+}
+
+// browser keeps the cookies the handler sets, and sends them back, as a
+// browser does (all of them: the tests use one host).
+type browser struct{ cookies map[string]*http.Cookie }
+
+func (b *browser) get(t *testing.T, h http.Handler, target string) *httptest.ResponseRecorder {
+	t.Helper()
 	w := httptest.NewRecorder()
-	h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, target, nil))
+	r := httptest.NewRequest(http.MethodGet, target, nil)
+	for _, c := range b.cookies {
+		r.AddCookie(c)
+	}
+	h.ServeHTTP(w, r)
+	for _, c := range w.Result().Cookies() {
+		if b.cookies == nil {
+			b.cookies = map[string]*http.Cookie{}
+		}
+		if c.MaxAge < 0 {
+			delete(b.cookies, c.Name)
+		} else {
+			b.cookies[c.Name] = c
+		}
+	}
 	return w
 }
 
@@ -197,13 +222,18 @@ func TestChallengeAndAuthorizeRedirect(t *testing.T) {
 	if len(state) < 40 {
 		t.Errorf("state %q is too short to be unguessable", state)
 	}
-	again := m.challenge(t.Context(), c, "u", m.pending[state].srv, []string{"read"}).(*AuthorizationRequired)
+	again := m.challenge(t.Context(), c, "app", "u", m.pending[state].srv, []string{"read"}).(*AuthorizationRequired)
 	if again.URL != r.URL {
 		t.Errorf("a second challenge for the same user made a new authorization: %s", again.URL)
 	}
-	other := m.challenge(t.Context(), c, "v", m.pending[state].srv, []string{"read"}).(*AuthorizationRequired)
+	other := m.challenge(t.Context(), c, "app", "v", m.pending[state].srv, []string{"read"}).(*AuthorizationRequired)
 	if other.URL == r.URL {
 		t.Error("two users share one authorization")
+	}
+	// Another caller naming the same user gets a flow of its own, never
+	// the first caller's live URL.
+	if stranger := m.challenge(t.Context(), c, "other-app", "u", m.pending[state].srv, []string{"read"}).(*AuthorizationRequired); stranger.URL == r.URL {
+		t.Error("a second caller naming user u was handed u's pending authorization")
 	}
 	w := get(t, m, strings.TrimPrefix(r.URL, "http://bridge.test"))
 	if w.Code != http.StatusFound {
@@ -241,6 +271,8 @@ func TestCallbackChecks(t *testing.T) {
 		{"wrong iss", false, "&iss=http://evil.test&code=c", "another issuer"},
 		{"missing iss", true, "&code=c", "lacks the iss"},
 		{"error", false, "&error=access_denied", "access_denied"},
+		// Only an RFC 6749 error code is repeated, never the server's words.
+		{"error text", false, "&error=%3Cb%3EYour+bank+says%3C%2Fb%3E&error_description=call+us", "answered an error."},
 		{"no code", false, "", "no code"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -248,14 +280,27 @@ func TestCallbackChecks(t *testing.T) {
 				AuthorizationResponseIssParameterSupported: tc.supported}
 			m, _, r := newTestManager(t, asm)
 			state := strings.TrimPrefix(r.URL, "http://bridge.test/oauth/authorize/")
-			w := get(t, m, "/oauth/callback?state="+state+tc.query)
+			// A stranger's browser, which did not open the URL, changes
+			// nothing: neither a code nor an error from it counts.
+			if w := get(t, m, "/oauth/callback?state="+state+tc.query); w.Code != http.StatusForbidden ||
+				!strings.Contains(w.Body.String(), "started in another browser") {
+				t.Errorf("callback from another browser: %d %s, want 403", w.Code, w.Body)
+			}
+			if got := checkStatus(t, m, "/oauth/check/"+state); got != "pending" {
+				t.Errorf("check_url after a stranger's callback: %s, want pending", got)
+			}
+			var b browser
+			if w := b.get(t, m, "/oauth/authorize/"+state); w.Code != http.StatusFound {
+				t.Fatalf("authorize: %d %s", w.Code, w.Body)
+			}
+			w := b.get(t, m, "/oauth/callback?state="+state+tc.query)
 			if w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), tc.want) {
 				t.Errorf("callback: %d %s, want 400 saying %q", w.Code, w.Body, tc.want)
 			}
 			if got := checkStatus(t, m, "/oauth/check/"+state); got != "failed" {
 				t.Errorf("check_url after a refused callback: %s", got)
 			}
-			w = get(t, m, "/oauth/callback?state="+state+"&code=c")
+			w = b.get(t, m, "/oauth/callback?state="+state+"&code=c")
 			if w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), "Unknown or expired") {
 				t.Errorf("second callback: %d %s", w.Code, w.Body)
 			}
@@ -270,7 +315,11 @@ func TestCallbackChecks(t *testing.T) {
 	}
 }
 
-// Pending authorizations expire, and their number is bounded.
+// Pending authorizations expire, and their number is bounded in a way no
+// caller can spend for the others (issue: one caller filled 10,000 slots
+// and new users were refused for ten minutes): past the bound the oldest
+// is dropped, never a newcomer; one principal (caller and user) holds at
+// most MaxPendingPerPrincipal, its oldest dropped first.
 func TestPendingBounds(t *testing.T) {
 	t.Parallel()
 	now := time.Unix(1_000_000, 0)
@@ -279,23 +328,58 @@ func TestPendingBounds(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.maxPending = 100
-	c, _ := m.Client(Config{Upstream: "up", ServerURL: "http://mcp.test/mcp", PerUser: true})
+	c, _ := m.Client(Config{Upstream: "up", ServerURL: "http://mcp.test/mcp", PerUser: true, UserVerification: VerifyNone})
 	srv := &server{asm: &oauthex.AuthServerMeta{Issuer: "http://as.test", AuthorizationEndpoint: "http://as.test/a", TokenEndpoint: "http://as.test/t"}}
-	first := m.challenge(t.Context(), c, "u0", srv, nil).(*AuthorizationRequired)
-	for i := 1; i < m.maxPending; i++ {
-		if err := m.challenge(t.Context(), c, fmt.Sprint("user-", i), srv, nil); err == nil {
+	first := m.challenge(t.Context(), c, "app", "u0", srv, nil).(*AuthorizationRequired)
+	now = now.Add(time.Second)
+	honest := m.challenge(t.Context(), c, "app", "honest", srv, nil).(*AuthorizationRequired)
+	// The attacker: many users, many times the bound.
+	for i := range 3 * m.maxPending {
+		now = now.Add(time.Millisecond)
+		if _, ok := m.challenge(t.Context(), c, "attacker", fmt.Sprint("user-", i), srv, nil).(*AuthorizationRequired); !ok {
 			t.Fatal("no challenge")
 		}
 	}
-	if err := m.challenge(t.Context(), c, "one-too-many", srv, nil); err == nil || !strings.Contains(err.Error(), "too many") {
-		t.Fatalf("past the bound: %v", err)
+	if n := len(m.pending); n > m.maxPending {
+		t.Errorf("%d authorizations kept, bound %d", n, m.maxPending)
 	}
+	newcomer, ok := m.challenge(t.Context(), c, "app", "newcomer", srv, nil).(*AuthorizationRequired)
+	if !ok {
+		t.Fatal("a new user was refused once the bound was reached")
+	}
+	if w := get(t, m, strings.TrimPrefix(newcomer.URL, "http://bridge.test")); w.Code != http.StatusFound {
+		t.Errorf("the newcomer's URL: %d, want the redirect", w.Code)
+	}
+	if w := get(t, m, strings.TrimPrefix(honest.URL, "http://bridge.test")); w.Code != http.StatusNotFound {
+		t.Errorf("the oldest authorization, dropped for the newer ones: %d, want 404", w.Code)
+	}
+
+	// One principal: its oldest goes once it holds MaxPendingPerPrincipal
+	// (each with other scopes, so that none is the live one again).
+	var urls []string
+	for i := range MaxPendingPerPrincipal + 2 {
+		r := m.challenge(t.Context(), c, "app", "greedy", srv, []string{fmt.Sprint("scope", i)}).(*AuthorizationRequired)
+		urls = append(urls, r.URL)
+	}
+	kept := 0
+	for i, u := range urls {
+		code := get(t, m, strings.TrimPrefix(u, "http://bridge.test")).Code
+		if code == http.StatusFound {
+			kept++
+		} else if i >= 2 {
+			t.Errorf("authorization %d of the principal (one of the newest) answered %d", i, code)
+		}
+	}
+	if kept != MaxPendingPerPrincipal {
+		t.Errorf("%d authorizations of one principal kept, want %d", kept, MaxPendingPerPrincipal)
+	}
+
 	now = now.Add(PendingTTL)
-	if w := get(t, m, strings.TrimPrefix(first.URL, "http://bridge.test")); w.Code != http.StatusGone {
+	if w := get(t, m, strings.TrimPrefix(first.URL, "http://bridge.test")); w.Code != http.StatusNotFound && w.Code != http.StatusGone {
 		t.Errorf("an expired authorization URL answered %d", w.Code)
 	}
-	if err, ok := m.challenge(t.Context(), c, "after-expiry", srv, nil).(*AuthorizationRequired); !ok {
-		t.Errorf("after expiry the old ones are swept: %v", err)
+	if err, ok := m.challenge(t.Context(), c, "app", "after-expiry", srv, nil).(*AuthorizationRequired); !ok {
+		t.Errorf("after expiry: %v", err)
 	}
 }
 
@@ -328,7 +412,7 @@ func TestPerUserAuthorization(t *testing.T) {
 	if h, err := c.Authorization(WithUser(ctx, "alice")); h != "" || err != nil {
 		t.Errorf("before discovery: %q %v, want no header (the 401 discovers)", h, err)
 	}
-	c.srv = m.pending[m.live[c.key("u")]].srv
+	c.srv = m.pending[m.live[liveKey{"up", principal{"app", "u"}}]].srv
 	_, err := c.Authorization(WithUser(ctx, "alice"))
 	a, ok := err.(*AuthorizationRequired)
 	if !ok {
@@ -379,7 +463,7 @@ func TestRefreshBeforeExpiry(t *testing.T) {
 	c, _ := m.Client(Config{Upstream: "up", ServerURL: "http://mcp.test/mcp"})
 	ctx := t.Context()
 	soon := time.Now().Add(refreshMargin / 2)
-	if err := c.save(ctx, "", &record{AccessToken: "old", RefreshToken: "r1", Expiry: soon, TokenURL: as.URL + "/token",
+	if err := c.save(ctx, "", &record{ServerURL: "http://mcp.test/mcp", AccessToken: "old", RefreshToken: "r1", Expiry: soon, TokenURL: as.URL + "/token",
 		Client: registration{ID: "cid", Method: "none"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -405,7 +489,7 @@ func TestRefreshBeforeExpiry(t *testing.T) {
 		t.Errorf("kept: %+v", rec)
 	}
 
-	if err := c.save(ctx, "", &record{AccessToken: "old", RefreshToken: "spent", Expiry: soon, TokenURL: as.URL + "/token",
+	if err := c.save(ctx, "", &record{ServerURL: "http://mcp.test/mcp", AccessToken: "old", RefreshToken: "spent", Expiry: soon, TokenURL: as.URL + "/token",
 		Client: registration{ID: "cid", Method: "none"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -426,7 +510,7 @@ func TestUnauthorizedDropsToken(t *testing.T) {
 	c, _ := m.Client(Config{Upstream: "s", ServerURL: "http://127.0.0.1:1/mcp"})
 	ctx := t.Context()
 	c.srv = &server{asm: asm, resource: "http://127.0.0.1:1/mcp"}
-	_ = c.save(ctx, "", &record{AccessToken: "good", TokenURL: asm.TokenEndpoint})
+	_ = c.save(ctx, "", &record{ServerURL: "http://127.0.0.1:1/mcp", Issuer: asm.Issuer, Resource: "http://127.0.0.1:1/mcp", AccessToken: "good", TokenURL: asm.TokenEndpoint})
 	// A 401 to a request with another token (a refresh replaced it) keeps it.
 	resp := &http.Response{StatusCode: http.StatusUnauthorized, Header: http.Header{}}
 	if _, err := c.Unauthorized(ctx, "Bearer stale", resp); err == nil {
@@ -447,6 +531,56 @@ func TestUnauthorizedDropsToken(t *testing.T) {
 	}
 }
 
+// A token is bound to what it was issued for (the server URL, the issuer
+// and the resource): repointing an upstream's URL at another server, or a
+// server that now names another authorization server or resource, does
+// not get the tokens issued for the old one (the operator's included).
+func TestTokenBoundToServer(t *testing.T) {
+	t.Parallel()
+	asm := &oauthex.AuthServerMeta{Issuer: "http://as.test", AuthorizationEndpoint: "http://as.test/authorize", TokenEndpoint: "http://as.test/token"}
+	v, _ := vault.New(vault.Memory(nil), nil)
+	ctx := t.Context()
+	for _, tc := range []struct {
+		name     string
+		url      string // the upstream's configured URL now
+		srv      *server
+		rec      record
+		accepted bool
+	}{
+		{"same server", "http://mcp.test/mcp", nil, record{ServerURL: "http://mcp.test/mcp"}, true},
+		{"repointed URL", "http://evil.test/mcp", nil, record{ServerURL: "http://mcp.test/mcp"}, false},
+		{"legacy record, its resource", "http://mcp.test/mcp", nil, record{Resource: "http://mcp.test/mcp"}, true},
+		{"legacy record, another resource", "http://evil.test/mcp", nil, record{Resource: "http://mcp.test/mcp"}, false},
+		{"same discovery", "http://mcp.test/mcp", &server{asm: asm, resource: "http://mcp.test/mcp"},
+			record{ServerURL: "http://mcp.test/mcp", Issuer: "http://as.test", Resource: "http://mcp.test/mcp"}, true},
+		{"another issuer now", "http://mcp.test/mcp", &server{asm: &oauthex.AuthServerMeta{Issuer: "http://other-as.test"}, resource: "http://mcp.test/mcp"},
+			record{ServerURL: "http://mcp.test/mcp", Issuer: "http://as.test", Resource: "http://mcp.test/mcp"}, false},
+		{"another resource now", "http://mcp.test/mcp", &server{asm: asm, resource: "http://mcp.test/other"},
+			record{ServerURL: "http://mcp.test/mcp", Issuer: "http://as.test", Resource: "http://mcp.test/mcp"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, _ := NewManager(&Options{PublicURL: "http://bridge.test", Vault: v})
+			c, _ := m.Client(Config{Upstream: "up-" + tc.name, ServerURL: tc.url})
+			c.srv = tc.srv
+			rec := tc.rec
+			rec.AccessToken = "the-token"
+			if err := c.save(ctx, "", &rec); err != nil {
+				t.Fatal(err)
+			}
+			h, err := c.Authorization(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := h == "Bearer the-token"; got != tc.accepted {
+				t.Errorf("header %q, want the token sent: %t", h, tc.accepted)
+			}
+			if kept, _ := c.load(ctx, ""); (kept != nil) != tc.accepted {
+				t.Errorf("record kept: %t, want %t", kept != nil, tc.accepted)
+			}
+		})
+	}
+}
+
 // Per user with the client credentials grant: the bridge's own identity
 // (no user: the catalog) gets its token from the grant; a user gets the
 // authorization code challenge.
@@ -461,7 +595,7 @@ func TestPerUserWithClientCredentials(t *testing.T) {
 	}))
 	defer as.Close()
 	m, _ := NewManager(&Options{PublicURL: "http://bridge.test", HTTPClient: as.Client()})
-	c, err := m.Client(Config{Upstream: "up", ServerURL: "http://mcp.test/mcp", PerUser: true, Grant: GrantClientCredentials, ClientID: "cid", ClientSecret: "s"})
+	c, err := m.Client(Config{Upstream: "up", ServerURL: "http://mcp.test/mcp", PerUser: true, UserVerification: VerifyNone, Grant: GrantClientCredentials, ClientID: "cid", ClientSecret: "s"})
 	if err != nil {
 		t.Fatal(err)
 	}

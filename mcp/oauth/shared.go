@@ -12,10 +12,11 @@ import (
 
 // Authorizations shared by replicas
 //
-// A pending authorization is kept in the vault too, sealed like the tokens
-// (its PKCE verifier and the client's secret never leave it in clear),
-// under Key{Kind: kindAuthorization, User: its state}. When the vault's
-// store is shared (serve-otc --state redis://…), the replica that serves
+// With Options.Replicated (serve-otc --state redis://…), a pending
+// authorization is kept in the vault too, sealed like the tokens (its PKCE
+// verifier, the client's secret and a token that waits for the
+// application's confirmation never leave it in clear), under Key{Kind:
+// kindAuthorization, User: its state}, so that the replica that serves
 // /oauth/authorize/{state}, /oauth/callback or /oauth/check/{state} need
 // not be the one that issued the challenge: it rebuilds the authorization
 // from the record, for the upstream of the same name in its own
@@ -28,9 +29,15 @@ import (
 // authorization server accepts its code once (OAuth 2.1 §4.1.3), so at
 // most one gets a token. A record that cannot be written is logged and the
 // authorization works through its own replica, as with one replica.
+// Without Options.Replicated nothing of a pending authorization is written
+// to the store (a file store is rewritten only for tokens).
 
-// kindAuthorization is the vault Kind of a pending authorization.
-const kindAuthorization = "authorization"
+// kindAuthorization is the vault Kind of a pending authorization;
+// kindFlow names the state of a VerifyVerifier flow id.
+const (
+	kindAuthorization = "authorization"
+	kindFlow          = "authorization-flow"
+)
 
 // sharedTimeout bounds one vault operation of an authorization.
 const sharedTimeout = 2 * time.Second
@@ -38,7 +45,10 @@ const sharedTimeout = 2 * time.Second
 // pendingRecord is a pending authorization as the vault keeps it.
 type pendingRecord struct {
 	Upstream string       `json:"upstream"`
+	Caller   string       `json:"caller,omitempty"`
 	User     string       `json:"user,omitempty"`
+	FlowID   string       `json:"flow_id,omitempty"`
+	Held     *record      `json:"held,omitempty"`
 	Verifier string       `json:"verifier"`
 	AuthURL  string       `json:"auth_url"`
 	Scopes   []string     `json:"scopes,omitempty"`
@@ -65,8 +75,11 @@ func authorizationKey(state string) vault.Key {
 // share writes p (a copy the caller owns) to the vault, to live as long as
 // this replica keeps it.
 func (m *Manager) share(ctx context.Context, p *pending) {
+	if !m.replicated {
+		return
+	}
 	rec := pendingRecord{
-		Upstream: p.c.cfg.Upstream, User: p.user, Verifier: p.verifier, AuthURL: p.authURL, Scopes: p.scopes,
+		Upstream: p.c.cfg.Upstream, Caller: p.caller, User: p.user, FlowID: p.flowID, Held: p.held, Verifier: p.verifier, AuthURL: p.authURL, Scopes: p.scopes,
 		Created: p.created, Status: p.status, Why: p.why, Ended: p.ended,
 		Server: serverRecord{MetadataURL: p.srv.metadataURL, Resource: p.srv.resource, ScopesSupported: p.srv.scopesSupported,
 			Meta: p.srv.asm, Client: p.srv.client},
@@ -81,12 +94,38 @@ func (m *Manager) share(ctx context.Context, p *pending) {
 		m.log.Warn("authorization not shared with other replicas: it completes through this one only",
 			"upstream", rec.Upstream, "error", err)
 	}
+	if p.flowID != "" && p.status == statusPending {
+		_ = m.vault.Put(ctx, vault.Key{Kind: kindFlow, User: p.flowID}, p.state, expires)
+	}
+}
+
+// fetchFlow is the state of a flow id another replica issued, "" when
+// none is known.
+func (m *Manager) fetchFlow(ctx context.Context, flowID string) string {
+	ctx, cancel := context.WithTimeout(ctx, sharedTimeout)
+	defer cancel()
+	var state string
+	if err := m.vault.Get(ctx, vault.Key{Kind: kindFlow, User: flowID}, &state); err != nil {
+		return ""
+	}
+	return state
+}
+
+// unshare forgets the shared record of an authorization this replica
+// evicted.
+func (m *Manager) unshare(ctx context.Context, state string) {
+	if !m.replicated {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sharedTimeout)
+	defer cancel()
+	_ = m.vault.Delete(ctx, authorizationKey(state))
 }
 
 // fetchShared rebuilds the authorization of state from the vault: nil when
 // there is none, or its upstream is not one of this replica's.
 func (m *Manager) fetchShared(ctx context.Context, state string) *pending {
-	if state == "" || len(state) > 256 {
+	if !m.replicated || state == "" || len(state) > 256 {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, sharedTimeout)
@@ -107,7 +146,7 @@ func (m *Manager) fetchShared(ctx context.Context, state string) *pending {
 	srv := &server{metadataURL: rec.Server.MetadataURL, resource: rec.Server.Resource, scopesSupported: rec.Server.ScopesSupported,
 		asm: rec.Server.Meta, client: rec.Server.Client}
 	return &pending{
-		state: state, c: c, user: rec.User, verifier: rec.Verifier, authURL: rec.AuthURL, cfg: m.authConfig(srv, rec.Scopes),
+		state: state, flowID: rec.FlowID, c: c, caller: rec.Caller, user: rec.User, held: rec.Held, verifier: rec.Verifier, authURL: rec.AuthURL, cfg: m.authConfig(srv, rec.Scopes),
 		srv: srv, scopes: rec.Scopes, created: rec.Created, status: rec.Status, why: rec.Why, ended: rec.Ended,
 	}
 }

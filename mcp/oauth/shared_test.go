@@ -47,11 +47,11 @@ func TestAuthorizationAcrossReplicas(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		m, err := NewManager(&Options{PublicURL: "http://bridge.test", Vault: v, HTTPClient: as.Client()})
+		m, err := NewManager(&Options{PublicURL: "http://bridge.test", Vault: v, Replicated: true, HTTPClient: as.Client()})
 		if err != nil {
 			t.Fatal(err)
 		}
-		c, err := m.Client(Config{Upstream: upstream, ServerURL: "http://mcp.test/mcp", PerUser: true})
+		c, err := m.Client(Config{Upstream: upstream, ServerURL: "http://mcp.test/mcp", PerUser: true, UserVerification: VerifyNone})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -61,7 +61,7 @@ func TestAuthorizationAcrossReplicas(t *testing.T) {
 	b, cb := replica("up")
 	srv := &server{resource: "http://mcp.test/mcp", client: registration{ID: "cid", Secret: "client-secret-xyz", Method: "client_secret_post"},
 		asm: &oauthex.AuthServerMeta{Issuer: "http://as.test", AuthorizationEndpoint: "http://as.test/authorize", TokenEndpoint: as.URL + "/token"}}
-	r, ok := a.challenge(t.Context(), ca, "alice", srv, []string{"read"}).(*AuthorizationRequired)
+	r, ok := a.challenge(t.Context(), ca, "app", "alice", srv, []string{"read"}).(*AuthorizationRequired)
 	if !ok {
 		t.Fatal("no challenge")
 	}
@@ -75,12 +75,19 @@ func TestAuthorizationAcrossReplicas(t *testing.T) {
 	if got := checkStatus(t, b, "/oauth/check/"+state); got != "pending" {
 		t.Errorf("check on B before the callback: %s, want pending", got)
 	}
-	w := get(t, b, "/oauth/authorize/"+state)
+	// The browser opens the URL on A; the authorization server's redirect
+	// brings it back to B, which knows it for the same browser (the
+	// binding cookie is keyed by the vault key both share).
+	var browser browser
+	w := browser.get(t, a, "/oauth/authorize/"+state)
 	loc, _ := url.Parse(w.Header().Get("Location"))
 	if w.Code != http.StatusFound || loc.Query().Get("state") != state || loc.Query().Get("client_id") != "cid" {
-		t.Fatalf("authorize on B: %d %s", w.Code, loc)
+		t.Fatalf("authorize on A: %d %s", w.Code, loc)
 	}
-	w = get(t, b, "/oauth/callback?state="+state+"&code=c1&iss=http://as.test")
+	if w := get(t, b, "/oauth/callback?state="+state+"&code=c0&iss=http://as.test"); w.Code != http.StatusForbidden {
+		t.Errorf("callback on B from another browser: %d, want 403", w.Code)
+	}
+	w = browser.get(t, b, "/oauth/callback?state="+state+"&code=c1&iss=http://as.test")
 	if w.Code != http.StatusOK {
 		t.Fatalf("callback on B: %d %s", w.Code, w.Body)
 	}
@@ -132,4 +139,46 @@ func (s *recordingStore) puts() [][]byte {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.written
+}
+
+// Without Options.Replicated (one process: memory or a file store) nothing
+// of a challenge is written to the store: a file store is not rewritten
+// and synced for each unauthenticated call that gets a challenge (issue:
+// 2,000 challenges wrote 3.1 GB). A completed authorization writes its
+// token, once.
+func TestChallengesDoNotWriteTheStore(t *testing.T) {
+	t.Parallel()
+	as := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"access_token":"at","token_type":"Bearer","expires_in":3600}`))
+	}))
+	defer as.Close()
+	store := &recordingStore{Store: vault.Memory(nil)}
+	v, err := vault.New(store, bytes.Repeat([]byte{7}, vault.KeySize))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := NewManager(&Options{PublicURL: "http://bridge.test", Vault: v, HTTPClient: as.Client()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _ := m.Client(Config{Upstream: "up", ServerURL: "http://mcp.test/mcp", PerUser: true, UserVerification: VerifyNone})
+	srv := &server{resource: "http://mcp.test/mcp", client: registration{ID: "cid", Method: "none"},
+		asm: &oauthex.AuthServerMeta{Issuer: "http://as.test", AuthorizationEndpoint: "http://as.test/authorize", TokenEndpoint: as.URL + "/token"}}
+	var last *AuthorizationRequired
+	for i := range 2000 {
+		last = m.challenge(t.Context(), c, "app", fmt.Sprint("user-", i), srv, nil).(*AuthorizationRequired)
+	}
+	if n := len(store.puts()); n != 0 {
+		t.Fatalf("%d store writes for 2,000 challenges, want 0", n)
+	}
+	var b browser
+	state := strings.TrimPrefix(last.URL, "http://bridge.test/oauth/authorize/")
+	b.get(t, m, "/oauth/authorize/"+state)
+	if w := b.get(t, m, "/oauth/callback?state="+state+"&code=c&iss=http://as.test"); w.Code != http.StatusOK {
+		t.Fatalf("callback: %d %s", w.Code, w.Body)
+	}
+	if n := len(store.puts()); n != 1 {
+		t.Errorf("%d store writes for one completed authorization, want 1 (its token)", n)
+	}
 }

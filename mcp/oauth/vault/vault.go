@@ -142,6 +142,11 @@ func (v *Vault) Get(ctx context.Context, k Key, dst any) error {
 	if err != nil {
 		return err
 	}
+	return v.open(sealed, k, dst)
+}
+
+// open reads a sealed record of k into dst.
+func (v *Vault) open(sealed []byte, k Key, dst any) error {
 	ns := v.aead.NonceSize()
 	if len(sealed) < 1+ns || sealed[0] != version {
 		return ErrCorrupt
@@ -159,17 +164,25 @@ func (v *Vault) Get(ctx context.Context, k Key, dst any) error {
 // Put seals rec (encoded as JSON) as the record of k, kept until expires
 // (zero: no expiry).
 func (v *Vault) Put(ctx context.Context, k Key, rec any, expires time.Time) error {
+	sealed, err := v.seal(k, rec)
+	if err != nil {
+		return err
+	}
+	return v.store.Put(ctx, v.id(k), sealed, expires)
+}
+
+// seal is rec sealed as the record of k.
+func (v *Vault) seal(k Key, rec any) ([]byte, error) {
 	plain, err := json.Marshal(rec)
 	if err != nil {
-		return fmt.Errorf("vault: %w", err)
+		return nil, fmt.Errorf("vault: %w", err)
 	}
 	nonce := make([]byte, v.aead.NonceSize())
 	if _, err := rand.Read(nonce); err != nil {
-		return err
+		return nil, err
 	}
 	sealed := append([]byte{version}, nonce...)
-	sealed = v.aead.Seal(sealed, nonce, plain, aad(k))
-	return v.store.Put(ctx, v.id(k), sealed, expires)
+	return v.aead.Seal(sealed, nonce, plain, aad(k)), nil
 }
 
 // Delete forgets the record of k.

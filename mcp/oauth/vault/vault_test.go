@@ -259,3 +259,62 @@ func TestParseKey(t *testing.T) {
 		}
 	}
 }
+
+// A store opened with another key is told apart from an empty one: the
+// key-check record does not open (issue: a wrong --token-key-env read as
+// "no tokens", silently, and everyone had to authorize again). A new store
+// gets the record; the right key, after a restart, passes.
+func TestCheckKey(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tokens.json")
+	v, err := New(openFile(t, path, nil), key(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := v.CheckKey(t.Context()); err != nil {
+		t.Fatalf("a new store: %v", err)
+	}
+	if err := v.Put(t.Context(), Key{Upstream: "u", User: "alice"}, "token", time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	again, _ := New(openFile(t, path, nil), key(1))
+	if err := again.CheckKey(t.Context()); err != nil {
+		t.Errorf("the same key after a restart: %v", err)
+	}
+	wrong, _ := New(openFile(t, path, nil), key(2))
+	if err := wrong.CheckKey(t.Context()); !errors.Is(err, ErrWrongKey) {
+		t.Errorf("another key: %v, want ErrWrongKey", err)
+	}
+	// The wrong key wrote nothing: the right one still reads the token.
+	var tok string
+	if err := again.Get(t.Context(), Key{Upstream: "u", User: "alice"}, &tok); err != nil || tok != "token" {
+		t.Errorf("after a refused key: %q %v", tok, err)
+	}
+}
+
+// Sum and Seal are keyed by the vault key and the label: another key or
+// another label neither matches nor opens.
+func TestSumAndSeal(t *testing.T) {
+	a, _ := New(Memory(nil), key(1))
+	b, _ := New(Memory(nil), key(1))
+	c, _ := New(Memory(nil), key(2))
+	if !bytes.Equal(a.Sum("x", []byte("s")), b.Sum("x", []byte("s"))) {
+		t.Error("two vaults with one key disagree on a sum")
+	}
+	if bytes.Equal(a.Sum("x", []byte("s")), c.Sum("x", []byte("s"))) || bytes.Equal(a.Sum("x", []byte("s")), a.Sum("y", []byte("s"))) ||
+		bytes.Equal(a.Sum("x", []byte("ab"), []byte("c")), a.Sum("x", []byte("a"), []byte("bc"))) {
+		t.Error("sums under another key, label or split are equal")
+	}
+	sealed := a.Seal("login", []byte("secret"))
+	if bytes.Contains(sealed, []byte("secret")) {
+		t.Error("the plain text is in the sealed value")
+	}
+	if p, err := b.Open("login", sealed); err != nil || string(p) != "secret" {
+		t.Errorf("open with the same key: %q %v", p, err)
+	}
+	if _, err := c.Open("login", sealed); err == nil {
+		t.Error("opened with another key")
+	}
+	if _, err := a.Open("other", sealed); err == nil {
+		t.Error("opened under another label")
+	}
+}
