@@ -118,7 +118,9 @@ func (m *Manager) startLogin(w http.ResponseWriter, r *http.Request, p *pending)
 	plain, _ := json.Marshal(l)
 	m.setCookie(w, m.loginCookieName(oidcState), base64.RawURLEncoding.EncodeToString(m.vault.Seal("login", plain)), int(loginTTL.Seconds()))
 	http.Redirect(w, r, rp.AuthURL(oidcState, party, rp.WithCodeChallenge(oauth2.S256ChallengeFromVerifier(l.Verifier)),
-		rp.AuthURLOpt(func() []oauth2.AuthCodeOption { return []oauth2.AuthCodeOption{oauth2.SetAuthURLParam("nonce", l.Nonce)} })),
+		rp.AuthURLOpt(func() []oauth2.AuthCodeOption {
+			return []oauth2.AuthCodeOption{oauth2.SetAuthURLParam("nonce", l.Nonce)}
+		})),
 		http.StatusFound)
 }
 
