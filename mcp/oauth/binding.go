@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"net/http"
-	"strings"
 )
 
 // Browser binding
@@ -22,7 +21,8 @@ import (
 // The cookie is HttpOnly, SameSite=Lax (sent with the authorization
 // server's top-level redirect back to the bridge, never with a cross-site
 // subrequest), Secure when the public URL is https, scoped to /oauth/, and
-// lives as long as the authorization URL. Its name carries a tag of the
+// lives as long as the authorization URL; its path is the public URL's path
+// + /oauth/. Its name carries a tag of the
 // state, so that one browser can hold several flows at once.
 
 const bindCookiePrefix = "mcpotc_flow_"
@@ -63,15 +63,10 @@ func (m *Manager) setCookie(w http.ResponseWriter, name, value string, maxAge in
 	http.SetCookie(w, &http.Cookie{
 		Name:     name,
 		Value:    value,
-		Path:     "/oauth/",
+		Path:     m.cookiePath,
 		MaxAge:   maxAge,
 		HttpOnly: true,
 		Secure:   m.secure,
 		SameSite: http.SameSiteLaxMode,
 	})
-}
-
-// cookieSafe reports whether s may be a cookie value as is.
-func cookieSafe(s string) bool {
-	return s != "" && !strings.ContainsAny(s, " \t\r\n\";,\\")
 }

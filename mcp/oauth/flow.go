@@ -117,7 +117,8 @@ type UserOIDC struct {
 // authorizations, and serves the /oauth/ routes. Safe for concurrent use.
 type Manager struct {
 	publicURL    string
-	secure       bool // publicURL is https: cookies are Secure
+	secure       bool   // publicURL is https: cookies are Secure
+	cookiePath   string // publicURL's path + "/oauth/"
 	vault        *vault.Vault
 	replicated   bool
 	httpClient   *http.Client
@@ -230,6 +231,10 @@ func NewManager(o *Options) (*Manager, error) {
 		clients:      map[string]*Client{},
 	}
 	m.secure = strings.HasPrefix(strings.ToLower(m.publicURL), "https://")
+	m.cookiePath = "/oauth/"
+	if u, err := url.Parse(m.publicURL); err == nil {
+		m.cookiePath = strings.TrimSuffix(u.Path, "/") + "/oauth/"
+	}
 	if m.vault == nil {
 		v, err := vault.New(vault.Memory(nil), nil)
 		if err != nil {

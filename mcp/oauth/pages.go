@@ -74,7 +74,7 @@ func (m *Manager) page(w http.ResponseWriter, status int, kind pageKind, p *pend
 			why = p.why
 		}
 		paras = []string{"The bridge could not get access to " + server + ": " + why + ".",
-			"Go back to the application and use the tool again to get a new link. " + closeIt}
+			"Go back to the application and use the tool again: it gives you a new link."}
 	case pageAuthorized:
 		title, class = "Authorized", "ok"
 		who := ""
