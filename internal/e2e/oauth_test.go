@@ -7,10 +7,11 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -151,16 +152,24 @@ func oauthBridge(t *testing.T, port int, config string, env []string, args ...st
 	return &otcfBridge{p: p, base: "http://127.0.0.1:" + strconv.Itoa(port), bin: bin}
 }
 
-// oauthWaitChallenge waits until /health asks for an authorization and
-// returns its body.
-func oauthWaitChallenge(t *testing.T, b *otcfBridge) map[string]any {
+// oauthWaitChallenge waits until /health says the operator must authorize
+// the bridge, checks that the body names no URL (the operator's URL is in
+// the log only: whoever opened it first would bind every caller to their
+// account), and returns the URL from the log.
+func oauthWaitChallenge(t *testing.T, b *otcfBridge) string {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		r := b.get(t, "/health", nil, nil)
 		body, _ := r.Body.(map[string]any)
 		if r.Status == http.StatusServiceUnavailable && body["status"] == "authorization_required" {
-			return body
+			if strings.Contains(string(r.Raw), "/oauth/") {
+				t.Errorf("/health names an authorization URL: %s", otcfTrunc(r.Raw))
+			}
+			if r := b.get(t, "/ready", nil, nil); strings.Contains(string(r.Raw), "/oauth/") {
+				t.Errorf("/ready names an authorization URL: %s", otcfTrunc(r.Raw))
+			}
+			return oauthOperatorURL(t, b, "demo")
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("/health never asked for an authorization; last: %d %s", r.Status, otcfTrunc(r.Raw))
@@ -169,22 +178,12 @@ func oauthWaitChallenge(t *testing.T, b *otcfBridge) map[string]any {
 	}
 }
 
-// oauthAuthorize opens url as a browser would: the demo authorization
-// server approves at once and redirects to the bridge's callback.
+// oauthAuthorize opens url in a new browser that signs in nowhere (the
+// operator's authorization; the demo authorization server approves at
+// once and redirects to the bridge's callback).
 func oauthAuthorize(t *testing.T, url string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("opening %s: %v", url, err)
-	}
-	page, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || resp.Request.URL.Path != "/oauth/callback" || !strings.Contains(string(page), "Authorized") {
-		t.Fatalf("the authorization ended at %s with HTTP %d: %s", resp.Request.URL, resp.StatusCode, truncate(string(page), 500))
-	}
+	newOAuthBrowser(t, "").authorize(url)
 }
 
 // TestOAuthSharedTypeScriptServer: serve-otc reaches the TypeScript SDK's
@@ -209,28 +208,22 @@ func TestOAuthSharedTypeScriptServer(t *testing.T) {
 	base := "http://127.0.0.1:" + strconv.Itoa(port)
 	b := oauthBridge(t, port, config, env, "--token-store", store, "--token-key-env", "MCPOTC_TOKEN_KEY")
 
-	health := oauthWaitChallenge(t, b)
-	url, _ := health["url"].(string)
-	if !strings.HasPrefix(url, base+"/oauth/authorize/") {
-		t.Fatalf("/health url = %q, want the bridge's %s/oauth/authorize/…", url, base)
-	}
+	url := oauthWaitChallenge(t, b)
 	if errs := otcfMatch("", map[string]any{
-		"status": "authorization_required", "url": url, "authorization": map[string]any{"demo": url},
-		"upstreams": map[string]any{"demo": "waiting for a user to authorize the bridge (OAuth)"},
-	}, health); len(errs) > 0 {
+		"status":    "authorization_required",
+		"upstreams": map[string]any{"demo": "waiting for the operator to authorize the bridge (OAuth): the URL is in the bridge's log"},
+	}, b.get(t, "/health", nil, nil).Body); len(errs) > 0 {
 		t.Errorf("/health: %s", strings.Join(errs, "; "))
 	}
 
-	// A call now gets the challenge, with the same URL.
+	// A call now is told to wait for the operator: the URL is not a
+	// caller's to open.
 	d := otcfDialects[0]
 	check := strings.Replace(url, "/oauth/authorize/", "/oauth/check/", 1)
 	b.expect(t, d, map[string]any{"tool_id": "Demo.greet", "input": map[string]any{"name": "x"}}, nil, http.StatusBadRequest,
 		map[string]any{
-			"message": "Authorization is required: open the authorization URL, then call the tool again",
-			"missing_requirements": map[string]any{"authorization": []any{
-				map[string]any{"id": "demo", "url": url, "check_url": check},
-			}},
-			"developer_message": "<string>",
+			"message":           "Tool server temporarily unavailable: the bridge waits for its operator to authorize it",
+			"developer_message": "MCP server demo needs the bridge's operator to authorize the bridge (OAuth): the URL to open is in serve-otc's log",
 		})
 	if r := b.get(t, strings.TrimPrefix(check, base), nil, nil); r.Status != http.StatusOK || otcfShow(r.Body) != `{"status":"pending"}` {
 		t.Errorf("check_url before: %d %s", r.Status, otcfTrunc(r.Raw))
@@ -263,11 +256,18 @@ func TestOAuthSharedTypeScriptServer(t *testing.T) {
 
 	b.stop(t)
 
-	// Another key: the record does not decrypt; the bridge asks again.
+	// Another key: the store's records do not open under it. serve-otc
+	// refuses to start and says why (before: it read as no tokens, and
+	// every user had to authorize again, silently).
 	other := []string{"MCPOTC_TOKEN_KEY=" + base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{8}, 32))}
-	b = oauthBridge(t, port, config, other, "--token-store", store, "--token-key-env", "MCPOTC_TOKEN_KEY")
-	oauthWaitChallenge(t, b)
-	b.stop(t)
+	p := startProcess(t, context.Background(), b.bin, []string{"serve-otc", "--listen", "127.0.0.1:" + strconv.Itoa(port), "--config", config,
+		"--token-store", store, "--token-key-env", "MCPOTC_TOKEN_KEY"}, other)
+	err := p.Wait(30 * time.Second)
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(p.Stderr(), "the token store's records were sealed with another key") {
+		t.Errorf("serve-otc with another --token-key-env: %v: %s", err, truncate(p.Stderr(), 800))
+	}
+	t.Log("with another key serve-otc exits 2: \"--token-key-env: the token store's records were sealed with another key …\"")
 }
 
 // oauthNoSecrets checks that nothing token-like reached the bridge's logs.
@@ -292,43 +292,70 @@ func oauthLastToken(t *testing.T, server *proc) string {
 	return m[len(m)-1][1]
 }
 
-// TestOAuthPerUserTypeScriptServer: per-user mode against the TypeScript
-// SDK's example server. The operator authorizes the catalog; then each
-// user gets a challenge of their own, bound to them, and their calls go
-// with their own token (the server prints the token of each request):
-// alice's authorization never serves bob, and a token the caller holds
-// goes as it is. After a restart with the file store, both users still
-// call without a new challenge.
-// oauthPerUser starts the TypeScript SDK's example server with strict
-// OAuth and writes, in dir, a serve-otc config that serves it in per-user
-// mode as upstream demo (toolkit Demo); env sets MCPOTC_TOKEN_KEY.
-func oauthPerUser(t *testing.T, dir string) (server *proc, config string, env []string) {
+// oauthPerUser is a per-user deployment of the TypeScript SDK's example
+// server (strict OAuth) as upstream demo (toolkit Demo): its process, a
+// serve-otc config in dir, and what serve-otc needs besides --listen and
+// --config. The OTC callers authenticate with an API key (its holder names
+// users in context.user_id); a user's authorization is verified with
+// user_verification oidc: the browser signs in at zitadel/oidc's example
+// OpenID Provider, whose alice is sub id1 and bob sub id2, so the user ids
+// are those subs. bridges are the public URLs users' browsers come back to.
+type perUserSetup struct {
+	server *proc
+	config string
+	env    []string // MCPOTC_TOKEN_KEY, MCPOTC_API_KEY, MCPOTC_OP_SECRET
+	args   []string
+	apiKey map[string]string // the header of an OTC call
+}
+
+// oauthJWTSecret signs the JWTs of callers that are users themselves.
+const oauthJWTSecret = "e2e-jwt-secret-of-32-bytes-or-more"
+
+func oauthPerUser(t *testing.T, dir string, bridges ...string) perUserSetup {
 	t.Helper()
 	mcpPort := freePort(t)
-	server = oauthTSServerOn(t, mcpPort, freePort(t), "--oauth-strict")
-	config = filepath.Join(dir, "config.json")
-	cfg := fmt.Sprintf(`{"mcpServers": {"demo": {"url": "http://localhost:%d/mcp", "toolkit": "Demo", "oauth": {"per_user": true}}}}`, mcpPort)
+	server := oauthTSServerOn(t, mcpPort, freePort(t), "--oauth-strict")
+	config := filepath.Join(dir, "config.json")
+	cfg := fmt.Sprintf(`{"mcpServers": {"demo": {"url": "http://localhost:%d/mcp", "toolkit": "Demo", "oauth": {"per_user": true, "user_verification": "oidc"}}}}`, mcpPort)
 	if err := os.WriteFile(config, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return server, config, []string{"MCPOTC_TOKEN_KEY=" + base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{9}, 32))}
+	opArgs, opEnv := usersOPArgs(usersOP(t, bridges...))
+	return perUserSetup{
+		server: server, config: config,
+		env: append(opEnv, "MCPOTC_TOKEN_KEY="+base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{9}, 32)), "MCPOTC_API_KEY=e2e-app-key",
+			"MCPOTC_JWT_SECRET="+oauthJWTSecret),
+		args:   append(opArgs, "--api-key-env", "MCPOTC_API_KEY", "--jwt-secret-env", "MCPOTC_JWT_SECRET"),
+		apiKey: map[string]string{"OXP-API-Key": "e2e-app-key"},
+	}
 }
 
+// TestOAuthPerUserTypeScriptServer: per-user mode against the TypeScript
+// SDK's example server. The operator authorizes the catalog (its URL from
+// the log); then each user gets a challenge of their own, bound to them,
+// and their calls go with their own token (the server prints the token of
+// each request): alice's authorization never serves bob, and a token the
+// caller holds goes as it is. The attacks fail: bob, signed in as
+// himself, opening alice's link is refused and binds nothing; a caller
+// whose JWT names mallory cannot act for alice; alice's own JWT caller (a
+// second caller naming her) gets a flow of its own, never the app's live
+// URL. After a restart with the file store, both users still call without
+// a new challenge.
 func TestOAuthPerUserTypeScriptServer(t *testing.T) {
 	dir := t.TempDir()
-	server, config, env := oauthPerUser(t, dir)
-	args := []string{"--token-store", "file:" + filepath.Join(dir, "tokens.json"), "--token-key-env", "MCPOTC_TOKEN_KEY"}
 	port := freePort(t)
 	base := "http://127.0.0.1:" + strconv.Itoa(port)
-	b := oauthBridge(t, port, config, env, args...)
+	pu := oauthPerUser(t, dir, base)
+	server := pu.server
+	args := append([]string{"--token-store", "file:" + filepath.Join(dir, "tokens.json"), "--token-key-env", "MCPOTC_TOKEN_KEY"}, pu.args...)
+	b := oauthBridge(t, port, pu.config, pu.env, args...)
 
 	// The operator's authorization: the catalog.
-	health := oauthWaitChallenge(t, b)
-	oauthAuthorize(t, health["url"].(string))
+	oauthAuthorize(t, oauthWaitChallenge(t, b))
 	b.waitHealthy(t, 30*time.Second)
 	operator := oauthLastToken(t, server)
 	var greet map[string]any
-	for _, tool := range b.tools(t) {
+	for _, tool := range b.toolsWith(t, pu.apiKey) {
 		if m, _ := tool.(map[string]any); m["id"] == "Demo.greet@1.0.0" || m["name"] == "greet" {
 			greet = m
 		}
@@ -338,7 +365,7 @@ func TestOAuthPerUserTypeScriptServer(t *testing.T) {
 	}
 
 	d := otcfDialects[2]
-	call := func(ctx map[string]any) *otcfResp {
+	callAs := func(hdr map[string]string, ctx map[string]any) *otcfResp {
 		t.Helper()
 		req := map[string]any{"tool_id": "Demo.greet", "input": map[string]any{"name": "user"}}
 		if ctx != nil {
@@ -346,8 +373,9 @@ func TestOAuthPerUserTypeScriptServer(t *testing.T) {
 		}
 		c, cancel := context.WithTimeout(context.Background(), otcfCallTimeout)
 		defer cancel()
-		return b.call(t, c, d, req, nil)
+		return b.call(t, c, d, req, hdr)
 	}
+	call := func(ctx map[string]any) *otcfResp { t.Helper(); return callAs(pu.apiKey, ctx) }
 	challengeOf := func(user string) (url, check string) {
 		t.Helper()
 		r := call(map[string]any{"user_id": user})
@@ -371,42 +399,71 @@ func TestOAuthPerUserTypeScriptServer(t *testing.T) {
 		}
 		return oauthLastToken(t, server)
 	}
+	alice, bob := oauthUserSub("alice"), oauthUserSub("bob")
 
 	if r := call(nil); r.Status != http.StatusBadRequest || !strings.Contains(string(r.Raw), `"user_id":true`) {
 		t.Errorf("without user_id: %d %s, want 400 missing_requirements.user_id", r.Status, otcfTrunc(r.Raw))
 	}
-	aliceURL, aliceCheck := challengeOf("alice")
-	bobURL, _ := challengeOf("bob")
+	if r := callAs(nil, map[string]any{"user_id": alice}); r.Status != http.StatusUnauthorized {
+		t.Errorf("without the API key: %d %s, want 401", r.Status, otcfTrunc(r.Raw))
+	}
+	aliceURL, aliceCheck := challengeOf(alice)
+	bobURL, _ := challengeOf(bob)
 	t.Logf("operator authorized; alice challenged (%s…), bob challenged (%s…): two authorizations", oauthShort(aliceURL), oauthShort(bobURL))
 	if aliceURL == bobURL {
 		t.Fatal("alice and bob got the same authorization URL")
 	}
-	if again, _ := challengeOf("alice"); again != aliceURL {
+	if again, _ := challengeOf(alice); again != aliceURL {
 		t.Errorf("alice's second challenge is a new authorization: %s", again)
 	}
-	oauthAuthorize(t, aliceURL)
+	// A caller whose token names mallory claims alice: refused.
+	if r := callAs(callerJWT(t, oauthJWTSecret, "mallory"), map[string]any{"user_id": alice}); r.Status != http.StatusBadRequest ||
+		!strings.Contains(string(r.Raw), "context.user_id is not the authenticated user") {
+		t.Errorf("mallory's JWT claiming alice: %d %s, want 400", r.Status, otcfTrunc(r.Raw))
+	}
+	// Alice's own JWT: another caller naming alice gets a flow of its own.
+	r := callAs(callerJWT(t, oauthJWTSecret, alice), nil)
+	if r.Status != http.StatusBadRequest || !strings.Contains(string(r.Raw), "/oauth/authorize/") || strings.Contains(string(r.Raw), aliceURL) {
+		t.Errorf("alice's own JWT caller: %d %s, want a challenge of its own, not the app's %s", r.Status, otcfTrunc(r.Raw), oauthShort(aliceURL))
+	}
+	t.Log("attacks: mallory's JWT claiming alice: 400; alice's JWT caller: a challenge of its own, never the API key caller's live URL")
+
+	// The forwarded link: bob, signed in as bob, opens alice's URL.
+	p := newOAuthBrowser(t, "bob").open(aliceURL, nil)
+	if p.Status != http.StatusForbidden || !strings.Contains(p.Body, "This authorization link is for another user") {
+		t.Errorf("bob opening alice's link: %d at %s: %s", p.Status, p.URL, truncate(p.Body, 400))
+	}
+	if r := b.get(t, strings.TrimPrefix(aliceCheck, base), nil, nil); otcfShow(r.Body) != `{"status":"pending"}` {
+		t.Errorf("alice's check_url after bob: %s", otcfTrunc(r.Raw))
+	}
+	if r := call(map[string]any{"user_id": alice}); r.Status != http.StatusBadRequest {
+		t.Errorf("alice after bob opened her link: %d %s, want still her challenge (nothing bound)", r.Status, otcfTrunc(r.Raw))
+	}
+	t.Log("attack: bob (signed in as bob) opened alice's link: 403 \"This authorization link is for another user\"; alice's flow still pending, nothing bound")
+
+	newOAuthBrowser(t, "alice").authorize(aliceURL)
 	if r := b.get(t, strings.TrimPrefix(aliceCheck, base), nil, nil); otcfShow(r.Body) != `{"status":"completed"}` {
 		t.Errorf("alice's check_url: %s", otcfTrunc(r.Raw))
 	}
-	alice := succeeds(map[string]any{"user_id": "alice"})
-	t.Logf("alice authorized: her call went with a token of her own (not the operator's: %t)", alice != operator)
-	if alice == operator {
+	aliceTok := succeeds(map[string]any{"user_id": alice})
+	t.Logf("alice authorized: her call went with a token of her own (not the operator's: %t)", aliceTok != operator)
+	if aliceTok == operator {
 		t.Error("alice's call went with the operator's token")
 	}
-	if again, _ := challengeOf("bob"); again != bobURL {
+	if again, _ := challengeOf(bob); again != bobURL {
 		t.Errorf("bob, still not authorized after alice: challenge %s, want his own %s", again, bobURL)
 	}
-	oauthAuthorize(t, bobURL)
-	bob := succeeds(map[string]any{"user_id": "bob"})
-	t.Logf("bob authorized: his call went with a token of his own (not alice's: %t, not the operator's: %t)", bob != alice, bob != operator)
-	if bob == alice || bob == operator {
-		t.Errorf("bob's call went with another's token (alice %t, operator %t)", bob == alice, bob == operator)
+	newOAuthBrowser(t, "bob").authorize(bobURL)
+	bobTok := succeeds(map[string]any{"user_id": bob})
+	t.Logf("bob authorized: his call went with a token of his own (not alice's: %t, not the operator's: %t)", bobTok != aliceTok, bobTok != operator)
+	if bobTok == aliceTok || bobTok == operator {
+		t.Errorf("bob's call went with another's token (alice %t, operator %t)", bobTok == aliceTok, bobTok == operator)
 	}
-	if got := succeeds(map[string]any{"user_id": "alice"}); got != alice {
+	if got := succeeds(map[string]any{"user_id": alice}); got != aliceTok {
 		t.Error("alice's second call did not go with alice's token")
 	}
 	// A token the caller holds goes as it is; a bad one is refused.
-	if got := succeeds(map[string]any{"user_id": "carol", "authorization": []any{map[string]any{"id": "demo", "token": alice}}}); got != alice {
+	if got := succeeds(map[string]any{"user_id": "carol", "authorization": []any{map[string]any{"id": "demo", "token": aliceTok}}}); got != aliceTok {
 		t.Error("a caller-held token was not sent as it is")
 	}
 	// (The example server answers a token it cannot introspect with an
@@ -416,7 +473,7 @@ func TestOAuthPerUserTypeScriptServer(t *testing.T) {
 		t.Errorf("a bad caller-held token: %d %s, want it sent as it is and the call to fail", r.Status, otcfTrunc(r.Raw))
 	}
 	oauthNoSecrets(t, b)
-	for _, tok := range []string{alice, bob, operator} {
+	for _, tok := range []string{aliceTok, bobTok, operator} {
 		if strings.Contains(b.p.Stderr(), tok) {
 			t.Error("a user's token is in the bridge's log")
 		}
@@ -424,12 +481,12 @@ func TestOAuthPerUserTypeScriptServer(t *testing.T) {
 	b.stop(t)
 
 	// Restart with the file store: nobody is asked again.
-	b = oauthBridge(t, port, config, env, args...)
+	b = oauthBridge(t, port, pu.config, pu.env, args...)
 	b.waitHealthy(t, 30*time.Second)
-	if got := succeeds(map[string]any{"user_id": "alice"}); got != alice {
+	if got := succeeds(map[string]any{"user_id": alice}); got != aliceTok {
 		t.Error("after the restart alice's call did not go with alice's token")
 	}
-	if got := succeeds(map[string]any{"user_id": "bob"}); got != bob {
+	if got := succeeds(map[string]any{"user_id": bob}); got != bobTok {
 		t.Error("after the restart bob's call did not go with bob's token")
 	}
 	challengeOf("dave")
@@ -445,22 +502,26 @@ func TestOAuthPerUserTypeScriptServer(t *testing.T) {
 func TestOAuthMCPHostElicitation(t *testing.T) {
 	endpoint := oauthTSServer(t)
 	dir := t.TempDir()
+	port := freePort(t)
+	opArgs, opEnv := usersOPArgs(usersOP(t, fmt.Sprintf("http://127.0.0.1:%d", port)))
 	config := filepath.Join(dir, "config.json")
-	if err := os.WriteFile(config, []byte(fmt.Sprintf(`{"mcpServers": {"demo": {"url": %q, "toolkit": "Demo", "oauth": {"per_user": true}}}}`, endpoint)), 0o600); err != nil {
+	if err := os.WriteFile(config, []byte(fmt.Sprintf(`{"mcpServers": {"demo": {"url": %q, "toolkit": "Demo", "oauth": {"per_user": true, "user_verification": "oidc"}}}}`, endpoint)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	port := freePort(t)
-	otcFront := oauthBridge(t, port, config, nil)
-	oauthAuthorize(t, oauthWaitChallenge(t, otcFront)["url"].(string)) // the operator: the catalog
+	otcFront := oauthBridge(t, port, config, append(opEnv, "MCPOTC_API_KEY=e2e-app-key"), append(opArgs, "--api-key-env", "MCPOTC_API_KEY")...)
+	oauthAuthorize(t, oauthWaitChallenge(t, otcFront)) // the operator: the catalog
 	otcFront.waitHealthy(t, 30*time.Second)
 
+	// serve-mcp is the OTC application: it holds the API key and names
+	// its one user, alice (the users' provider's sub id1).
 	mcpConfig := filepath.Join(dir, "serve-mcp.json")
-	if err := os.WriteFile(mcpConfig, []byte(fmt.Sprintf(`{"upstreams": [{"name": "bridge", "url": "http://127.0.0.1:%d", "user_id": "alice"}]}`, port)), 0o600); err != nil {
+	if err := os.WriteFile(mcpConfig, []byte(fmt.Sprintf(`{"upstreams": [{"name": "bridge", "url": "http://127.0.0.1:%d", "user_id": %q, "api_key_env": "MCPOTC_API_KEY"}]}`,
+		port, oauthUserSub("alice"))), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	front := startBridge(t, ctx, "http", []string{"--config", mcpConfig}, nil)
+	front := startBridge(t, ctx, "http", []string{"--config", mcpConfig}, []string{"MCPOTC_API_KEY=e2e-app-key"})
 	cs := front.connect(t, ctx, clientOpts{protocol: proto20251125, urlElicitation: true})
 	var name string
 	for _, tool := range listTools(t, ctx, cs) {
@@ -483,7 +544,7 @@ func TestOAuthMCPHostElicitation(t *testing.T) {
 		!strings.HasPrefix(data.Elicitations[0].URL, fmt.Sprintf("http://127.0.0.1:%d/oauth/authorize/", port)) {
 		t.Fatalf("-32042 data %s (%v), want one URL elicitation of serve-otc's authorization", we.Data, err)
 	}
-	oauthAuthorize(t, data.Elicitations[0].URL)
+	newOAuthBrowser(t, "alice").authorize(data.Elicitations[0].URL)
 	res := mustCall(t, ctx, cs, name, args)
 	if res.IsError || !strings.Contains(jsonString(res), "Hello, host!") {
 		t.Errorf("the call after the authorization: %s", jsonString(res))
@@ -586,25 +647,31 @@ func TestOAuthTwoUserChain(t *testing.T) {
 	upstream := oauthTSServerOn(t, mcpPort, freePort(t), "--oauth-strict")
 	dir := t.TempDir()
 	config := filepath.Join(dir, "serve-otc.json")
-	if err := os.WriteFile(config, []byte(fmt.Sprintf(`{"mcpServers": {"demo": {"url": "http://localhost:%d/mcp", "toolkit": "Demo", "oauth": {"per_user": true}}}}`, mcpPort)), 0o600); err != nil {
+	// user_verification none: the demo authorization server names no
+	// users (each host's user_id is its token's client_id), so no provider
+	// can sign them in; this test is about per-user tokens across the
+	// chain, not about who completes an authorization (see
+	// TestOAuthPerUserTypeScriptServer and mcp/oauth's tests for that).
+	if err := os.WriteFile(config, []byte(fmt.Sprintf(`{"mcpServers": {"demo": {"url": "http://localhost:%d/mcp", "toolkit": "Demo", "oauth": {"per_user": true, "user_verification": "none"}}}}`, mcpPort)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	otcPort := freePort(t)
-	otcFront := oauthBridge(t, otcPort, config, nil)
-	oauthAuthorize(t, oauthWaitChallenge(t, otcFront)["url"].(string))
+	otcFront := oauthBridge(t, otcPort, config, []string{"MCPOTC_API_KEY=e2e-app-key"}, "--api-key-env", "MCPOTC_API_KEY")
+	oauthAuthorize(t, oauthWaitChallenge(t, otcFront))
 	otcFront.waitHealthy(t, 30*time.Second)
 	operator := oauthLastToken(t, upstream)
 
 	asPort := freePort(t)
 	oauthTSServerOn(t, freePort(t), asPort, "--oauth") // its authorization server is serve-mcp's
 	mcpConfig := filepath.Join(dir, "serve-mcp.json")
-	if err := os.WriteFile(mcpConfig, []byte(fmt.Sprintf(`{"upstreams": [{"name": "bridge", "url": "http://127.0.0.1:%d", "user_id_from_token": true, "user_id_claim": "client_id"}]}`, otcPort)), 0o600); err != nil {
+	if err := os.WriteFile(mcpConfig, []byte(fmt.Sprintf(`{"upstreams": [{"name": "bridge", "url": "http://127.0.0.1:%d", "user_id_from_token": true, "user_id_claim": "client_id", "api_key_env": "MCPOTC_API_KEY"}]}`, otcPort)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	front := startBridge(t, ctx, "http", []string{"--config", mcpConfig,
-		"--oauth-issuer", fmt.Sprintf("http://localhost:%d/", asPort), "--oauth-introspection-url", fmt.Sprintf("http://localhost:%d/introspect", asPort)}, nil)
+		"--oauth-issuer", fmt.Sprintf("http://localhost:%d/", asPort), "--oauth-introspection-url", fmt.Sprintf("http://localhost:%d/introspect", asPort)},
+		[]string{"MCPOTC_API_KEY=e2e-app-key"})
 	script, err := filepath.Abs(filepath.Join("testdata", "oauth_client.mjs"))
 	if err != nil {
 		t.Fatal(err)

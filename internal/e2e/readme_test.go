@@ -817,33 +817,42 @@ func readmeServeOTCOAuth(t *testing.T, r *readmeEnv, b readmeBlock) {
 	p.waitHTTP(t, "http://127.0.0.1:8080/health", time.Minute)
 	var health struct {
 		Status    string            `json:"status"`
-		URL       string            `json:"url"`
 		Upstreams map[string]string `json:"upstreams"`
 	}
+	var raw string
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
-		_, _, body := httpDo(t, http.MethodGet, "http://127.0.0.1:8080/health", "", nil)
-		_ = json.Unmarshal([]byte(body), &health)
+		_, _, raw = httpDo(t, http.MethodGet, "http://127.0.0.1:8080/health", "", nil)
+		_ = json.Unmarshal([]byte(raw), &health)
 		if health.Status == "authorization_required" || time.Now().After(deadline) {
 			break
 		}
 	}
-	if !strings.HasPrefix(health.URL, "http://127.0.0.1:8080/oauth/authorize/") || health.Upstreams["demo"] != "waiting for a user to authorize the bridge (OAuth)" {
-		t.Fatalf("GET /health before the authorization: %+v", health)
+	if health.Upstreams["demo"] != "waiting for the operator to authorize the bridge (OAuth): the URL is in the bridge's log" || strings.Contains(raw, "/oauth/") {
+		t.Fatalf("GET /health before the authorization: %s", raw)
 	}
-	resp, err := http.Get(health.URL) // what a browser does: the demo server approves at once
-	if err != nil {
-		t.Fatal(err)
+	// The URL, where the README says the operator finds it: the log.
+	var url string
+	for deadline := time.Now().Add(30 * time.Second); url == "" && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		lines, _ := otcfLogLines(p.Stderr())
+		for _, l := range lines {
+			if l["message"] == "upstream needs an authorization: open this URL in a browser" {
+				url, _ = l["url"].(string)
+			}
+		}
 	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || resp.Request.URL.Path != "/oauth/callback" {
-		t.Fatalf("opening the authorization URL ended at %s with %d", resp.Request.URL.Path, resp.StatusCode)
+	if !strings.HasPrefix(url, "http://127.0.0.1:8080/oauth/authorize/") {
+		t.Fatalf("the authorization URL in the log: %q", url)
+	}
+	page := newOAuthBrowser(t, "").open(url, nil) // what a browser does: the demo server approves at once
+	if page.Status != http.StatusOK || page.URL.Path != "/oauth/callback" {
+		t.Fatalf("opening the authorization URL ended at %s with %d", page.URL.Path, page.Status)
 	}
 	readmeWait200(t, p, "http://127.0.0.1:8080/health")
 	_, _, res := httpDo(t, http.MethodPost, "http://127.0.0.1:8080/tools/call", `{"tool_id":"Demo.greet","input":{"name":"OAuth"}}`, http.Header{"Content-Type": {"application/json"}})
 	if !strings.Contains(res, `"value":"Hello, OAuth!"`) {
 		t.Errorf("Demo.greet after the authorization: %s", readmeTail(res))
 	}
-	r.note(b, "is testdata/config/serve-otc-oauth.json; against the TypeScript SDK's example server (--oauth, ports 3000/3001): /health authorization_required with the URL, URL opened, /health 200, Demo.greet answered")
+	r.note(b, "is testdata/config/serve-otc-oauth.json; against the TypeScript SDK's example server (--oauth, ports 3000/3001): /health authorization_required (no URL), the URL from the log opened, /health 200, Demo.greet answered")
 }
 
 func readmeBench(t *testing.T, r *readmeEnv, b readmeBlock) {

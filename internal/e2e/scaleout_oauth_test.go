@@ -17,20 +17,21 @@ import (
 // balancer's). The operator authorizes once; replicas started after
 // serve at once. Alice is challenged by replica 0, completes the
 // authorization through replica 2 (which did not issue it: it rebuilds it
-// from the vault), replica 1's check_url says completed, and her calls
+// from the vault; she signs in at the users' OpenID provider first,
+// user_verification oidc), replica 1's check_url says completed, and her calls
 // through each replica go with her own token, without a new challenge.
 func TestScaleOutOAuth(t *testing.T) {
 	redisURL, _ := startRedis(t)
-	server, config, env := oauthPerUser(t, t.TempDir())
 	ports := []int{freePort(t), freePort(t), freePort(t)}
 	public := "http://127.0.0.1:" + strconv.Itoa(ports[2])
-	args := []string{"--state", redisURL, "--token-key-env", "MCPOTC_TOKEN_KEY", "--public-url", public}
+	pu := oauthPerUser(t, t.TempDir(), public)
+	server, config, env := pu.server, pu.config, pu.env
+	args := append([]string{"--state", redisURL, "--token-key-env", "MCPOTC_TOKEN_KEY", "--public-url", public}, pu.args...)
 	reps := make([]*otcfBridge, 3)
 
 	// The operator authorizes the catalog through replica 2.
 	reps[2] = oauthBridge(t, ports[2], config, env, args...)
-	health := oauthWaitChallenge(t, reps[2])
-	oauthAuthorize(t, health["url"].(string))
+	oauthAuthorize(t, oauthWaitChallenge(t, reps[2]))
 	reps[2].waitHealthy(t, 30*time.Second)
 	operator := oauthLastToken(t, server)
 	// Replicas started now find the operator's token in Redis.
@@ -45,7 +46,7 @@ func TestScaleOutOAuth(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), otcfCallTimeout)
 		defer cancel()
 		return reps[i].call(t, ctx, d, map[string]any{"tool_id": "Demo.greet", "input": map[string]any{"name": "user"},
-			"context": map[string]any{"user_id": user}}, nil)
+			"context": map[string]any{"user_id": user}}, pu.apiKey)
 	}
 	challenge := func(i int, user string) (url, check string) {
 		t.Helper()
@@ -65,15 +66,17 @@ func TestScaleOutOAuth(t *testing.T) {
 		return url, check
 	}
 
-	aliceURL, aliceCheck := challenge(0, "alice")
-	oauthAuthorize(t, aliceURL) // served by replica 2, issued by replica 0
+	aliceURL, aliceCheck := challenge(0, oauthUserSub("alice"))
+	// Served by replica 2, issued by replica 0: the sign-in at the users'
+	// provider, the upstream's authorization and the callback.
+	newOAuthBrowser(t, "alice").authorize(aliceURL)
 	checkOn1 := strings.Replace(aliceCheck, public, reps[1].base, 1)
 	if r := reps[1].get(t, strings.TrimPrefix(checkOn1, reps[1].base), nil, nil); otcfShow(r.Body) != `{"status":"completed"}` {
 		t.Errorf("alice's check_url on replica 1: %d %s", r.Status, otcfTrunc(r.Raw))
 	}
 	var alice string
 	for i := range reps {
-		r := call(i, "alice")
+		r := call(i, oauthUserSub("alice"))
 		if r.Status != http.StatusOK || !strings.Contains(string(r.Raw), `"Hello, user!"`) {
 			t.Fatalf("alice through replica %d: %d %s, want her call to succeed without a new challenge", i, r.Status, otcfTrunc(r.Raw))
 		}
@@ -86,7 +89,7 @@ func TestScaleOutOAuth(t *testing.T) {
 		}
 	}
 	// Bob is not alice: challenged, on any replica.
-	if bobURL, _ := challenge(1, "bob"); bobURL == aliceURL {
+	if bobURL, _ := challenge(1, oauthUserSub("bob")); bobURL == aliceURL {
 		t.Error("bob got alice's authorization")
 	}
 	for _, r := range reps {

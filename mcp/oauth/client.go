@@ -145,10 +145,12 @@ func callerOf(ctx context.Context) string {
 	return c
 }
 
-// verifies is the client's user verification: none in shared mode (the
-// operator's flow is bound to the browser that opens its URL).
-func (c *Client) verifies() string {
-	if !c.cfg.PerUser {
+// verifies is how the person who completes user's authorization proves
+// to be that user: none for the operator's (user "", shared mode or the
+// catalog of a per-user upstream: its URL is the operator's, in the log,
+// and its flow is bound to the browser that opens it).
+func (c *Client) verifies(user string) string {
+	if !c.cfg.PerUser || user == "" {
 		return VerifyNone
 	}
 	return c.cfg.UserVerification

@@ -346,7 +346,7 @@ func (m *Manager) challenge(ctx context.Context, c *Client, caller, user string,
 		status:   statusPending,
 		cfg:      m.authConfig(srv, scopes),
 	}
-	if c.cfg.PerUser && user != "" && c.cfg.UserVerification == VerifyVerifier {
+	if c.verifies(user) == VerifyVerifier {
 		p.flowID = rand.Text() + rand.Text()
 		m.byFlow[p.flowID] = p.state
 	}
@@ -518,7 +518,7 @@ func (m *Manager) serveAuthorize(w http.ResponseWriter, r *http.Request, state s
 		m.page(w, http.StatusNotFound, pageUnknown, nil)
 	case p.status != statusPending:
 		m.page(w, http.StatusGone, pageEnded, &p)
-	case p.c.verifies() == VerifyOIDC && !m.bound(r, state):
+	case p.c.verifies(p.user) == VerifyOIDC && !m.bound(r, state):
 		// The browser signs in first; /oauth/login binds it to the flow
 		// when the signed-in user is the challenged one.
 		m.startLogin(w, r, &p)

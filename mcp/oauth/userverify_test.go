@@ -38,8 +38,9 @@ func testOP(t *testing.T, bridgeURL string) (issuer, clientID string) {
 	}
 	issuer = "http://" + ln.Addr().String() + "/"
 	clientID = "mcpotc-" + strings.ReplaceAll(t.Name(), "/", "-")
-	storage.RegisterClients(storage.WebClient(clientID, "op-secret", bridgeURL+"/oauth/login"))
-	s := storage.NewStorage(storage.NewUserStore(issuer))
+	// A client map of its own (storage.RegisterClients writes a global one).
+	s := storage.NewStorageWithClients(storage.NewUserStore(issuer),
+		map[string]*storage.Client{clientID: storage.WebClient(clientID, "op-secret", bridgeURL+"/oauth/login")})
 	srv := &http.Server{Handler: exampleop.SetupServer(issuer, s, slog.New(slog.DiscardHandler), false), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })

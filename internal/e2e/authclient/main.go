@@ -1,11 +1,12 @@
 // Command authclient is the client the MCP conformance runner's auth
 // scenarios drive (`conformance client --command "authclient"`): it starts
 // `mcpotc serve-otc` against the scenario's MCP server (the last argument)
-// with an "oauth" entry, authorizes the bridge the way a user would (the
-// URL from /health or from an OTC challenge, opened by following the
-// redirects; the scenario's authorization server approves at once), waits
-// for check_url to say completed, then lists the tools over OTC and calls
-// one. A call answered with a challenge (step-up) is authorized and
+// with an "oauth" entry, authorizes the bridge the way its operator would
+// (the URL from serve-otc's log, where the operator finds it, opened in a
+// browser with cookies that follows the redirects; the scenario's
+// authorization server approves at once), waits for check_url to say
+// completed, then lists the tools over OTC and calls one. A call told to
+// wait for the operator (step-up) is authorized from the log again and
 // retried, a bounded number of times.
 //
 // Environment: MCPOTC_BIN, the mcpotc binary; MCP_CONFORMANCE_SCENARIO and
@@ -16,6 +17,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -24,6 +26,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/cookiejar"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -94,12 +97,17 @@ func run() error {
 		return err
 	}
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
-	cmd := exec.Command(bin, "serve-otc", "--config", cfgPath, "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--log-level", "debug")
+	cmd := exec.Command(bin, "serve-otc", "--config", cfgPath, "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--log-level", "debug", "--log-format", "json")
 	cmd.Env = env
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	cmd.Stdout = os.Stderr
+	logs, err := cmd.StderrPipe()
+	if err != nil {
+		return err
+	}
 	if err := cmd.Start(); err != nil {
 		return err
 	}
+	urls := operatorURLs(logs)
 	defer func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		done := make(chan struct{})
@@ -111,34 +119,29 @@ func run() error {
 		}
 	}()
 
-	// Wait until the bridge is ready, authorizing it when /health asks
+	// Wait until the bridge is ready, authorizing it when its log asks
 	// (each URL once: after its authorization the bridge reconnects).
-	done := map[string]bool{}
-	for authorized := 0; ; {
+	authorized := 0
+	for {
 		var h struct {
 			Status string `json:"status"`
-			URL    string `json:"url"`
 		}
 		code, err := getJSON(ctx, base+"/health", &h)
-		switch {
-		case err == nil && code == http.StatusOK:
-		case err == nil && h.Status == "authorization_required" && h.URL != "" && !done[h.URL]:
-			done[h.URL] = true
+		if err == nil && code == http.StatusOK {
+			break
+		}
+		select {
+		case u := <-urls:
 			if authorized++; authorized > maxChallenges {
-				return fmt.Errorf("/health still asks for an authorization after %d", maxChallenges)
+				return fmt.Errorf("the bridge still asks for an authorization after %d", maxChallenges)
 			}
-			if err := authorize(ctx, h.URL, strings.Replace(h.URL, "/oauth/authorize/", "/oauth/check/", 1)); err != nil {
+			if err := authorize(ctx, u, strings.Replace(u, "/oauth/authorize/", "/oauth/check/", 1)); err != nil {
 				return err
 			}
-			continue
-		default:
-			if ctx.Err() != nil {
-				return fmt.Errorf("the bridge did not get ready: last /health %d %s (%v)", code, h.Status, err)
-			}
-			time.Sleep(100 * time.Millisecond)
-			continue
+		case <-time.After(100 * time.Millisecond):
+		case <-ctx.Done():
+			return fmt.Errorf("the bridge did not get ready: last /health %d %s (%v)", code, h.Status, err)
 		}
-		break
 	}
 
 	var tools struct {
@@ -182,24 +185,56 @@ func run() error {
 		if code == http.StatusOK && res.Success {
 			return nil
 		}
-		if res.MissingRequirements == nil || len(res.MissingRequirements.Authorization) == 0 {
+		if challenges >= maxChallenges {
+			return fmt.Errorf("still refused after %d authorizations", maxChallenges)
+		}
+		// The operator's authorization (a step-up): its URL is in the log,
+		// never in the answer.
+		if code != http.StatusBadRequest || !strings.Contains(res.Message, "waits for its operator") {
 			return fmt.Errorf("the call failed: HTTP %d %s", code, res.Message)
 		}
-		if challenges >= maxChallenges {
-			return fmt.Errorf("still challenged after %d authorizations", maxChallenges)
-		}
-		a := res.MissingRequirements.Authorization[0]
-		if err := authorize(ctx, a.URL, a.CheckURL); err != nil {
-			return err
+		select {
+		case u := <-urls:
+			if err := authorize(ctx, u, strings.Replace(u, "/oauth/authorize/", "/oauth/check/", 1)); err != nil {
+				return err
+			}
+		case <-ctx.Done():
+			return errors.New("the bridge asked for the operator's authorization and logged no URL")
 		}
 	}
+}
+
+// operatorURLs copies serve-otc's log (JSON lines) to stderr and sends each
+// authorization URL it logs for the operator.
+func operatorURLs(logs io.Reader) <-chan string {
+	urls := make(chan string, 16)
+	go func() {
+		sc := bufio.NewScanner(logs)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			line := sc.Bytes()
+			fmt.Fprintf(os.Stderr, "%s\n", line)
+			var l struct {
+				Message string `json:"message"`
+				URL     string `json:"url"`
+			}
+			if json.Unmarshal(line, &l) == nil && l.Message == "upstream needs an authorization: open this URL in a browser" && l.URL != "" {
+				select {
+				case urls <- l.URL:
+				default:
+				}
+			}
+		}
+	}()
+	return urls
 }
 
 // authorize opens url as a browser would (following redirects to the
 // bridge's callback), then polls checkURL until it is no longer pending.
 func authorize(ctx context.Context, url, checkURL string) error {
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	resp, err := http.DefaultClient.Do(req)
+	jar, _ := cookiejar.New(nil) // a browser: the bridge binds the flow to it
+	resp, err := (&http.Client{Jar: jar}).Do(req)
 	if err != nil {
 		return fmt.Errorf("opening the authorization URL: %w", err)
 	}

@@ -63,6 +63,29 @@ class Provider {
   }
 }
 
+// browse follows redirects as a browser does, keeping the cookies each
+// host sets (fetch's own redirect following drops them, and the bridge
+// binds an authorization to the browser that opened its link).
+async function browse(start) {
+  const jar = new Map(); // host → Map(name → value)
+  let u = new URL(start);
+  for (let i = 0; i < 20; i++) {
+    const cookies = jar.get(u.host);
+    const headers = cookies ? { cookie: [...cookies].map(([k, v]) => `${k}=${v}`).join('; ') } : {};
+    const r = await fetch(u, { redirect: 'manual', headers });
+    for (const c of r.headers.getSetCookie()) {
+      const [pair] = c.split(';');
+      const eq = pair.indexOf('=');
+      if (!jar.has(u.host)) jar.set(u.host, new Map());
+      jar.get(u.host).set(pair.slice(0, eq).trim(), pair.slice(eq + 1).trim());
+    }
+    const loc = r.headers.get('location');
+    if (r.status < 300 || r.status >= 400 || !loc) return { status: r.status, url: u };
+    u = new URL(loc, u);
+  }
+  throw new Error('too many redirects');
+}
+
 const provider = new Provider();
 const connect = async () => {
   const client = new Client({ name: 'mcpotc-e2e-ts-oauth', version: '0.0.0' }, { capabilities });
@@ -91,8 +114,8 @@ try {
   } catch (e) {
     if (!(e instanceof McpError) || e.code !== -32042 || !toolName) throw e;
     const url = e.data?.elicitations?.[0]?.url;
-    const page = await fetch(url); // the browser: to the authorization server and back
-    out.elicited = { status: page.status, path: new URL(page.url).pathname };
+    const page = await browse(url); // the browser: to the authorization server and back
+    out.elicited = { status: page.status, path: page.url.pathname };
     res = await client.callTool({ name, arguments: toolArgs });
   }
   out.call = res.structuredContent ?? res.content;
