@@ -138,7 +138,13 @@ func oauthUserSub(user string) string {
 // user_verification oidc. Its users: alice (sub id1), bob (sub id2).
 func usersOP(t *testing.T, bridges ...string) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	return usersOPAt(t, "127.0.0.1:0", bridges...)
+}
+
+// usersOPAt is usersOP on addr.
+func usersOPAt(t *testing.T, addr string, bridges ...string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}

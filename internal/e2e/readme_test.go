@@ -133,6 +133,7 @@ var readmeChecks = map[string]func(t *testing.T, r *readmeEnv, b readmeBlock){
 	"serve-otc-everything": readmeServeOTCEverything,
 	"serve-otc-config":     readmeServeOTCConfig,
 	"serve-otc-oauth":      readmeServeOTCOAuth,
+	"serve-otc-per-user":   readmeServeOTCPerUser,
 	"replicas":             readmeScaleOut,
 	"haproxy-cfg":          readmeScaleOut,
 	"serve-mcp-oauth":      readmePlain,
@@ -162,6 +163,12 @@ func TestREADME(t *testing.T) {
 	}
 
 	blocks := readmeBlocks(t, root)
+	// MCPOTC_README_ONLY=name,… runs only those blocks, for a developer at
+	// work; CI runs them all (it refuses the variable).
+	only := os.Getenv("MCPOTC_README_ONLY")
+	if only != "" && os.Getenv("CI") != "" {
+		t.Fatal("MCPOTC_README_ONLY is set in CI: every README example must run")
+	}
 	seen := map[string]bool{}
 	for _, b := range blocks {
 		if b.name == "" {
@@ -177,10 +184,17 @@ func TestREADME(t *testing.T) {
 			t.Errorf("README.md:%d: marker %q has no check in internal/e2e/readme_test.go", b.line, b.name)
 			continue
 		}
+		if only != "" && !slices.Contains(strings.Split(only, ","), b.name) {
+			continue
+		}
 		for _, port := range []int{8080, 8081, 8090} {
 			readmePortFree(t, port)
 		}
 		t.Run(b.name, func(t *testing.T) { check(t, r, b) })
+	}
+	if only != "" {
+		t.Logf("README examples: only %s (MCPOTC_README_ONLY):\n%s", only, strings.Join(r.notes, "\n"))
+		return
 	}
 	var unused []string
 	for name := range readmeChecks {
@@ -853,6 +867,62 @@ func readmeServeOTCOAuth(t *testing.T, r *readmeEnv, b readmeBlock) {
 		t.Errorf("Demo.greet after the authorization: %s", readmeTail(res))
 	}
 	r.note(b, "is testdata/config/serve-otc-oauth.json; against the TypeScript SDK's example server (--oauth, ports 3000/3001): /health authorization_required (no URL), the URL from the log opened, /health 200, Demo.greet answered")
+}
+
+// The per-user example: the file as written, serve-otc with the command
+// line of the text after it, zitadel/oidc's example OpenID Provider at
+// the issuer it names, and the flows of the text: the operator, alice, and
+// bob opening alice's link.
+func readmeServeOTCPerUser(t *testing.T, r *readmeEnv, b readmeBlock) {
+	readmeSameJSON(t, r, b, "testdata/config/serve-otc-per-user.json")
+	readme, err := os.ReadFile(filepath.Join(r.root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := strings.Join(strings.Split(string(readme), "\n")[b.line:], "\n")
+	m := regexp.MustCompile("Run it with `([^`]+)`").FindStringSubmatch(after)
+	if m == nil {
+		t.Fatalf("README.md:%d: no \"Run it with `…`\" after the per-user example", b.line)
+	}
+	command := strings.Join(strings.Fields(m[1]), " ")
+	const want = "OTC_API_KEY=… USERS_OIDC_SECRET=… mcpotc serve-otc --config testdata/config/serve-otc-per-user.json --api-key-env OTC_API_KEY " +
+		"--user-oidc-issuer http://127.0.0.1:9998/ --user-oidc-client-id mcpotc --user-oidc-client-secret-env USERS_OIDC_SECRET"
+	if command != want {
+		t.Fatalf("README.md: the per-user command is %q, the test runs %q", command, want)
+	}
+	usersOPAt(t, "127.0.0.1:9998", "http://127.0.0.1:8080")
+	script := filepath.Join(r.peers, "@modelcontextprotocol", "sdk", "dist", "esm", "examples", "server", "simpleStreamableHttp.js")
+	demo := startProcess(t, context.Background(), nodeBin(t), []string{script, "--oauth"}, []string{"MCP_PORT=3000", "MCP_AUTH_PORT=3001"})
+	demo.waitHTTP(t, "http://localhost:3001/.well-known/oauth-authorization-server", time.Minute)
+	run := strings.Replace(want, "OTC_API_KEY=… USERS_OIDC_SECRET=… ", "OTC_API_KEY=readme-key USERS_OIDC_SECRET=op-secret ", 1)
+	p := startProcess(t, context.Background(), "bash", []string{"-c", "cd " + strconv.Quote(r.root) + " && exec env " + run}, r.env)
+	p.waitHTTP(t, "http://127.0.0.1:8080/health", time.Minute)
+	b2 := &otcfBridge{p: p, base: "http://127.0.0.1:8080", bin: r.bin}
+	newOAuthBrowser(t, "").authorize(oauthOperatorURL(t, b2, "demo"))
+	readmeWait200(t, p, "http://127.0.0.1:8080/health")
+	call := func() string {
+		_, _, body := httpDo(t, http.MethodPost, "http://127.0.0.1:8080/tools/call",
+			`{"tool_id":"Demo.greet","input":{"name":"you"},"context":{"user_id":"id1"}}`,
+			http.Header{"Content-Type": {"application/json"}, "OXP-API-Key": {"readme-key"}})
+		return body
+	}
+	var challenge struct {
+		MissingRequirements struct {
+			Authorization []struct{ URL string } `json:"authorization"`
+		} `json:"missing_requirements"`
+	}
+	if err := json.Unmarshal([]byte(call()), &challenge); err != nil || len(challenge.MissingRequirements.Authorization) != 1 {
+		t.Fatalf("alice's first call: %v %+v", err, challenge)
+	}
+	link := challenge.MissingRequirements.Authorization[0].URL
+	if page := newOAuthBrowser(t, "bob").open(link, nil); page.Status != http.StatusForbidden || !strings.Contains(page.Body, "This authorization link is for another user") {
+		t.Errorf("bob opening alice's link: %d %s", page.Status, readmeTail(page.Body))
+	}
+	newOAuthBrowser(t, "alice").authorize(link)
+	if res := call(); !strings.Contains(res, `"value":"Hello, you!"`) {
+		t.Errorf("alice's call after her authorization: %s", readmeTail(res))
+	}
+	r.note(b, "is testdata/config/serve-otc-per-user.json; the command of the text run as written (the key and secret set), zitadel/oidc's example OpenID Provider at 127.0.0.1:9998, the TypeScript SDK's example server (ports 3000/3001): the operator's URL from the log opened; alice (id1) challenged; bob, signed in, refused on her link; alice signed in and authorized; her call answered")
 }
 
 func readmeBench(t *testing.T, r *readmeEnv, b readmeBlock) {
