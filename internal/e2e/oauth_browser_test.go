@@ -4,13 +4,18 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/cookiejar"
+	"net/http/httptest"
 	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -181,4 +186,143 @@ func oauthOperatorURL(t *testing.T, b *otcfBridge, upstream string) string {
 		t.Fatalf("the operator's URL in the log: %q", u)
 	}
 	return u
+}
+
+// TestOAuthUserVerifier: user_verification verifier through serve-otc's
+// POST /oauth/confirm. The OTC application (a small server here: it knows
+// its signed-in user from its own cookie, and holds the API key) receives
+// the browser at --user-verifier-url after the upstream's authorization
+// and confirms the flow for its signed-in user. Alice's link completed in
+// bob's browser (bob signed in at the application) makes the application
+// confirm bob: the flow fails and no token is kept. A confirmation without
+// the application's credentials is a 401, one by a JWT caller naming
+// another user a 403. Alice's own flow completes and her call succeeds.
+func TestOAuthUserVerifier(t *testing.T) {
+	dir := t.TempDir()
+	port := freePort(t)
+	base := "http://127.0.0.1:" + strconv.Itoa(port)
+	mcpPort := freePort(t)
+	server := oauthTSServerOn(t, mcpPort, freePort(t), "--oauth-strict")
+	config := filepath.Join(dir, "config.json")
+	if err := os.WriteFile(config, []byte(fmt.Sprintf(`{"mcpServers": {"demo": {"url": "http://localhost:%d/mcp", "toolkit": "Demo", "oauth": {"per_user": true, "user_verification": "verifier"}}}}`, mcpPort)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var confirms []string // what serve-otc answered the application
+	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/signin":
+			http.SetCookie(w, &http.Cookie{Name: "app_user", Value: r.URL.Query().Get("user"), Path: "/"})
+		case "/verify":
+			who, err := r.Cookie("app_user")
+			if err != nil {
+				http.Error(w, "sign in first", http.StatusUnauthorized)
+				return
+			}
+			body, _ := json.Marshal(map[string]string{"flow_id": r.URL.Query().Get("flow_id"), "user_id": who.Value})
+			st, _, answer := httpDo(t, http.MethodPost, base+"/oauth/confirm", string(body), http.Header{"Content-Type": {"application/json"}, "OXP-API-Key": {"e2e-app-key"}})
+			confirms = append(confirms, fmt.Sprintf("%d %s", st, strings.TrimSpace(answer)))
+			var a struct {
+				NextURI string `json:"next_uri"`
+				Error   string `json:"error"`
+			}
+			_ = json.Unmarshal([]byte(answer), &a)
+			if st != http.StatusOK {
+				http.Error(w, "the bridge refused the confirmation: "+a.Error, http.StatusForbidden)
+				return
+			}
+			http.Redirect(w, r, a.NextURI, http.StatusFound)
+		}
+	}))
+	defer app.Close()
+	b := oauthBridge(t, port, config, []string{"MCPOTC_API_KEY=e2e-app-key", "MCPOTC_JWT_SECRET=" + oauthJWTSecret},
+		"--api-key-env", "MCPOTC_API_KEY", "--jwt-secret-env", "MCPOTC_JWT_SECRET", "--user-verifier-url", app.URL+"/verify")
+	oauthAuthorize(t, oauthWaitChallenge(t, b))
+	b.waitHealthy(t, 30*time.Second)
+
+	d := otcfDialects[2]
+	call := func(user string) *otcfResp {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), otcfCallTimeout)
+		defer cancel()
+		return b.call(t, ctx, d, map[string]any{"tool_id": "Demo.greet", "input": map[string]any{"name": "user"},
+			"context": map[string]any{"user_id": user}}, map[string]string{"OXP-API-Key": "e2e-app-key"})
+	}
+	challenge := func(user string) (string, string) {
+		t.Helper()
+		r := call(user)
+		var body struct {
+			MissingRequirements struct {
+				Authorization []struct {
+					URL      string `json:"url"`
+					CheckURL string `json:"check_url"`
+				} `json:"authorization"`
+			} `json:"missing_requirements"`
+		}
+		if err := json.Unmarshal(r.Raw, &body); err != nil || r.Status != http.StatusBadRequest || len(body.MissingRequirements.Authorization) != 1 {
+			t.Fatalf("%s without a token: %d %s", user, r.Status, otcfTrunc(r.Raw))
+		}
+		a := body.MissingRequirements.Authorization[0]
+		return a.URL, a.CheckURL
+	}
+	signedIn := func(user string) *oauthBrowser {
+		br := newOAuthBrowser(t, "")
+		br.open(app.URL+"/signin?user="+user, nil)
+		return br
+	}
+	check := func(url string) string {
+		t.Helper()
+		return otcfShow(b.get(t, strings.TrimPrefix(url, base), nil, nil).Body)
+	}
+
+	// Bob's browser completes alice's link: the application confirms bob.
+	aliceURL, aliceCheck := challenge("alice")
+	if p := signedIn("bob").open(aliceURL, nil); p.Status != http.StatusForbidden || !strings.Contains(p.Body, "refused the confirmation") {
+		t.Errorf("bob completing alice's link: %d at %s: %s", p.Status, p.URL, truncate(p.Body, 300))
+	}
+	if got := check(aliceCheck); !strings.Contains(got, `"status":"failed"`) {
+		t.Errorf("alice's check_url after bob: %s, want failed", got)
+	}
+	if r := call("alice"); r.Status != http.StatusBadRequest {
+		t.Errorf("alice after bob's confirmation: %d %s, want a new challenge (no token kept)", r.Status, otcfTrunc(r.Raw))
+	}
+	if r := call("bob"); r.Status != http.StatusBadRequest {
+		t.Errorf("bob after his confirmation of alice's flow: %d %s, want a challenge (no token kept)", r.Status, otcfTrunc(r.Raw))
+	}
+	t.Logf("attack: alice's link completed in bob's browser; the application confirmed bob: %s; alice's flow failed, no token kept", confirms[len(confirms)-1])
+
+	// The confirmation route needs the application's credentials.
+	aliceURL, aliceCheck = challenge("alice")
+	br := signedIn("alice")
+	p := br.open(aliceURL, func(u *url.URL) bool { return strings.HasPrefix(u.String(), app.URL+"/verify") })
+	if p.Status != http.StatusFound || !strings.HasPrefix(p.URL.String(), app.URL+"/verify") {
+		t.Fatalf("alice's flow to the application: %d at %s", p.Status, p.URL)
+	}
+	flow := p.URL.Query().Get("flow_id")
+	body := fmt.Sprintf(`{"flow_id":%q,"user_id":"alice"}`, flow)
+	if st, _, answer := httpDo(t, http.MethodPost, base+"/oauth/confirm", body, http.Header{"Content-Type": {"application/json"}}); st != http.StatusUnauthorized {
+		t.Errorf("a confirmation without credentials: %d %s, want 401", st, answer)
+	}
+	jwtHdr := http.Header{"Content-Type": {"application/json"}}
+	for k, v := range callerJWT(t, oauthJWTSecret, "mallory") {
+		jwtHdr.Set(k, v)
+	}
+	if st, _, answer := httpDo(t, http.MethodPost, base+"/oauth/confirm", body, jwtHdr); st != http.StatusForbidden {
+		t.Errorf("a confirmation by mallory's JWT for alice: %d %s, want 403", st, answer)
+	}
+	if got := check(aliceCheck); got != `{"status":"pending"}` {
+		t.Errorf("alice's check_url after the refused confirmations: %s, want pending", got)
+	}
+	// Her browser goes on to the application, which confirms her.
+	if p := br.open(p.URL.String(), nil); p.Status != http.StatusOK || !strings.Contains(p.Body, "Authorized") || !strings.Contains(p.Body, "“alice”") {
+		t.Fatalf("alice's confirmation: %d at %s: %s", p.Status, p.URL, truncate(p.Body, 400))
+	}
+	if got := check(aliceCheck); got != `{"status":"completed"}` {
+		t.Errorf("alice's check_url: %s", got)
+	}
+	if r := call("alice"); r.Status != http.StatusOK || !strings.Contains(string(r.Raw), "Hello, user!") {
+		t.Errorf("alice's call: %d %s", r.Status, otcfTrunc(r.Raw))
+	}
+	_ = oauthLastToken(t, server)
+	oauthNoSecrets(t, b)
+	t.Log("verifier: without credentials 401, mallory's JWT 403, the application's confirmation for alice completed her flow; her call answered")
 }
