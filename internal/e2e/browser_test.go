@@ -1,0 +1,368 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// Browser tests: the authorization pages in headless Chromium (Debian's
+// chromium, installed by .ci/run), driven through the Chrome DevTools
+// Protocol by github.com/chromedp/chromedp. A real browser differs from an
+// HTTP client where this flow is fragile: SameSite cookie rules across
+// cross-site redirects and form posts, the Content-Security-Policy of the
+// pages, and what a person actually reads. Each page visited is
+// screenshotted into a temporary folder (never committed) and its text
+// printed in the test log.
+
+// chromiumPath is Debian's Chromium.
+const chromiumPath = "/usr/bin/chromium"
+
+// chrome is one headless Chromium for a test; each person is a browser
+// context of their own (cookies, storage), as two people on two machines.
+type chrome struct {
+	t     *testing.T
+	root  context.Context // the browser's first tab
+	shots string // where the screenshots go
+	n     int    // screenshots taken
+	mu    sync.Mutex
+}
+
+func startChrome(t *testing.T) *chrome {
+	t.Helper()
+	if _, err := os.Stat(chromiumPath); err != nil {
+		if required() {
+			t.Fatalf("%s: %v (.ci/run installs Debian's chromium)", chromiumPath, err)
+		}
+		t.Skipf("%s is not installed (apt-get install chromium)", chromiumPath)
+	}
+	// The flags of a browser on a closed network, run as root in a
+	// sandbox: no background networking (its connections are refused
+	// here), a fresh profile.
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromiumPath),
+		chromedp.Flag("headless", true),
+		chromedp.Flag("no-sandbox", true),
+		chromedp.Flag("disable-gpu", true),
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("no-first-run", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1000, 700),
+	)
+	alloc, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
+	t.Cleanup(cancel)
+	// The browser starts with a first tab; people get contexts of their own.
+	root, cancelRoot := chromedp.NewContext(alloc)
+	t.Cleanup(cancelRoot)
+	if err := chromedp.Do(root); err != nil {
+		t.Fatalf("starting %s: %v", chromiumPath, err)
+	}
+	shots, err := os.MkdirTemp("", "mcpotc-browser-"+strings.ReplaceAll(t.Name(), "/", "-")+"-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshots in %s", shots)
+	return &chrome{t: t, root: root, shots: shots}
+}
+
+// person is one person's browser: a tab in a browser context of their own,
+// the console messages of every page it showed, and who they are at the
+// users' OpenID provider ("alice", "bob", or "" for nobody).
+type person struct {
+	c    *chrome
+	name string
+	user string
+	ctx  context.Context
+
+	mu      sync.Mutex
+	console []chromedp.ConsoleMessage
+}
+
+func (c *chrome) person(name, user string) *person {
+	c.t.Helper()
+	ctx, cancel := chromedp.NewContext(c.root, chromedp.WithNewBrowserContext())
+	c.t.Cleanup(cancel)
+	p := &person{c: c, name: name, user: user, ctx: ctx}
+	if err := chromedp.Do(ctx); err != nil { // starts the browser (or the context)
+		c.t.Fatalf("chromium: %v", err)
+	}
+	messages := chromedp.Console(ctx)
+	go func() {
+		for m, err := range messages {
+			if err != nil {
+				return
+			}
+			p.mu.Lock()
+			p.console = append(p.console, m)
+			p.mu.Unlock()
+		}
+	}()
+	return p
+}
+
+// browserPage is what a person sees.
+type browserPage struct {
+	URL   string
+	Title string
+	Text  string
+}
+
+// open navigates to u, signs in at the users' provider when its login
+// form comes, and returns the page the browser ends on.
+func (p *person) open(u string) browserPage {
+	p.c.t.Helper()
+	ctx, cancel := context.WithTimeout(p.ctx, 30*time.Second)
+	defer cancel()
+	if err := chromedp.Do(ctx, chromedp.Navigate(u)); err != nil {
+		p.c.t.Fatalf("%s opening %s: %v", p.name, u, err)
+	}
+	pg := p.page(ctx)
+	if strings.Contains(pg.URL, "/login/username") {
+		pg = p.signIn(ctx)
+	}
+	return pg
+}
+
+// signIn fills in zitadel/oidc's example login form as the person's user.
+func (p *person) signIn(ctx context.Context) browserPage {
+	p.c.t.Helper()
+	login, ok := map[string]string{"bob": "test-user2"}[p.user]
+	if p.user == "alice" {
+		host, err := chromedp.Run(ctx, chromedp.Evaluate[string](`location.hostname`))
+		if err != nil {
+			p.c.t.Fatal(err)
+		}
+		login, ok = "test-user@"+host, true
+	}
+	if !ok {
+		p.c.t.Fatalf("%s is asked to sign in and has no account", p.name)
+	}
+	p.shot("sign-in")
+	if err := chromedp.Do(ctx,
+		chromedp.SendKeys(chromedp.CSS(`#username`), login),
+		chromedp.SendKeys(chromedp.CSS(`#password`), "verysecure"),
+		chromedp.Click(chromedp.CSS(`button[type=submit]`)),
+		chromedp.WaitVisible(chromedp.CSS(`h1`)),
+	); err != nil {
+		p.c.t.Fatalf("%s signing in as %s: %v", p.name, login, err)
+	}
+	return p.page(ctx)
+}
+
+// page reads the current page, screenshots it, and logs its text.
+func (p *person) page(ctx context.Context) browserPage {
+	p.c.t.Helper()
+	if err := chromedp.Do(ctx, chromedp.WaitReady(chromedp.CSS(`body`))); err != nil {
+		p.c.t.Fatalf("%s: the page did not load: %v", p.name, err)
+	}
+	var pg browserPage
+	var err error
+	if pg.URL, err = chromedp.Run(ctx, chromedp.Location()); err == nil {
+		if pg.Title, err = chromedp.Run(ctx, chromedp.Title()); err == nil {
+			pg.Text, err = chromedp.Run(ctx, chromedp.Evaluate[string](`document.body.innerText`))
+		}
+	}
+	if err != nil {
+		p.c.t.Fatalf("%s: reading the page: %v", p.name, err)
+	}
+	file := p.shot(pg.Title)
+	p.c.t.Logf("%s sees %s\n      [%s] %s\n      %s", p.name, shortURL(pg.URL), pg.Title, strings.ReplaceAll(strings.TrimSpace(pg.Text), "\n", "\n      "), file)
+	return pg
+}
+
+// shot writes a screenshot of the person's page into the test's folder.
+func (p *person) shot(what string) string {
+	p.c.t.Helper()
+	ctx, cancel := context.WithTimeout(p.ctx, 15*time.Second)
+	defer cancel()
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(90))
+	if err != nil {
+		p.c.t.Fatalf("%s: screenshot: %v", p.name, err)
+	}
+	p.c.mu.Lock()
+	p.c.n++
+	n := p.c.n
+	p.c.mu.Unlock()
+	name := fmt.Sprintf("%02d-%s-%s.png", n, p.name, strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
+			return r
+		}
+		return '-'
+	}, what))
+	file := filepath.Join(p.c.shots, name)
+	if err := os.WriteFile(file, png, 0o600); err != nil {
+		p.c.t.Fatal(err)
+	}
+	return file
+}
+
+// consoleErrors are the error messages and exceptions of the pages the
+// person saw (a violation of the Content-Security-Policy is one), after a
+// moment for the last ones to arrive. The browser's "network" entries are
+// not: they report each answer of status 400 or more, which several pages
+// are on purpose (a refused link is a 403), and the favicon nobody serves.
+func (p *person) consoleErrors() []string {
+	time.Sleep(200 * time.Millisecond)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []string
+	for _, m := range p.console {
+		if (m.Type == chromedp.ConsoleError || m.IsException()) && m.Source != "network" {
+			out = append(out, m.String()+" ("+m.URL+")")
+		}
+	}
+	return out
+}
+
+func shortURL(u string) string {
+	if i := strings.Index(u, "?"); i > 0 {
+		return u[:i] + "?…"
+	}
+	return u
+}
+
+// The console check can fail: a page whose inline script its own
+// Content-Security-Policy forbids is reported as an error.
+func TestBrowserConsoleSeesCSPViolations(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		w.Header().Set("Content-Security-Policy", pageCSPForControl)
+		_, _ = w.Write([]byte(`<!doctype html><title>control</title><h1>control</h1><script>document.title = "ran"</script>`))
+	}))
+	defer srv.Close()
+	c := startChrome(t)
+	p := c.person("control", "")
+	pg := p.open(srv.URL)
+	if pg.Title != "control" {
+		t.Errorf("the inline script ran (title %q): the policy was not enforced", pg.Title)
+	}
+	errs := p.consoleErrors()
+	t.Logf("console errors: %v", errs)
+	if len(errs) == 0 || !strings.Contains(strings.Join(errs, " "), "Content Security Policy") {
+		t.Errorf("console errors %v, want the CSP violation", errs)
+	}
+}
+
+// pageCSPForControl is the bridge's pages' policy without a style hash.
+const pageCSPForControl = "default-src 'none'"
+
+// TestBrowserAuthorizationPages: serve-otc per user with user_verification
+// oidc in front of the TypeScript SDK's OAuth-protected example server,
+// zitadel/oidc's example OpenID Provider for the users' sign-in, and
+// people in Chromium: the operator authorizes the catalog; bob opens
+// alice's link and, signed in as himself, is refused with a page that
+// says so; alice signs in and authorizes; her callback replayed, and a
+// link whose state is unknown (expired and forgotten), get the page that
+// says the link is not good. Then the MCP host → serve-mcp → serve-otc
+// chain: the host's -32042 URL opened by bob's browser, signed in, and the
+// host's call answered. Every page holds its Content-Security-Policy: no
+// console error anywhere.
+func TestBrowserAuthorizationPages(t *testing.T) {
+	c := startChrome(t)
+	port := freePort(t)
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	pu := oauthPerUser(t, t.TempDir(), base)
+	b := oauthBridge(t, port, pu.config, pu.env, pu.args...)
+	people := map[string]*person{
+		"operator": c.person("operator", ""),
+		"alice":    c.person("alice", "alice"),
+		"bob":      c.person("bob", "bob"),
+		"stranger": c.person("stranger", ""),
+	}
+	expect := func(pg browserPage, title string, texts ...string) {
+		t.Helper()
+		if !strings.HasPrefix(pg.Title, title) {
+			t.Errorf("page %q at %s, want %q", pg.Title, shortURL(pg.URL), title)
+		}
+		for _, s := range texts {
+			if !strings.Contains(pg.Text, s) {
+				t.Errorf("page %q does not say %q:\n%s", pg.Title, s, pg.Text)
+			}
+		}
+	}
+
+	// The operator: the URL from the log.
+	expect(people["operator"].open(oauthWaitChallenge(t, b)), "Authorized", "The bridge can now reach the tool server “demo”.")
+	b.waitHealthy(t, 30*time.Second)
+
+	d := otcfDialects[2]
+	challenge := func(user string) string {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), otcfCallTimeout)
+		defer cancel()
+		r := b.call(t, ctx, d, map[string]any{"tool_id": "Demo.greet", "input": map[string]any{"name": "you"},
+			"context": map[string]any{"user_id": user}}, pu.apiKey)
+		body, _ := r.Body.(map[string]any)
+		mr, _ := body["missing_requirements"].(map[string]any)
+		as, _ := mr["authorization"].([]any)
+		if r.Status != 400 || len(as) != 1 {
+			t.Fatalf("%s's call: %d %s, want the challenge", user, r.Status, otcfTrunc(r.Raw))
+		}
+		return as[0].(map[string]any)["url"].(string)
+	}
+	alice := challenge(oauthUserSub("alice"))
+
+	// Bob, sent alice's link.
+	expect(people["bob"].open(alice), "This authorization link is for another user",
+		"You are signed in as “id2”", "Nothing was authorized", "If someone sent you this link, do not use it.")
+	// Alice.
+	done := people["alice"].open(alice)
+	expect(done, "Authorized", "The bridge can now reach the tool server “demo” for the user “id1”.", "You can close this window")
+	// Her callback again (the browser's history, a reload).
+	expect(people["alice"].open(done.URL), "Unknown or expired authorization link", "use the tool again")
+	// A link that expired and was forgotten (or never was).
+	expect(people["stranger"].open(base+"/oauth/authorize/NOSUCHSTATE7Q2Z"), "Unknown or expired authorization link",
+		"Links are good for 10 minutes and for one use")
+	// The used link, opened again.
+	expect(people["alice"].open(alice), "This authorization link was already used")
+
+	// The chain: an MCP host through serve-mcp (its user id2, bob).
+	mcpConfig := filepath.Join(t.TempDir(), "serve-mcp.json")
+	if err := os.WriteFile(mcpConfig, []byte(fmt.Sprintf(`{"upstreams": [{"name": "bridge", "url": %q, "user_id": %q, "api_key_env": "MCPOTC_API_KEY"}]}`,
+		base, oauthUserSub("bob"))), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	front := startBridge(t, ctx, "http", []string{"--config", mcpConfig}, []string{"MCPOTC_API_KEY=e2e-app-key"})
+	cs := front.connect(t, ctx, clientOpts{protocol: proto20251125, urlElicitation: true})
+	var name string
+	for _, tool := range listTools(t, ctx, cs) {
+		if strings.HasSuffix(tool.Name, "greet") && !strings.Contains(tool.Name, "multi") {
+			name = tool.Name
+		}
+	}
+	args := map[string]any{"name": "host"}
+	we := wantRPCError(t, ctx, cs, name, args, -32042)
+	var data struct {
+		Elicitations []struct{ URL string } `json:"elicitations"`
+	}
+	if err := json.Unmarshal(we.Data, &data); err != nil || len(data.Elicitations) != 1 {
+		t.Fatalf("-32042 data %s (%v)", we.Data, err)
+	}
+	expect(people["bob"].open(data.Elicitations[0].URL), "Authorized", "for the user “id2”")
+	if res := mustCall(t, ctx, cs, name, args); res.IsError || !strings.Contains(jsonString(res), "Hello, host!") {
+		t.Errorf("the host's call after bob authorized: %s", jsonString(res))
+	}
+
+	for n, p := range people {
+		if errs := p.consoleErrors(); len(errs) > 0 {
+			t.Errorf("%s's browser console: %v", n, errs)
+		}
+	}
+}
