@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"slices"
 	"strings"
 	"sync"
@@ -58,6 +59,10 @@ type Config struct {
 	// document, used as client_id where the authorization server supports
 	// them. Zero: not used.
 	ClientMetadataURL string
+	// AllowNetworks are networks the OAuth fetches of this upstream may
+	// reach besides public addresses and those of ServerURL's host (see
+	// NewHTTPClient). Zero: none.
+	AllowNetworks []netip.Prefix
 }
 
 // Client authorizes the HTTP requests of one upstream. It implements the
@@ -65,6 +70,7 @@ type Config struct {
 type Client struct {
 	m   *Manager
 	cfg Config
+	hc  *http.Client // its OAuth fetches (fetch.go)
 
 	mu      sync.Mutex
 	srv     *server                // the latest discovery; nil before the first 401
@@ -424,7 +430,7 @@ func (c *Client) renew(ctx context.Context, user string, rec *record) (*record, 
 		Endpoint:     oauth2.Endpoint{TokenURL: rec.TokenURL, AuthStyle: rec.Client.authStyle()},
 	}
 	old := &oauth2.Token{RefreshToken: rec.RefreshToken, Expiry: time.Unix(1, 0)}
-	tok, err := cfg.TokenSource(c.m.clientContext(ctx), old).Token()
+	tok, err := cfg.TokenSource(c.clientContext(ctx), old).Token()
 	if err != nil {
 		c.m.onEvent(c.cfg.Upstream, "refresh_failed")
 		var re *oauth2.RetrieveError
@@ -463,7 +469,7 @@ func tokenErr(err error) error {
 	var re *oauth2.RetrieveError
 	if errors.As(err, &re) {
 		if re.ErrorCode != "" {
-			return fmt.Errorf("the authorization server answered %s", re.ErrorCode)
+			return fmt.Errorf("the authorization server answered %s", tokenErrorCode(re.ErrorCode))
 		}
 		if re.Response != nil {
 			return fmt.Errorf("the authorization server answered HTTP %d", re.Response.StatusCode)

@@ -37,8 +37,9 @@ type Options struct {
 	PublicURL string
 	// Vault keeps the tokens. Nil: an in-memory vault with a random key.
 	Vault *vault.Vault
-	// HTTPClient makes discovery, registration and token requests. Nil: a
-	// client with a 30 s timeout.
+	// HTTPClient replaces, for tests, the hardened client (NewHTTPClient)
+	// of each upstream's discovery, registration and token requests. Nil:
+	// NewHTTPClient for the upstream's host and Config.AllowNetworks.
 	HTTPClient *http.Client
 	// Logger receives the manager's log lines (never a token, code or
 	// secret). Nil: nothing is logged.
@@ -137,9 +138,6 @@ func NewManager(o *Options) (*Manager, error) {
 		}
 		m.vault = v
 	}
-	if m.httpClient == nil {
-		m.httpClient = &http.Client{Timeout: 30 * time.Second}
-	}
 	if m.log == nil {
 		m.log = slog.New(slog.DiscardHandler)
 	}
@@ -169,7 +167,7 @@ func (m *Manager) Client(cfg Config) (*Client, error) {
 	case (cfg.Grant != GrantClientCredentials || cfg.PerUser) && m.publicURL == "":
 		return nil, errors.New("oauth: the authorization code grant needs the bridge's public URL")
 	}
-	c := &Client{m: m, cfg: cfg}
+	c := &Client{m: m, cfg: cfg, hc: m.fetchClient(cfg)}
 	m.mu.Lock()
 	m.clients[cfg.Upstream] = c
 	m.mu.Unlock()
@@ -177,11 +175,6 @@ func (m *Manager) Client(cfg Config) (*Client, error) {
 }
 
 func (m *Manager) callbackURL() string { return m.publicURL + "/oauth/callback" }
-
-// clientContext carries the Manager's HTTP client to golang.org/x/oauth2.
-func (m *Manager) clientContext(ctx context.Context) context.Context {
-	return context.WithValue(ctx, oauth2.HTTPClient, m.httpClient)
-}
 
 // challenge returns the *AuthorizationRequired of (c, user): the live
 // pending authorization when there is one for the same scopes, else a new
@@ -474,7 +467,7 @@ func (m *Manager) complete(ctx context.Context, p *pending, q url.Values) string
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), tokenTimeout)
 	defer cancel()
-	tok, err := p.cfg.Exchange(m.clientContext(ctx), q.Get("code"), opts...)
+	tok, err := p.cfg.Exchange(p.c.clientContext(ctx), q.Get("code"), opts...)
 	if err != nil {
 		return "the code exchange failed: " + tokenErr(err).Error()
 	}
