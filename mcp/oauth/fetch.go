@@ -117,6 +117,8 @@ func NewHTTPClient(o *FetchOptions) *http.Client {
 	for _, h := range o.Hosts {
 		if u, err := url.Parse(h); err == nil && u.Host != "" {
 			h = u.Hostname()
+		} else if host, _, err := net.SplitHostPort(h); err == nil {
+			h = host
 		}
 		if h != "" {
 			g.hosts = append(g.hosts, h)

@@ -649,6 +649,26 @@ func TestBoundedBody(t *testing.T) {
 	}
 }
 
+// The configured hosts may be URLs, host:port or names; their addresses
+// are the guard's own.
+func TestGuardHosts(t *testing.T) {
+	t.Parallel()
+	lookup := func(_ context.Context, host string) ([]netip.Addr, error) {
+		if host == "mcp.internal.test" {
+			return []netip.Addr{netip.MustParseAddr("10.9.8.7")}, nil
+		}
+		return nil, fmt.Errorf("%s: no such host", host)
+	}
+	for _, h := range []string{"https://mcp.internal.test/mcp", "mcp.internal.test:8443", "mcp.internal.test"} {
+		hc := NewHTTPClient(&FetchOptions{Hosts: []string{h}, lookup: lookup})
+		g := hc.Transport.(*fetchTransport).guard
+		own := g.own(t.Context())
+		if len(own) != 1 || own[0] != netip.MustParseAddr("10.9.8.7") || addressRefusal(own[0], own, nil) != "" {
+			t.Errorf("Hosts %q: own addresses %v", h, own)
+		}
+	}
+}
+
 func TestSameOrigin(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
