@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"reflect"
 	"slices"
@@ -357,4 +358,23 @@ func oneOf(file, key, value string, allowed ...string) error {
 		return nil
 	}
 	return &configError{file, key, fmt.Sprintf("%q is not one of %s", value, strings.Join(allowed, ", "))}
+}
+
+// networks reads CIDRs ("10.0.0.0/8", "fd00::/8") or single addresses
+// (a /32 or /128) for the OAuth dial guard's allowed networks (README,
+// OAuth-protected MCP servers).
+func networks(list []string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, s := range list {
+		if p, err := netip.ParsePrefix(s); err == nil {
+			out = append(out, p.Masked())
+			continue
+		}
+		if a, err := netip.ParseAddr(s); err == nil {
+			out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
+			continue
+		}
+		return nil, fmt.Errorf("%q is not a network (CIDR such as 10.0.0.0/8) nor an IP address", s)
+	}
+	return out, nil
 }

@@ -166,6 +166,8 @@ func TestOTCFrontConfigErrors(t *testing.T) {
 		{"oauth secret unset", `{"mcpServers":{"a":{"url":"http://h","oauth":{"client_id":"c","client_secret_env":"NOPE"}}}}`, `mcpServers.a.oauth.client_secret_env: environment variable NOPE is not set`},
 		{"oauth secret in file", `{"mcpServers":{"a":{"url":"http://h","oauth":{"client_id":"c","client_secret_env":"abc-def"}}}}`, `must name an environment variable`},
 		{"oauth cimd", `{"mcpServers":{"a":{"url":"http://h","oauth":{"client_metadata_url":"http://x/"}}}}`, `client_metadata_url: must be an https URL with a path`},
+		{"oauth allow_networks", `{"mcpServers":{"a":{"url":"http://h","oauth":{"allow_networks":["10.0.0.0/8","fd00::/8","192.168.1.5"]}}}}`, ``},
+		{"oauth allow_networks bad", `{"mcpServers":{"a":{"url":"http://h","oauth":{"allow_networks":["10.0.0.0/33"]}}}}`, `mcpServers.a.oauth.allow_networks: "10.0.0.0/33" is not a network (CIDR such as 10.0.0.0/8) nor an IP address`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -64,6 +64,8 @@ func TestCommandLine(t *testing.T) {
 		{args: []string{"serve-mcp", "--transport", "sse", "--stateless"}, code: 2, stderr: "--stateless needs --transport http", noStdout: true},
 		{args: []string{"serve-mcp", "--oauth-issuer", "https://as.example"}, code: 2, stderr: "--oauth-issuer needs --transport http or sse", noStdout: true},
 		{args: []string{"serve-mcp", "--transport", "http", "--oauth-scope", "a"}, code: 2, stderr: "--oauth-scope needs --oauth-issuer", noStdout: true},
+		{args: []string{"serve-mcp", "--transport", "http", "--oauth-allow-untyped-jwt", "--oauth-allow-network", "10.0.0.0/8"}, code: 2, stderr: "--oauth-allow-network and --oauth-allow-untyped-jwt need --oauth-issuer", noStdout: true},
+		{args: []string{"serve-mcp", "--transport", "http", "--oauth-issuer", "https://as.example", "--oauth-allow-network", "10.0.0.300/8"}, code: 2, stderr: `--oauth-allow-network "10.0.0.300/8" is not a network (CIDR such as 10.0.0.0/8) nor an IP address`, noStdout: true},
 		{args: []string{"serve-mcp", "--transport", "http", "--oauth-issuer", "https://as.example", "--bearer-token-env", "T"}, code: 2, stderr: "--bearer-token-env and --oauth-issuer are exclusive", noStdout: true},
 		{args: []string{"serve-mcp", "--transport", "sse", "--session-key-env", "K"}, code: 2, stderr: "--session-key-env needs --transport http with sessions", noStdout: true},
 		{args: []string{"serve-mcp", "--transport", "http", "--stateless", "--session-key-env", "K"}, code: 2, stderr: "--session-key-env needs --transport http with sessions", noStdout: true},

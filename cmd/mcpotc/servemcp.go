@@ -90,6 +90,9 @@ func (m *Main) serveMCP(ctx context.Context, args []string) error {
 	introspectionURL := fs.String("oauth-introspection-url", "", "the authorization server's token introspection endpoint (RFC 7662), for opaque tokens (JWTs are checked against the issuers' keys)")
 	oauthClientIDEnv := fs.String("oauth-client-id-env", "", "environment variable holding the client id serve-mcp authenticates with at the introspection endpoint")
 	oauthClientSecretEnv := fs.String("oauth-client-secret-env", "", "environment variable holding that client's secret")
+	var oauthAllowNetworks stringList
+	fs.Var(&oauthAllowNetworks, "oauth-allow-network", "a network (CIDR) the JWKS and introspection fetches may reach though it is private, loopback or link-local; the issuers' and introspection URL's own hosts always may (repeatable)")
+	oauthAllowUntyped := fs.Bool("oauth-allow-untyped-jwt", false, "accept JWT access tokens without typ at+jwt (RFC 9068), for issuers that omit it")
 	idleTTL := durationFlag(fs, "session-idle-ttl", front.DefaultSessionIdleTTL, "end HTTP sessions idle that long (http and sse transports); 0: never")
 	maxSessions := fs.Int("max-sessions", front.DefaultMaxSessions, "most HTTP sessions held at once; beyond it initialize gets 503 (http and sse transports); 0: no bound")
 	stateless := fs.Bool("stateless", false, "serve streamable HTTP without sessions: no Mcp-Session-Id, no standalone GET stream (http transport)")
@@ -126,7 +129,8 @@ func (m *Main) serveMCP(ctx context.Context, args []string) error {
 		needs(set, *transport != "stdio", "--transport http or sse (stdio serves on stdin/stdout)",
 			"listen", "bearer-token-env", "session-idle-ttl", "max-sessions", "body-timeout", "allowed-host", "cors-origin", "oauth-issuer", "drain-delay"),
 		needs(set, len(oauthIssuers) > 0, "--oauth-issuer (serve-mcp as an OAuth protected resource)",
-			"oauth-resource", "oauth-scope", "oauth-introspection-url", "oauth-client-id-env", "oauth-client-secret-env"),
+			"oauth-resource", "oauth-scope", "oauth-introspection-url", "oauth-client-id-env", "oauth-client-secret-env",
+			"oauth-allow-network", "oauth-allow-untyped-jwt"),
 		needs(set, *oauthClientIDEnv != "", "--oauth-client-id-env", "oauth-client-secret-env"),
 		needs(set, *transport == "http" && !*stateless, "--transport http with sessions (signed session ids are streamable HTTP's; --stateless has none)", "session-key-env"),
 		needs(set, len(otcURLs) > 0, "--otc URL (in a config file, set it per upstream: dialect, accept_forwarded_context, headers, api_key_env)",
@@ -172,6 +176,9 @@ func (m *Main) serveMCP(ctx context.Context, args []string) error {
 				return fmt.Errorf("%w: %s: %s", errUsage, u, urlProblem(u))
 			}
 		}
+		if _, err := networks(oauthAllowNetworks); err != nil {
+			return fmt.Errorf("%w: --oauth-allow-network %v", errUsage, err)
+		}
 		res := *oauthResource
 		if res == "" {
 			res = "http://" + *listen + front.StreamablePath
@@ -198,11 +205,19 @@ func (m *Main) serveMCP(ctx context.Context, args []string) error {
 		if *oauthClientSecretEnv != "" {
 			secret = p.env(m.Getenv, "--oauth-client-secret-env", "", *oauthClientSecretEnv)
 		}
+		// One hardened client for the issuers' metadata and keys and the
+		// introspection endpoint: their own hosts pass its dial guard.
+		nets, _ := networks(oauthAllowNetworks)
+		hc := oauth.NewHTTPClient(&oauth.FetchOptions{Hosts: append(slices.Clone(oauthIssuers), *introspectionURL), AllowNetworks: nets})
 		var intro *oauth.Introspector
 		if *introspectionURL != "" {
-			intro = oauth.NewIntrospector(*introspectionURL, id, secret, nil)
+			intro = oauth.NewIntrospector(*introspectionURL, id, secret, hc)
 		}
-		resource.Verify = tokenVerifier(oauth.NewJWTVerifier(oauthIssuers, nil), intro)
+		jwts := oauth.NewJWTVerifier(oauthIssuers, hc)
+		if *oauthAllowUntyped {
+			jwts.AllowUntyped()
+		}
+		resource.Verify = tokenVerifier(jwts, intro)
 	}
 	var cfg mcpFrontConfig
 	if *configPath != "" {

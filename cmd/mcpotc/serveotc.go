@@ -150,6 +150,7 @@ type oauthConfig struct {
 	PerUser             bool     `json:"per_user"`
 	UserVerification    string   `json:"user_verification"`
 	ClientMetadataURL   string   `json:"client_metadata_url"`
+	AllowNetworks       []string `json:"allow_networks"`
 }
 
 // envRef is a reference to an environment variable in a value: ${VAR}, or
@@ -624,6 +625,11 @@ func (m *Main) oauthConfig(p *problems, file, key string, c mcpServerConfig) *oa
 		if u, err := url.Parse(o.ClientMetadataURL); err != nil || u.Scheme != "https" || u.Path == "" || u.Path == "/" {
 			p.add(file, key+".client_metadata_url", "must be an https URL with a path (a client ID metadata document)")
 		}
+	}
+	if nets, err := networks(o.AllowNetworks); err != nil {
+		p.add(file, key+".allow_networks", err.Error())
+	} else {
+		out.AllowNetworks = nets
 	}
 	if o.ClientSecretEnv != "" {
 		out.ClientSecret = p.env(m.Getenv, file, key+".client_secret_env", o.ClientSecretEnv)

@@ -35,8 +35,8 @@ const chromiumPath = "/usr/bin/chromium"
 type chrome struct {
 	t     *testing.T
 	root  context.Context // the browser's first tab
-	shots string // where the screenshots go
-	n     int    // screenshots taken
+	shots string          // where the screenshots go
+	n     int             // screenshots taken
 	mu    sync.Mutex
 }
 

@@ -162,14 +162,21 @@ func b64(b []byte) string { return base64.RawURLEncoding.EncodeToString(b) }
 // (signed with the provider's own key), alg "none", HS256 signed with the
 // provider's public key, and a token signed by a key the provider does not
 // publish are 401 invalid_token; a good token at a front that wants a
-// scope the token lacks is 403 insufficient_scope.
+// scope the token lacks is 403 insufficient_scope. RFC 9068's typ: the
+// example OP signs its access tokens with typ "JWT" (zitadel/oidc's
+// pkg/op/signer.go), not "at+jwt", so the fronts above run with
+// --oauth-allow-untyped-jwt (what an operator of such an issuer does); a
+// front without it refuses the OP's token (401 invalid_token) and serves
+// one signed with the OP's key and typed at+jwt.
 func TestOAuthMCPFrontJWT(t *testing.T) {
 	o := startZitadelOP(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	a := startBridge(t, ctx, "http", []string{"--oauth-issuer", o.issuer}, nil)
-	scoped := startBridge(t, ctx, "http", []string{"--oauth-issuer", o.issuer, "--oauth-scope", "admin"}, nil)
+	a := startBridge(t, ctx, "http", []string{"--oauth-issuer", o.issuer, "--oauth-allow-untyped-jwt"}, nil)
+	scoped := startBridge(t, ctx, "http", []string{"--oauth-issuer", o.issuer, "--oauth-scope", "admin", "--oauth-allow-untyped-jwt"}, nil)
+	typed := startBridge(t, ctx, "http", []string{"--oauth-issuer", o.issuer}, nil)
 	o.store.client("front-svc", a.url)
+	o.store.client("typed-svc", typed.url)
 	o.store.client("other-svc", "https://other.example.com/mcp")
 	o.store.client("scoped-svc", scoped.url)
 	good := o.token(t, "front-svc")
@@ -202,9 +209,13 @@ func TestOAuthMCPFrontJWT(t *testing.T) {
 	claims := func(exp time.Time) map[string]any {
 		return map[string]any{"iss": o.issuer, "sub": "front-svc", "aud": []string{a.url}, "exp": exp.Unix(), "iat": now.Add(-2 * time.Hour).Unix(), "client_id": "front-svc"}
 	}
-	sign := func(key any, c map[string]any) string {
+	signTyped := func(typ jose.ContentType, key any, c map[string]any) string {
 		t.Helper()
-		signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.RS256, Key: key}, (&jose.SignerOptions{}).WithType("JWT").WithHeader("kid", kid))
+		opts := (&jose.SignerOptions{}).WithHeader("kid", kid)
+		if typ != "" {
+			opts = opts.WithType(typ)
+		}
+		signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.RS256, Key: key}, opts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -216,6 +227,7 @@ func TestOAuthMCPFrontJWT(t *testing.T) {
 		s, _ := jws.CompactSerialize()
 		return s
 	}
+	sign := func(key any, c map[string]any) string { return signTyped("JWT", key, c) }
 	unsigned := func(alg string, c map[string]any) (header, payload string) {
 		h, _ := json.Marshal(map[string]string{"alg": alg, "typ": "JWT", "kid": kid})
 		p, _ := json.Marshal(c)
@@ -262,6 +274,26 @@ func TestOAuthMCPFrontJWT(t *testing.T) {
 	if want := fmt.Sprintf(`Bearer error="insufficient_scope", resource_metadata="%s/.well-known/oauth-protected-resource/mcp", scope="admin"`, scopedBase); status != http.StatusForbidden || hdr.Get("WWW-Authenticate") != want {
 		t.Errorf("a token without the scope: %d %q, want 403 %q: %s", status, hdr.Get("WWW-Authenticate"), want, truncate(body, 300))
 	}
+	// RFC 9068 §2.1 at a front without --oauth-allow-untyped-jwt.
+	typedClaims := map[string]any{"iss": o.issuer, "sub": "typed-svc", "aud": []string{typed.url}, "exp": now.Add(time.Hour).Unix(), "iat": now.Unix(), "client_id": "typed-svc"}
+	typedBase := strings.TrimSuffix(typed.url, "/mcp")
+	typedInvalid := fmt.Sprintf(`Bearer error="invalid_token", resource_metadata="%s/.well-known/oauth-protected-resource/mcp"`, typedBase)
+	for _, tc := range []struct {
+		name, token string
+	}{
+		{`the OP's own token (typ "JWT")`, o.token(t, "typed-svc")},
+		{`signed with the OP's key, typ "JWT"`, sign(priv, typedClaims)},
+		{"signed with the OP's key, no typ", signTyped("", priv, typedClaims)},
+	} {
+		status, hdr, body := post(typed.url, tc.token, init, "")
+		if status != http.StatusUnauthorized || hdr.Get("WWW-Authenticate") != typedInvalid {
+			t.Errorf("without --oauth-allow-untyped-jwt, %s: %d %q, want 401 %q: %s", tc.name, status, hdr.Get("WWW-Authenticate"), typedInvalid, truncate(body, 300))
+		}
+	}
+	if status, _, body := post(typed.url, signTyped("at+jwt", priv, typedClaims), init, ""); status != http.StatusOK {
+		t.Errorf("without --oauth-allow-untyped-jwt, a token signed with the OP's key and typed at+jwt: %d %s", status, truncate(body, 300))
+	}
+
 	logs := a.p.Stderr()
 	if !strings.Contains(logs, `"subject":"front-svc"`) {
 		t.Errorf("the call's log line does not name the token's subject:\n%s", truncate(logs, 3000))
@@ -269,5 +301,5 @@ func TestOAuthMCPFrontJWT(t *testing.T) {
 	if strings.Contains(logs, good) || strings.Contains(logs, strings.Split(good, ".")[2]) {
 		t.Error("the token is in serve-mcp's log")
 	}
-	t.Logf("zitadel/oidc example OP: its JWT for the front's resource served (initialize, tools/call, subject logged); 401 for another audience, expired, alg none, HS256 with the public key, an unknown key, not a JWT; 403 for a missing scope")
+	t.Logf("zitadel/oidc example OP: its JWT for the front's resource served (initialize, tools/call, subject logged); 401 for another audience, expired, alg none, HS256 with the public key, an unknown key, not a JWT; 403 for a missing scope; without --oauth-allow-untyped-jwt, 401 for typ JWT or none, 200 for typ at+jwt")
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"slices"
 	"strings"
 	"sync"
@@ -62,6 +63,10 @@ type Config struct {
 	// document, used as client_id where the authorization server supports
 	// them. Zero: not used.
 	ClientMetadataURL string
+	// AllowNetworks are networks the OAuth fetches of this upstream may
+	// reach besides public addresses and those of ServerURL's host (see
+	// NewHTTPClient). Zero: none.
+	AllowNetworks []netip.Prefix
 }
 
 // Client authorizes the HTTP requests of one upstream. It implements the
@@ -69,6 +74,7 @@ type Config struct {
 type Client struct {
 	m   *Manager
 	cfg Config
+	hc  *http.Client // its OAuth fetches (fetch.go)
 
 	mu      sync.Mutex
 	srv     *server                // the latest discovery; nil before the first 401
@@ -490,7 +496,7 @@ func (c *Client) renew(ctx context.Context, user string, rec *record) (*record, 
 		Endpoint:     oauth2.Endpoint{TokenURL: rec.TokenURL, AuthStyle: rec.Client.authStyle()},
 	}
 	old := &oauth2.Token{RefreshToken: rec.RefreshToken, Expiry: time.Unix(1, 0)}
-	tok, err := cfg.TokenSource(c.m.clientContext(ctx), old).Token()
+	tok, err := cfg.TokenSource(c.clientContext(ctx), old).Token()
 	if err != nil {
 		c.m.onEvent(c.cfg.Upstream, "refresh_failed")
 		var re *oauth2.RetrieveError
@@ -529,7 +535,7 @@ func tokenErr(err error) error {
 	var re *oauth2.RetrieveError
 	if errors.As(err, &re) {
 		if re.ErrorCode != "" {
-			return fmt.Errorf("the authorization server answered %s", re.ErrorCode)
+			return fmt.Errorf("the authorization server answered %s", tokenErrorCode(re.ErrorCode))
 		}
 		if re.Response != nil {
 			return fmt.Errorf("the authorization server answered HTTP %d", re.Response.StatusCode)

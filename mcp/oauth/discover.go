@@ -75,22 +75,40 @@ func parseChallenge(resp *http.Response) challengeParams {
 
 // discover finds the upstream's authorization server and registers the
 // bridge with it as MCP authorization 2025-11-25 describes, with the
-// 2025-03-26 fallbacks.
+// 2025-03-26 fallbacks. Every fetch goes through the upstream's hardened
+// client (fetch.go); protected resource metadata is read on the MCP
+// server's origin only, authorization server metadata at the issuer's own
+// well-known URLs.
 func (c *Client) discover(ctx context.Context, ch challengeParams) (*server, error) {
-	hc := c.m.httpClient
+	ctx, cancel := context.WithTimeout(ctx, discoveryTimeout)
+	defer cancel()
+	hc := c.hc
+	if ch.resourceMetadata != "" && !sameOrigin(ch.resourceMetadata, c.cfg.ServerURL) {
+		// RFC 9728 §3.3 binds the metadata to the resource, not its
+		// location: a URL elsewhere would make the bridge fetch whatever
+		// the upstream names.
+		return nil, fmt.Errorf("the resource_metadata of the MCP server's challenge is not on the MCP server's origin (%s): refused without fetching it",
+			originOf(c.cfg.ServerURL))
+	}
 	s := &server{metadataURL: ch.resourceMetadata}
 	var issuer string
 	legacy := false // no protected resource metadata: 2025-03-26
 	for _, u := range prmURLs(ch.resourceMetadata, c.cfg.ServerURL) {
-		prm, err := oauthex.GetProtectedResourceMetadata(ctx, u.url, u.resource, hc)
+		tctx, tr := withTrace(ctx)
+		prm, err := oauthex.GetProtectedResourceMetadata(tctx, u.url, u.resource, hc)
 		if err != nil || prm == nil {
 			if ctx.Err() != nil {
-				return nil, ctx.Err()
+				return nil, tr.fail("protected resource metadata", u.url, ctx.Err())
+			}
+			if tr.wasRefused() {
+				// A redirect elsewhere, a body too large: the server
+				// misbehaves; no fallback.
+				return nil, tr.fail("protected resource metadata", u.url, err)
 			}
 			continue
 		}
 		if len(prm.AuthorizationServers) == 0 {
-			return nil, fmt.Errorf("the protected resource metadata at %s names no authorization server", u.url)
+			return nil, fmt.Errorf("the protected resource metadata at %s names no authorization server", errorURLOf(u.url))
 		}
 		s.resource = prm.Resource
 		s.scopesSupported = prm.ScopesSupported
@@ -113,10 +131,14 @@ func (c *Client) discover(ctx context.Context, ch challengeParams) (*server, err
 	if legacy {
 		asm, err = legacyMetadata(ctx, issuer, hc)
 	} else {
-		asm, err = auth.GetAuthServerMetadata(ctx, rootless(issuer), hc)
+		tctx, tr := withTrace(ctx)
+		asm, err = auth.GetAuthServerMetadata(tctx, rootless(issuer), hc)
+		if err != nil {
+			err = tr.fail("authorization server metadata", issuer, err)
+		}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("authorization server %s: %w", issuer, err)
+		return nil, fmt.Errorf("authorization server %s: %w", errorURLOf(issuer), err)
 	}
 	if asm == nil {
 		// 2025-03-26: default endpoints under the authorization server.
@@ -130,7 +152,7 @@ func (c *Client) discover(ctx context.Context, ch challengeParams) (*server, err
 	} else if !slices.Contains(asm.CodeChallengeMethodsSupported, "S256") {
 		// MCP authorization 2025-11-25, "Authorization Code Protection":
 		// a client must refuse to proceed without PKCE S256.
-		return nil, fmt.Errorf("authorization server %s does not support PKCE with S256; the bridge refuses it", issuer)
+		return nil, fmt.Errorf("authorization server %s does not support PKCE with S256; the bridge refuses it", errorURLOf(issuer))
 	}
 	s.asm = asm
 	reg, err := c.register(ctx, asm)
@@ -149,15 +171,17 @@ func (c *Client) discover(ctx context.Context, ch challengeParams) (*server, err
 // below it); that issuer is accepted, and oauthex's checks (issuer, PKCE,
 // URL schemes) run against it. Nil, nil: none there.
 func legacyMetadata(ctx context.Context, origin string, hc *http.Client) (*oauthex.AuthServerMeta, error) {
+	const what = "authorization server metadata"
 	metaURL := strings.TrimSuffix(origin, "/") + "/.well-known/oauth-authorization-server"
+	ctx, tr := withTrace(ctx)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, metaURL, nil)
 	if err != nil {
-		return nil, err
+		return nil, tr.fail(what, metaURL, err)
 	}
 	req.Header.Set("Accept", "application/json")
 	resp, err := hc.Do(req)
 	if err != nil {
-		return nil, redactErr(err)
+		return nil, tr.fail(what, metaURL, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
@@ -166,15 +190,18 @@ func legacyMetadata(ctx context.Context, origin string, hc *http.Client) (*oauth
 	var doc struct {
 		Issuer string `json:"issuer"`
 	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&doc); err != nil {
-		return nil, fmt.Errorf("%s: %w", metaURL, err)
+	if err := json.NewDecoder(io.LimitReader(resp.Body, MaxFetchBody)).Decode(&doc); err != nil {
+		return nil, tr.fail(what, metaURL, err)
 	}
-	iu, err := url.Parse(doc.Issuer)
-	ou, _ := url.Parse(origin)
-	if err != nil || ou == nil || !strings.EqualFold(iu.Scheme, ou.Scheme) || !strings.EqualFold(iu.Host, ou.Host) {
-		return nil, fmt.Errorf("%s names the issuer %q, not one of the MCP server's origin", metaURL, doc.Issuer)
+	if !sameOrigin(doc.Issuer, origin) {
+		return nil, &fetchError{what: what, url: errorURLOf(metaURL), status: resp.StatusCode, reason: "the metadata names an issuer on another origin than the MCP server's"}
 	}
-	return oauthex.GetAuthServerMeta(ctx, metaURL, doc.Issuer, hc)
+	ctx, tr = withTrace(ctx)
+	asm, err := oauthex.GetAuthServerMeta(ctx, metaURL, doc.Issuer, hc)
+	if err != nil {
+		return nil, tr.fail(what, metaURL, err)
+	}
+	return asm, nil
 }
 
 type prmURL struct{ url, resource string }
@@ -229,9 +256,10 @@ func (c *Client) register(ctx context.Context, asm *oauthex.AuthServerMeta) (reg
 			ClientName:              c.m.clientName,
 			Scope:                   strings.Join(c.cfg.Scopes, " "),
 		}
-		res, err := oauthex.RegisterClient(ctx, asm.RegistrationEndpoint, meta, c.m.httpClient)
+		rctx, tr := withTrace(ctx)
+		res, err := oauthex.RegisterClient(rctx, asm.RegistrationEndpoint, meta, c.hc)
 		if err != nil {
-			return registration{}, fmt.Errorf("dynamic client registration at %s: %w", asm.Issuer, redactErr(err))
+			return registration{}, tr.fail("dynamic client registration", asm.RegistrationEndpoint, err)
 		}
 		r := registration{ID: res.ClientID, Secret: res.ClientSecret, Method: res.TokenEndpointAuthMethod}
 		if r.Method == "" {
@@ -260,15 +288,38 @@ func secretMethod(supported []string) string {
 	return "client_secret_basic"
 }
 
-// redactErr flattens an error from a library (its types are not part of
-// this package's API) and bounds its text.
+// redactErr is err in this package's words: a library's error text may
+// quote an answer (a body, a header value), which no error of the bridge
+// repeats. A fetchError or a refusal stays as it is.
 func redactErr(err error) error {
 	if err == nil {
 		return nil
 	}
-	s := err.Error()
-	if len(s) > 300 {
-		s = s[:300] + "…"
+	var fe *fetchError
+	if errors.As(err, &fe) {
+		return fe
 	}
-	return errors.New(s)
+	var r *refusal
+	if errors.As(err, &r) {
+		return r
+	}
+	return errors.New(describe(err))
+}
+
+// errorURLOf is the URL s as an error names it (errorURL).
+func errorURLOf(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "(an unreadable URL)"
+	}
+	return errorURL(u)
+}
+
+// originOf is the origin of the URL s, as an error names it.
+func originOf(s string) string {
+	u, err := url.Parse(s)
+	if err != nil {
+		return "(an unreadable URL)"
+	}
+	return errorURL(&url.URL{Scheme: u.Scheme, Host: u.Host})
 }

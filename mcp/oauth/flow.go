@@ -69,8 +69,9 @@ type Options struct {
 	// serves their routes. Zero: they stay in this process (a file store
 	// is not written for each challenge).
 	Replicated bool
-	// HTTPClient makes discovery, registration and token requests. Nil: a
-	// client with a 30 s timeout.
+	// HTTPClient replaces, for tests, the hardened client (NewHTTPClient)
+	// of each upstream's discovery, registration and token requests. Nil:
+	// NewHTTPClient for the upstream's host and Config.AllowNetworks.
 	HTTPClient *http.Client
 	// UserOIDC is the OpenID provider at which users sign in for
 	// VerifyOIDC. Nil: no upstream may use VerifyOIDC.
@@ -242,9 +243,6 @@ func NewManager(o *Options) (*Manager, error) {
 		}
 		m.vault = v
 	}
-	if m.httpClient == nil {
-		m.httpClient = &http.Client{Timeout: 30 * time.Second}
-	}
 	if m.log == nil {
 		m.log = slog.New(slog.DiscardHandler)
 	}
@@ -295,7 +293,7 @@ func (m *Manager) Client(cfg Config) (*Client, error) {
 	case cfg.UserVerification == VerifyVerifier && m.verifierURL == "":
 		return nil, errors.New("oauth: user_verification verifier needs the application's verifier URL (serve-otc --user-verifier-url)")
 	}
-	c := &Client{m: m, cfg: cfg}
+	c := &Client{m: m, cfg: cfg, hc: m.fetchClient(cfg)}
 	m.mu.Lock()
 	m.clients[cfg.Upstream] = c
 	m.mu.Unlock()
@@ -303,11 +301,6 @@ func (m *Manager) Client(cfg Config) (*Client, error) {
 }
 
 func (m *Manager) callbackURL() string { return m.publicURL + "/oauth/callback" }
-
-// clientContext carries the Manager's HTTP client to golang.org/x/oauth2.
-func (m *Manager) clientContext(ctx context.Context) context.Context {
-	return context.WithValue(ctx, oauth2.HTTPClient, m.httpClient)
-}
 
 // challenge returns the *AuthorizationRequired of (c, caller, user): the
 // principal's live pending authorization when there is one for the same
@@ -695,7 +688,7 @@ func (m *Manager) exchange(ctx context.Context, p *pending, q url.Values) (*reco
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), tokenTimeout)
 	defer cancel()
-	tok, err := p.cfg.Exchange(m.clientContext(ctx), q.Get("code"), opts...)
+	tok, err := p.cfg.Exchange(p.c.clientContext(ctx), q.Get("code"), opts...)
 	if err != nil {
 		return nil, "the code exchange failed: " + tokenErr(err).Error()
 	}

@@ -49,7 +49,7 @@ func (c *Client) clientCredentials(ctx context.Context, srv *server, scopes []st
 		params.Set("client_assertion_type", "urn:ietf:params:oauth:client-assertion-type:jwt-bearer")
 		params.Set("client_assertion", assertion)
 	}
-	tok, err := cc.Token(c.m.clientContext(ctx))
+	tok, err := cc.Token(c.clientContext(ctx))
 	if err != nil {
 		return nil, fmt.Errorf("upstream %q: client credentials grant: %w", c.cfg.Upstream, tokenErr(err))
 	}

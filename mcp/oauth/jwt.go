@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-jose/go-jose/v4"
@@ -19,20 +20,29 @@ import (
 )
 
 // JWTVerifier checks JWT access tokens (RFC 9068) locally, for the MCP
-// front as a protected resource: signed with RS256, ES256 or EdDSA (never
-// "none", never an HMAC: a public key is no secret) by a key of the JWKS
-// of one of its issuers, found through the issuer's metadata (RFC 8414,
-// then OpenID Connect discovery); iss one of the issuers; exp required,
-// exp and nbf with JWTSkew of leeway. The audience is the caller's to
-// check. Key sets are cached, fetched again on an unknown kid (at most
-// every JWKSMinRefresh) and after JWKSMaxAge. Safe for concurrent use.
+// front as a protected resource: typed at+jwt (RFC 9068 §2.1; see
+// AllowUntyped), signed with RS256, ES256 or EdDSA (never "none", never an
+// HMAC: a public key is no secret) by a key of the JWKS of one of its
+// issuers, found through the issuer's metadata (RFC 8414, then OpenID
+// Connect discovery); iss one of the issuers; exp required, exp and nbf
+// with JWTSkew of leeway. The audience is the caller's to check.
+//
+// Key sets are cached, fetched again after JWKSMaxAge and on an unknown kid
+// (at most every JWKSMinRefresh), by one fetch per issuer however many
+// tokens wait for it. A failed fetch is remembered: no fetch of that
+// issuer's keys for JWKSFailureBackoff, doubled at each failure in a row
+// up to JWKSMaxBackoff, during which a token of that issuer without a
+// known key gets an error that is not ErrTokenInactive ("cannot tell").
+// So tokens with made-up key ids cost the authorization server at most one
+// request per issuer every JWKSMinRefresh. Safe for concurrent use.
 type JWTVerifier struct {
-	issuers []string
-	hc      *http.Client
-	now     func() time.Time
+	issuers      []string
+	hc           *http.Client
+	now          func() time.Time
+	allowUntyped atomic.Bool
 
 	mu   sync.Mutex
-	sets map[string]*keySet // by issuer
+	sets map[string]*issuerKeys // by issuer (one of issuers: bounded)
 }
 
 type keySet struct {
@@ -40,25 +50,66 @@ type keySet struct {
 	fetched time.Time
 }
 
+// issuerKeys is what the verifier knows of one issuer's key set.
+type issuerKeys struct {
+	set      *keySet     // the last set fetched; nil before the first
+	tried    time.Time   // when the last fetch started
+	failures int         // fetches failed in a row
+	retryAt  time.Time   // after a failure: no fetch before
+	flight   *jwksFlight // the fetch under way, if any
+}
+
+// jwksFlight is a key set fetch shared by the tokens that wait for it.
+type jwksFlight struct {
+	done chan struct{}
+	err  error
+}
+
 // Bounds of JWT verification.
 const (
-	JWTSkew         = time.Minute
-	JWKSMinRefresh  = 30 * time.Second
-	JWKSMaxAge      = time.Hour
-	maxJWKSKeys     = 100
-	maxJWKSBodySize = 1 << 20
+	JWTSkew            = time.Minute
+	JWKSMinRefresh     = 30 * time.Second
+	JWKSMaxAge         = time.Hour
+	JWKSFailureBackoff = 5 * time.Second
+	JWKSMaxBackoff     = 5 * time.Minute
+	maxJWKSKeys        = 100
+	jwksFetchTimeout   = 20 * time.Second // metadata and key set, one fetch
 )
 
 // jwtAlgorithms are the signature algorithms accepted.
 var jwtAlgorithms = []jose.SignatureAlgorithm{jose.RS256, jose.ES256, jose.EdDSA}
 
-// NewJWTVerifier returns a verifier of tokens issued by issuers. hc nil: a
-// client with a 10 s timeout.
+// NewJWTVerifier returns a verifier of tokens issued by issuers. hc nil:
+// NewHTTPClient with the issuers as its own hosts.
 func NewJWTVerifier(issuers []string, hc *http.Client) *JWTVerifier {
 	if hc == nil {
-		hc = &http.Client{Timeout: 10 * time.Second}
+		hc = NewHTTPClient(&FetchOptions{Hosts: issuers})
 	}
-	return &JWTVerifier{issuers: issuers, hc: hc, now: time.Now, sets: map[string]*keySet{}}
+	return &JWTVerifier{issuers: issuers, hc: hc, now: time.Now, sets: map[string]*issuerKeys{}}
+}
+
+// AllowUntyped makes v accept, besides at+jwt, JWTs whose header has no
+// typ or the generic "JWT" or "application/jwt": for issuers that do not
+// type their access tokens as RFC 9068 §2.1 asks. Other types (an ID
+// token's, a logout token's…) are still refused. It returns v; call it
+// before the first Verify.
+func (v *JWTVerifier) AllowUntyped() *JWTVerifier {
+	v.allowUntyped.Store(true)
+	return v
+}
+
+// typed reports whether the JWS header h has a typ v accepts, compared
+// without case (RFC 8725 §3.11; RFC 9068 §2.1 allows both forms).
+func (v *JWTVerifier) typed(h jose.Header) bool {
+	raw, present := h.ExtraHeaders[jose.HeaderType]
+	typ, isString := raw.(string)
+	switch {
+	case present && !isString:
+		return false
+	case strings.EqualFold(typ, "at+jwt"), strings.EqualFold(typ, "application/at+jwt"):
+		return true
+	}
+	return v.allowUntyped.Load() && (!present || strings.EqualFold(typ, "JWT") || strings.EqualFold(typ, "application/jwt"))
 }
 
 // LooksLikeJWT reports whether token has the shape of a JWS compact
@@ -84,6 +135,9 @@ func (v *JWTVerifier) Verify(ctx context.Context, token string) (*TokenInfo, err
 		return nil, fmt.Errorf("%w: issued by an issuer the bridge does not trust", ErrTokenInactive)
 	}
 	h := tok.Headers[0]
+	if !v.typed(h) {
+		return nil, fmt.Errorf("%w: the JWT's header does not type it an access token (typ at+jwt, RFC 9068 §2.1)", ErrTokenInactive)
+	}
 	key, err := v.key(ctx, iss, h.KeyID, h.Algorithm)
 	if err != nil {
 		return nil, err
@@ -125,22 +179,9 @@ func (v *JWTVerifier) issuer(iss string) string {
 // token names none) for alg, fetching the issuer's key set when it is not
 // known yet, is old, or lacks kid.
 func (v *JWTVerifier) key(ctx context.Context, iss, kid, alg string) (*jose.JSONWebKey, error) {
-	v.mu.Lock()
-	set := v.sets[iss]
-	v.mu.Unlock()
-	now := v.now()
-	if set == nil || now.Sub(set.fetched) >= JWKSMaxAge || (find(set, kid, alg) == nil && now.Sub(set.fetched) >= JWKSMinRefresh) {
-		fresh, err := v.fetch(ctx, iss)
-		if err != nil {
-			if set == nil {
-				return nil, err
-			}
-		} else {
-			set = fresh
-			v.mu.Lock()
-			v.sets[iss] = set
-			v.mu.Unlock()
-		}
+	set, err := v.keySet(ctx, iss, kid, alg)
+	if set == nil {
+		return nil, err
 	}
 	if k := find(set, kid, alg); k != nil {
 		return k, nil
@@ -148,7 +189,77 @@ func (v *JWTVerifier) key(ctx context.Context, iss, kid, alg string) (*jose.JSON
 	return nil, fmt.Errorf("%w: signed with a key the issuer does not publish", ErrTokenInactive)
 }
 
+// keySet returns the issuer's key set to look kid up in, after a fetch
+// when one is due and allowed (see JWTVerifier): the known set and a
+// fetch's error when it failed, nil and an error when no set is known.
+func (v *JWTVerifier) keySet(ctx context.Context, iss, kid, alg string) (*keySet, error) {
+	v.mu.Lock()
+	st := v.sets[iss]
+	if st == nil {
+		st = &issuerKeys{}
+		v.sets[iss] = st
+	}
+	now := v.now()
+	due := st.set == nil || now.Sub(st.set.fetched) >= JWKSMaxAge ||
+		(find(st.set, kid, alg) == nil && now.Sub(st.tried) >= JWKSMinRefresh)
+	if !due {
+		set := st.set
+		v.mu.Unlock()
+		return set, nil
+	}
+	f := st.flight
+	if f == nil {
+		if now.Before(st.retryAt) {
+			set := st.set
+			v.mu.Unlock()
+			return set, fmt.Errorf("issuer %s: its keys could not be fetched; the next try is in %s", iss, st.retryAt.Sub(now).Round(time.Second))
+		}
+		f = &jwksFlight{done: make(chan struct{})}
+		st.flight, st.tried = f, now
+		go v.refresh(iss, st, f)
+	}
+	v.mu.Unlock()
+	select {
+	case <-f.done:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return st.set, f.err
+}
+
+// refresh fetches the issuer's key set for f, on its own clock (the
+// tokens waiting may give up; the fetch serves the next ones).
+func (v *JWTVerifier) refresh(iss string, st *issuerKeys, f *jwksFlight) {
+	ctx, cancel := context.WithTimeout(context.Background(), jwksFetchTimeout)
+	defer cancel()
+	fresh, err := v.fetch(ctx, iss)
+	v.mu.Lock()
+	if err != nil {
+		st.failures++
+		st.retryAt = v.now().Add(jwksBackoff(st.failures))
+	} else {
+		st.set, st.failures, st.retryAt = fresh, 0, time.Time{}
+	}
+	st.flight, f.err = nil, err
+	v.mu.Unlock()
+	close(f.done)
+}
+
+// jwksBackoff is how long no fetch is made after n failures in a row.
+func jwksBackoff(n int) time.Duration {
+	d := JWKSFailureBackoff
+	for i := 1; i < n && d < JWKSMaxBackoff; i++ {
+		d *= 2
+	}
+	return min(d, JWKSMaxBackoff)
+}
+
 func find(set *keySet, kid, alg string) *jose.JSONWebKey {
+	if set == nil {
+		return nil
+	}
 	candidates := set.keys.Keys
 	if kid != "" {
 		candidates = set.keys.Key(kid)
@@ -164,31 +275,34 @@ func find(set *keySet, kid, alg string) *jose.JSONWebKey {
 	return nil
 }
 
-// fetch reads the issuer's key set (jwks_uri of its metadata).
+// fetch reads the issuer's key set (jwks_uri of its metadata) through the
+// verifier's client.
 func (v *JWTVerifier) fetch(ctx context.Context, iss string) (*keySet, error) {
-	asm, err := auth.GetAuthServerMetadata(ctx, rootless(iss), v.hc)
+	mctx, tr := withTrace(ctx)
+	asm, err := auth.GetAuthServerMetadata(mctx, rootless(iss), v.hc)
 	if err != nil {
-		return nil, fmt.Errorf("issuer %s: %w", iss, redactErr(err))
+		return nil, fmt.Errorf("issuer %s: %w", iss, tr.fail("authorization server metadata", rootless(iss), err))
 	}
 	if asm == nil || asm.JWKSURI == "" {
 		return nil, fmt.Errorf("issuer %s publishes no jwks_uri", iss)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, asm.JWKSURI, nil)
+	jctx, tr := withTrace(ctx)
+	req, err := http.NewRequestWithContext(jctx, http.MethodGet, asm.JWKSURI, nil)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("issuer %s: its jwks_uri is not a URL", iss)
 	}
 	req.Header.Set("Accept", "application/json")
 	resp, err := v.hc.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("issuer %s: JWKS: %w", iss, redactErr(err))
+		return nil, fmt.Errorf("issuer %s: %w", iss, tr.fail("JWKS", asm.JWKSURI, err))
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("issuer %s: JWKS: HTTP %d", iss, resp.StatusCode)
+		return nil, fmt.Errorf("issuer %s: %w", iss, &fetchError{what: "JWKS", url: errorURL(req.URL), status: resp.StatusCode})
 	}
 	var keys jose.JSONWebKeySet
-	if err := json.NewDecoder(io.LimitReader(resp.Body, maxJWKSBodySize)).Decode(&keys); err != nil {
-		return nil, fmt.Errorf("issuer %s: JWKS: %w", iss, err)
+	if err := json.NewDecoder(io.LimitReader(resp.Body, MaxFetchBody)).Decode(&keys); err != nil {
+		return nil, fmt.Errorf("issuer %s: %w", iss, tr.fail("JWKS", asm.JWKSURI, err))
 	}
 	if len(keys.Keys) > maxJWKSKeys {
 		keys.Keys = keys.Keys[:maxJWKSKeys]

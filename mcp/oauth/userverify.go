@@ -46,6 +46,7 @@ const loginTTL = PendingTTL
 type userOIDC struct {
 	m     *Manager
 	cfg   UserOIDC
+	hc    *http.Client // hardened (NewHTTPClient): the provider's host is its own
 	mu    sync.Mutex
 	party rp.RelyingParty
 	tried time.Time // the last failed discovery: the next waits a while
@@ -58,7 +59,11 @@ func newUserOIDC(m *Manager, cfg UserOIDC) (*userOIDC, error) {
 	if cfg.Claim == "" {
 		cfg.Claim = "sub"
 	}
-	return &userOIDC{m: m, cfg: cfg}, nil
+	hc := m.httpClient
+	if hc == nil {
+		hc = NewHTTPClient(&FetchOptions{Hosts: []string{cfg.Issuer}})
+	}
+	return &userOIDC{m: m, cfg: cfg, hc: hc}, nil
 }
 
 // discoveryRetry is how long a failed discovery of the provider is
@@ -78,7 +83,7 @@ func (o *userOIDC) relyingParty(ctx context.Context) (rp.RelyingParty, error) {
 	defer cancel()
 	scopes := append([]string{oidc.ScopeOpenID}, o.cfg.Scopes...)
 	party, err := rp.NewRelyingPartyOIDC(ctx, o.cfg.Issuer, o.cfg.ClientID, o.cfg.ClientSecret, o.m.publicURL+"/oauth/login", scopes,
-		rp.WithHTTPClient(o.m.httpClient),
+		rp.WithHTTPClient(o.hc),
 		rp.WithVerifierOpts(rp.WithNonce(func(ctx context.Context) string { s, _ := ctx.Value(nonceKey{}).(string); return s })),
 	)
 	if err != nil {

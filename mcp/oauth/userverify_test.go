@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
+	"net/netip"
 	"net/url"
 	"strings"
 	"sync/atomic"
@@ -27,6 +28,10 @@ import (
 // small upstream authorization server that approves at once (as the
 // TypeScript SDK's demo server does). A browser is an http.Client with a
 // cookie jar of its own.
+
+// loopbackNet lets an upstream named mcp.test reach its authorization
+// server on 127.0.0.1 (the dial guard's exception for a private network).
+var loopbackNet = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}
 
 // testOP starts the example OpenID Provider with a web client for the
 // bridge at bridgeURL; it returns its issuer and the client's id.
@@ -184,7 +189,7 @@ func TestUserVerificationOIDC(t *testing.T) {
 	t.Parallel()
 	asm, exchanges := testUpstreamAS(t)
 	m, base := testBridge(t, Options{UserOIDC: &UserOIDC{}}, nil)
-	c, err := m.Client(Config{Upstream: "up", ServerURL: "http://mcp.test/mcp", PerUser: true, UserVerification: VerifyOIDC})
+	c, err := m.Client(Config{Upstream: "up", ServerURL: "http://mcp.test/mcp", PerUser: true, UserVerification: VerifyOIDC, AllowNetworks: loopbackNet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -270,7 +275,7 @@ func TestUserVerificationVerifier(t *testing.T) {
 	})
 	m, base := testBridge(t, Options{}, app)
 	m.verifierURL = base + "/app/verify"
-	c, err := m.Client(Config{Upstream: "up", ServerURL: "http://mcp.test/mcp", PerUser: true, UserVerification: VerifyVerifier})
+	c, err := m.Client(Config{Upstream: "up", ServerURL: "http://mcp.test/mcp", PerUser: true, UserVerification: VerifyVerifier, AllowNetworks: loopbackNet})
 	if err != nil {
 		t.Fatal(err)
 	}
