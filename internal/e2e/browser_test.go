@@ -190,7 +190,7 @@ func (p *person) shot(what string) string {
 	p.c.t.Helper()
 	ctx, cancel := context.WithTimeout(p.ctx, 15*time.Second)
 	defer cancel()
-	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(90))
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100)) // 100: PNG (less: JPEG)
 	if err != nil {
 		p.c.t.Fatalf("%s: screenshot: %v", p.name, err)
 	}
@@ -363,6 +363,177 @@ func TestBrowserAuthorizationPages(t *testing.T) {
 	for n, p := range people {
 		if errs := p.consoleErrors(); len(errs) > 0 {
 			t.Errorf("%s's browser console: %v", n, errs)
+		}
+	}
+}
+
+// startUsersOP starts testdata/users_op.mjs (oidc-provider) on a port of
+// its own for the bridge at bridge; it returns its issuer.
+func startUsersOP(t *testing.T, bridge string) string {
+	t.Helper()
+	port := freePort(t)
+	script, err := filepath.Abs(filepath.Join("testdata", "users_op.mjs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := startProcess(t, context.Background(), nodeBin(t), []string{script},
+		append(peerEnv(t), "MCPOTC_PEERS="+peersDir(t), fmt.Sprintf("OP_PORT=%d", port), "OP_REDIRECT="+bridge+"/oauth/login"))
+	issuer := fmt.Sprintf("http://127.0.0.1:%d", port)
+	p.waitHTTP(t, issuer+"/.well-known/openid-configuration", 30*time.Second)
+	return issuer
+}
+
+// act runs steps in the person's tab and returns the page it ends on.
+func (p *person) act(what string, steps ...chromedp.Action[chromedp.Void]) browserPage {
+	p.c.t.Helper()
+	ctx, cancel := context.WithTimeout(p.ctx, 30*time.Second)
+	defer cancel()
+	if err := chromedp.Do(ctx, steps...); err != nil {
+		p.c.t.Fatalf("%s: %s: %v", p.name, what, err)
+	}
+	return p.page(ctx)
+}
+
+// TestBrowserDeclineAndVerifier: the other ways a flow goes.
+//
+// Declined at the provider: with oidc-provider (panva/node-oidc-provider,
+// its own sign-in pages) as the users' OpenID provider, alice follows her
+// link and presses "[ Cancel ]": the provider answers access_denied and
+// the bridge's page says the sign-in failed and nothing was authorized;
+// her flow stays open, and she then signs in and authorizes it.
+//
+// user_verification verifier: the application (a small server that knows
+// its signed-in user by its own cookie and holds the API key) confirms
+// each flow for its user through POST /oauth/confirm. Alice's browser,
+// signed in at the application, ends on the bridge's "Authorized" page;
+// bob's browser, signed in as bob, completing alice's link ends on the
+// application's refusal, and alice's flow fails.
+func TestBrowserDeclineAndVerifier(t *testing.T) {
+	c := startChrome(t)
+	d := otcfDialects[2]
+	challengeOn := func(b *otcfBridge, user string) (string, string) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), otcfCallTimeout)
+		defer cancel()
+		r := b.call(t, ctx, d, map[string]any{"tool_id": "Demo.greet", "input": map[string]any{"name": "you"},
+			"context": map[string]any{"user_id": user}}, map[string]string{"OXP-API-Key": "e2e-app-key"})
+		var body struct {
+			MissingRequirements struct {
+				Authorization []struct {
+					URL      string `json:"url"`
+					CheckURL string `json:"check_url"`
+				} `json:"authorization"`
+			} `json:"missing_requirements"`
+		}
+		if err := json.Unmarshal(r.Raw, &body); err != nil || r.Status != 400 || len(body.MissingRequirements.Authorization) != 1 {
+			t.Fatalf("%s's call: %d %s, want the challenge", user, r.Status, otcfTrunc(r.Raw))
+		}
+		a := body.MissingRequirements.Authorization[0]
+		return a.URL, a.CheckURL
+	}
+	checkOn := func(b *otcfBridge, u string) string {
+		return otcfShow(b.get(t, strings.TrimPrefix(u, b.base), nil, nil).Body)
+	}
+	expectPage := func(pg browserPage, title string, texts ...string) {
+		t.Helper()
+		if !strings.HasPrefix(pg.Title, title) {
+			t.Errorf("page %q at %s, want %q", pg.Title, shortURL(pg.URL), title)
+		}
+		for _, s := range texts {
+			if !strings.Contains(pg.Text, s) {
+				t.Errorf("page %q does not say %q:\n%s", pg.Title, s, pg.Text)
+			}
+		}
+	}
+	config := func(verification string) string {
+		mcpPort := freePort(t)
+		oauthTSServerOn(t, mcpPort, freePort(t), "--oauth-strict")
+		file := filepath.Join(t.TempDir(), "config.json")
+		if err := os.WriteFile(file, []byte(fmt.Sprintf(`{"mcpServers": {"demo": {"url": "http://localhost:%d/mcp", "toolkit": "Demo", "oauth": {"per_user": true, "user_verification": %q}}}}`,
+			mcpPort, verification)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return file
+	}
+	env := []string{"MCPOTC_API_KEY=e2e-app-key", "MCPOTC_OP_SECRET=op-secret"}
+
+	// Declined at the provider.
+	port := freePort(t)
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	issuer := startUsersOP(t, base)
+	b := oauthBridge(t, port, config("oidc"), env, "--api-key-env", "MCPOTC_API_KEY",
+		"--user-oidc-issuer", issuer, "--user-oidc-client-id", "mcpotc", "--user-oidc-client-secret-env", "MCPOTC_OP_SECRET")
+	c.person("operator", "").open(oauthWaitChallenge(t, b))
+	b.waitHealthy(t, 30*time.Second)
+	link, check := challengeOn(b, "alice")
+	alice := c.person("alice", "alice")
+	pg := alice.open(link)
+	expectPage(pg, "Sign-in", "[ Cancel ]")
+	pg = alice.act("pressing Cancel at the provider", chromedp.Click(chromedp.CSS(`a[href$="/abort"]`)), chromedp.WaitVisible(chromedp.CSS(`h1`)))
+	expectPage(pg, "Sign-in failed", "the sign-in provider answered access_denied", "Nothing was authorized")
+	if got := checkOn(b, check); got != `{"status":"pending"}` {
+		t.Errorf("check_url after the decline: %s, want pending (alice may still authorize)", got)
+	}
+	alice.open(link)
+	alice.act("signing in at the provider",
+		chromedp.SendKeys(chromedp.CSS(`input[name=login]`), "alice"),
+		chromedp.SendKeys(chromedp.CSS(`input[name=password]`), "any"),
+		chromedp.Click(chromedp.CSS(`button[type=submit]`)),
+		chromedp.WaitVisible(chromedp.CSS(`h1`)))
+	pg = alice.act("consenting at the provider", chromedp.Click(chromedp.CSS(`button[type=submit]`)), chromedp.WaitVisible(chromedp.CSS(`h1.ok`)))
+	expectPage(pg, "Authorized", "for the user “alice”")
+	if got := checkOn(b, check); got != `{"status":"completed"}` {
+		t.Errorf("check_url after alice authorized: %s", got)
+	}
+
+	// user_verification verifier.
+	port = freePort(t)
+	base = fmt.Sprintf("http://127.0.0.1:%d", port)
+	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		switch r.URL.Path {
+		case "/signin":
+			http.SetCookie(w, &http.Cookie{Name: "app_user", Value: r.URL.Query().Get("user"), Path: "/"})
+			fmt.Fprintf(w, "<!doctype html><title>Signed in</title><h1>Signed in to the application as %s</h1>", r.URL.Query().Get("user"))
+		case "/verify":
+			who, err := r.Cookie("app_user")
+			if err != nil {
+				http.Error(w, "sign in first", http.StatusUnauthorized)
+				return
+			}
+			body := fmt.Sprintf(`{"flow_id":%q,"user_id":%q}`, r.URL.Query().Get("flow_id"), who.Value)
+			st, _, answer := httpDo(t, http.MethodPost, base+"/oauth/confirm", body, http.Header{"Content-Type": {"application/json"}, "OXP-API-Key": {"e2e-app-key"}})
+			var a struct{ NextURI, Error string }
+			_ = json.Unmarshal([]byte(strings.ReplaceAll(answer, "next_uri", "NextURI")), &a)
+			if st != http.StatusOK {
+				w.WriteHeader(http.StatusForbidden)
+				fmt.Fprintf(w, "<!doctype html><title>Not confirmed</title><h1>The application did not confirm this authorization</h1><p>%s</p>", a.Error)
+				return
+			}
+			http.Redirect(w, r, a.NextURI, http.StatusFound)
+		}
+	}))
+	defer app.Close()
+	b = oauthBridge(t, port, config("verifier"), env, "--api-key-env", "MCPOTC_API_KEY", "--user-verifier-url", app.URL+"/verify")
+	c.person("operator2", "").open(oauthWaitChallenge(t, b))
+	b.waitHealthy(t, 30*time.Second)
+	link, check = challengeOn(b, "alice")
+	bob := c.person("bob", "")
+	bob.open(app.URL + "/signin?user=bob")
+	expectPage(bob.open(link), "Not confirmed", "the flow was issued to another user")
+	if got := checkOn(b, check); !strings.Contains(got, `"status":"failed"`) {
+		t.Errorf("check_url after bob: %s, want failed", got)
+	}
+	link, check = challengeOn(b, "alice")
+	alice = c.person("alice-app", "")
+	alice.open(app.URL + "/signin?user=alice")
+	expectPage(alice.open(link), "Authorized", "for the user “alice”")
+	if got := checkOn(b, check); got != `{"status":"completed"}` {
+		t.Errorf("check_url after alice: %s", got)
+	}
+	for _, p := range []*person{alice, bob} {
+		if errs := p.consoleErrors(); len(errs) > 0 {
+			t.Errorf("%s's browser console: %v", p.name, errs)
 		}
 	}
 }
