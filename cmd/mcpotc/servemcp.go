@@ -16,6 +16,7 @@ import (
 
 	"github.com/mcpotc/mcpotc/bridge"
 	"github.com/mcpotc/mcpotc/bridge/metrics"
+	"github.com/mcpotc/mcpotc/internal/httpguard"
 	"github.com/mcpotc/mcpotc/mcp/front"
 	"github.com/mcpotc/mcpotc/mcp/oauth"
 	"github.com/mcpotc/mcpotc/otc"
@@ -491,7 +492,7 @@ func startSample(ctx context.Context, log zerolog.Logger) (stop func(), up bridg
 	if err != nil {
 		return nil, up, fmt.Errorf("starting the sample OTC toolkit: %w", err)
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: httpguard.Handler(h), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	base := "http://" + ln.Addr().String()
 	client, err := otc.NewClient(base, nil)
