@@ -57,9 +57,11 @@ type OTCUpstream struct {
 	CallerTokenProviders []string
 	// UserID is sent as context.user_id when a tool requires one. Empty: none.
 	UserID string
-	// UserIDFromToken sends the subject of the MCP caller's OAuth token
-	// (front.CallerIdentity) as context.user_id instead of UserID, so that
-	// each user's own grants are used. Zero: UserID.
+	// UserIDFromToken sends the name of the MCP caller's OAuth token
+	// (front.Identity.Name: its subject, qualified by its issuer when the
+	// front trusts several) as context.user_id instead of UserID, so that
+	// each user's own grants are used. No forwarded context overrides it.
+	// Zero: UserID.
 	UserIDFromToken bool
 	// UserIDClaim names what of the token is the user id with
 	// UserIDFromToken: "sub" (zero) or "client_id" (an authorization
@@ -68,8 +70,9 @@ type OTCUpstream struct {
 	// CallTimeout bounds each call; zero means MCPFrontOptions.CallTimeout.
 	CallTimeout time.Duration
 	// AcceptContext uses the context (tokens, secrets, user id) an OTC front
-	// forwards in mapping.MetaOTCRequest, before the configured one. Zero:
-	// forwarded context is ignored.
+	// forwards in mapping.MetaOTCRequest, before the configured one, when
+	// the MCP caller is the chain peer (front.Forwarder); from any other
+	// caller it is ignored. Zero: forwarded context is ignored.
 	AcceptContext bool
 	// Credentials are transport credential values (API key, JWT secret)
 	// that must never reach a log line, should an upstream echo them;
@@ -466,17 +469,34 @@ func (f *MCPFront) handler(t *frontTool) mcpserver.ToolHandlerFunc {
 		var forwarded *otc.CallContext
 		var carrier mapping.OTCRequestMeta
 		if mapping.MetaField(req.Params.Meta, mapping.MetaOTCRequest, &carrier) {
-			// From an OTC front: the exact version, the caller's call_id,
-			// and the context when this upstream accepts it.
+			// From an OTC front: the exact version (one the upstream
+			// lists, whoever asks), the caller's call_id (scoped by the
+			// MCP caller, so that two callers' keys never meet upstream),
+			// and the context when this upstream accepts it and the MCP
+			// caller is the chain peer (README, Forwarded context).
 			if v, ok := t.versions[carrier.ToolID]; ok {
 				def, callReq.ToolID = v, carrier.ToolID
 			}
 			if carrier.CallID != "" && len(carrier.CallID) <= 256 {
-				callReq.CallID = carrier.CallID
+				callReq.CallID = front.ScopedCallID(ctx, carrier.CallID)
 			}
-			if t.up.AcceptContext {
+			switch {
+			case carrier.Context == nil || !t.up.AcceptContext:
+			case front.Forwarder(ctx):
 				forwarded = carrier.Context
+			default:
+				f.log.Warn().Str("call_id", cutID(callReq.CallID)).Str("tool", t.Tool.Name).Str("upstream", t.up.Name).
+					Msg("forwarded OTC context ignored: the MCP caller is not the chain peer")
 			}
+		}
+		if msg := t.up.conflict(ctx, forwarded); msg != "" {
+			// The forwarded user is not the one the caller's token names:
+			// refused, as a result the model reads.
+			f.log.Warn().Str("call_id", cutID(callReq.CallID)).Str("tool", t.Tool.Name).Str("upstream", t.up.Name).
+				Msg("call refused: the forwarded user_id differs from the caller's token")
+			f.opts.Metrics.Call(metrics.FrontMCP, t.up.Name, t.Tool.Name, metrics.AuthRequired, time.Since(start))
+			failed(span, metrics.AuthRequired)
+			return mcpgo.NewToolResultError(msg), nil
 		}
 		callReq.Context = t.up.callContext(ctx, def.Requirements, forwarded)
 		// An OTC front deferred the requirements to this side: the
@@ -513,7 +533,8 @@ func (f *MCPFront) handler(t *frontTool) mcpserver.ToolHandlerFunc {
 			ev = ev.Str("trace_id", cutID(callReq.TraceID))
 		}
 		if id, ok := front.CallerIdentity(ctx); ok && id.Subject != "" {
-			ev = ev.Str("subject", cutID(id.Subject)) // who called (OAuth); never the token
+			// Who called (OAuth): issuer and subject; never the token.
+			ev = ev.Str("issuer", cutID(id.Issuer)).Str("subject", cutID(id.Subject))
 		}
 		defer func() {
 			d := time.Since(start)
@@ -661,24 +682,43 @@ func (u *otcUpstream) callContext(ctx context.Context, req *otc.Requirements, fw
 	return cc
 }
 
-// userID is the context.user_id of a call: the forwarded one, else the
-// caller's token's subject (UserIDFromToken), else the configured one.
+// userID is the context.user_id of a call: the caller's token's name
+// (UserIDFromToken), else the forwarded one, else the configured one.
 func (u *otcUpstream) userID(ctx context.Context, fwd *otc.CallContext) string {
+	if user := u.tokenUserID(ctx); user != "" {
+		return user
+	}
 	if fwd != nil && fwd.UserID != "" {
 		return fwd.UserID
 	}
-	if u.UserIDFromToken {
-		if id, ok := front.CallerIdentity(ctx); ok {
-			user := id.Subject
-			if u.UserIDClaim == "client_id" {
-				user = id.ClientID
-			}
-			if user != "" {
-				return user
-			}
-		}
-	}
 	return u.UserID
+}
+
+// tokenUserID is the user id the caller's OAuth token names
+// (UserIDFromToken), "" when there is none.
+func (u *otcUpstream) tokenUserID(ctx context.Context) string {
+	if !u.UserIDFromToken {
+		return ""
+	}
+	id, ok := front.CallerIdentity(ctx)
+	if !ok {
+		return ""
+	}
+	return id.Name(u.UserIDClaim)
+}
+
+// conflict is the refusal of a call whose forwarded context names another
+// user than the caller's own token (UserIDFromToken), "" when there is no
+// conflict: a forwarded user_id never overrides the token's.
+func (u *otcUpstream) conflict(ctx context.Context, fwd *otc.CallContext) string {
+	if fwd == nil || fwd.UserID == "" {
+		return ""
+	}
+	if user := u.tokenUserID(ctx); user != "" && user != fwd.UserID {
+		return "The call was refused: the forwarded OTC context names a user_id that differs from the user of the MCP caller's own token " +
+			"(user_id_from_token). The token's user is the one the call runs as; send no user_id in the forwarded context, or the token's."
+	}
+	return ""
 }
 
 // unconfigured names the secrets and user id a tool requires that the

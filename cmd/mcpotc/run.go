@@ -18,6 +18,7 @@ import (
 	"github.com/mcpotc/mcpotc/bridge"
 	"github.com/mcpotc/mcpotc/bridge/metrics"
 	"github.com/mcpotc/mcpotc/bridge/tracing"
+	"github.com/mcpotc/mcpotc/internal/httpguard"
 	"github.com/mcpotc/mcpotc/otc"
 	"github.com/mcpotc/mcpotc/otc/sample"
 )
@@ -306,7 +307,7 @@ func (m *Main) serveHTTPWith(ctx context.Context, log zerolog.Logger, addr strin
 		return err
 	}
 	srv := &http.Server{
-		Handler:           h,
+		Handler:           httpguard.Handler(h), // closes after an ambiguously framed request (RFC 9112 §6.1)
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,

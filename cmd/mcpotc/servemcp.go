@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"regexp"
 	"slices"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/mcpotc/mcpotc/bridge"
 	"github.com/mcpotc/mcpotc/bridge/metrics"
+	"github.com/mcpotc/mcpotc/internal/httpguard"
 	"github.com/mcpotc/mcpotc/mcp/front"
 	"github.com/mcpotc/mcpotc/mcp/oauth"
 	"github.com/mcpotc/mcpotc/otc"
@@ -87,6 +89,8 @@ func (m *Main) serveMCP(ctx context.Context, args []string) error {
 	fs.Var(&oauthIssuers, "oauth-issuer", "an authorization server whose tokens HTTP clients must send: serve-mcp is an OAuth 2.1 protected resource (repeatable; see README)")
 	oauthResource := fs.String("oauth-resource", "", "the resource identifier tokens must be issued for (default: http://LISTEN/mcp)")
 	fs.Var(&oauthScopes, "oauth-scope", "a scope every token must grant (repeatable)")
+	var oauthForwarders stringList
+	fs.Var(&oauthForwarders, "oauth-forwarder", "an OAuth caller trusted to forward an OTC caller's context (accept_forwarded_context): its token's ISSUER#SUBJECT, or SUBJECT with one --oauth-issuer (repeatable; see README, Forwarded context)")
 	introspectionURL := fs.String("oauth-introspection-url", "", "the authorization server's token introspection endpoint (RFC 7662), for opaque tokens (JWTs are checked against the issuers' keys)")
 	oauthClientIDEnv := fs.String("oauth-client-id-env", "", "environment variable holding the client id serve-mcp authenticates with at the introspection endpoint")
 	oauthClientSecretEnv := fs.String("oauth-client-secret-env", "", "environment variable holding that client's secret")
@@ -94,7 +98,10 @@ func (m *Main) serveMCP(ctx context.Context, args []string) error {
 	fs.Var(&oauthAllowNetworks, "oauth-allow-network", "a network (CIDR) the JWKS and introspection fetches may reach though it is private, loopback or link-local; the issuers' and introspection URL's own hosts always may (repeatable)")
 	oauthAllowUntyped := fs.Bool("oauth-allow-untyped-jwt", false, "accept JWT access tokens without typ at+jwt (RFC 9068), for issuers that omit it")
 	idleTTL := durationFlag(fs, "session-idle-ttl", front.DefaultSessionIdleTTL, "end HTTP sessions idle that long (http and sse transports); 0: never")
-	maxSessions := fs.Int("max-sessions", front.DefaultMaxSessions, "most HTTP sessions held at once; beyond it initialize gets 503 (http and sse transports); 0: no bound")
+	maxSessions := fs.Int("max-sessions", front.DefaultMaxSessions, "most HTTP sessions held at once; when full, the oldest session that never made a call is ended for a new one, and when all made calls initialize gets 503 (http and sse transports); 0: no bound")
+	maxPerClient := fs.Int("max-sessions-per-client", front.DefaultMaxSessionsPerClient, "most HTTP sessions one client holds (with --oauth-issuer its token's issuer and subject, else its address); beyond it its initialize gets 503 (http and sse transports); 0: no bound")
+	var trustedProxies prefixList
+	fs.Var(&trustedProxies, "trusted-proxy", "address or CIDR of a reverse proxy whose X-Forwarded-For names the client (repeatable; by default X-Forwarded-For is ignored)")
 	stateless := fs.Bool("stateless", false, "serve streamable HTTP without sessions: no Mcp-Session-Id, no standalone GET stream (http transport)")
 	sessionKeyEnv := fs.String("session-key-env", "", "environment variable holding the key (32 bytes or more; several, comma-separated, to rotate: the first signs) that signs session ids, so that replicas sharing it serve each other's sessions (http transport)")
 	bodyTimeout := durationFlag(fs, "body-timeout", front.DefaultBodyTimeout, "bound on receiving a request body; a slower one gets 408 (http and sse transports)")
@@ -127,10 +134,10 @@ func (m *Main) serveMCP(ctx context.Context, args []string) error {
 	set := flagsSet(fs)
 	for _, err := range []error{
 		needs(set, *transport != "stdio", "--transport http or sse (stdio serves on stdin/stdout)",
-			"listen", "bearer-token-env", "session-idle-ttl", "max-sessions", "body-timeout", "allowed-host", "cors-origin", "oauth-issuer", "drain-delay"),
+			"listen", "bearer-token-env", "session-idle-ttl", "max-sessions", "max-sessions-per-client", "trusted-proxy", "body-timeout", "allowed-host", "cors-origin", "oauth-issuer", "drain-delay"),
 		needs(set, len(oauthIssuers) > 0, "--oauth-issuer (serve-mcp as an OAuth protected resource)",
 			"oauth-resource", "oauth-scope", "oauth-introspection-url", "oauth-client-id-env", "oauth-client-secret-env",
-			"oauth-allow-network", "oauth-allow-untyped-jwt"),
+			"oauth-allow-network", "oauth-allow-untyped-jwt", "oauth-forwarder"),
 		needs(set, *oauthClientIDEnv != "", "--oauth-client-id-env", "oauth-client-secret-env"),
 		needs(set, *transport == "http" && !*stateless, "--transport http with sessions (signed session ids are streamable HTTP's; --stateless has none)", "session-key-env"),
 		needs(set, len(otcURLs) > 0, "--otc URL (in a config file, set it per upstream: dialect, accept_forwarded_context, headers, api_key_env)",
@@ -151,11 +158,12 @@ func (m *Main) serveMCP(ctx context.Context, args []string) error {
 			return err
 		}
 	}
-	httpOpts, err := mcpHTTPOptions(*transport, *idleTTL, *maxSessions, *stateless, *bodyTimeout, allowedHosts)
+	httpOpts, err := mcpHTTPOptions(*transport, *idleTTL, *maxSessions, *maxPerClient, *stateless, *bodyTimeout, allowedHosts)
 	if err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
 	httpOpts.AllowedOrigins = corsOrigins
+	httpOpts.TrustedProxies = trustedProxies
 	d, err := otc.ParseDialect(*dialect)
 	if err != nil {
 		return fmt.Errorf("%w: --otc-dialect: %v", errUsage, err)
@@ -184,6 +192,13 @@ func (m *Main) serveMCP(ctx context.Context, args []string) error {
 			res = "http://" + *listen + front.StreamablePath
 		}
 		resource = &front.ResourceAuth{Resource: res, AuthorizationServers: oauthIssuers, Scopes: oauthScopes}
+		for _, name := range oauthForwarders {
+			fw, err := forwarder(oauthIssuers, name)
+			if err != nil {
+				return fmt.Errorf("%w: --oauth-forwarder %s", errUsage, err)
+			}
+			httpOpts.Forwarders = append(httpOpts.Forwarders, fw)
+		}
 	}
 
 	// From here on every problem is collected and reported in one message.
@@ -210,14 +225,18 @@ func (m *Main) serveMCP(ctx context.Context, args []string) error {
 		nets, _ := networks(oauthAllowNetworks)
 		hc := oauth.NewHTTPClient(&oauth.FetchOptions{Hosts: append(slices.Clone(oauthIssuers), *introspectionURL), AllowNetworks: nets})
 		var intro *oauth.Introspector
+		var introIssuer string
 		if *introspectionURL != "" {
 			intro = oauth.NewIntrospector(*introspectionURL, id, secret, hc)
+			if introIssuer = introspectionIssuer(oauthIssuers, *introspectionURL); introIssuer == "" {
+				log.Warn().Str("url", *introspectionURL).Msg("--oauth-introspection-url is under none of the --oauth-issuer URLs: an introspection answer must name its iss, else the token is refused")
+			}
 		}
 		jwts := oauth.NewJWTVerifier(oauthIssuers, hc)
 		if *oauthAllowUntyped {
 			jwts.AllowUntyped()
 		}
-		resource.Verify = tokenVerifier(jwts, intro)
+		resource.Verify = tokenVerifier(jwts, intro, introIssuer)
 	}
 	var cfg mcpFrontConfig
 	if *configPath != "" {
@@ -240,6 +259,9 @@ func (m *Main) serveMCP(ctx context.Context, args []string) error {
 	}
 	if err := uniqueNames(upstreams); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if slices.ContainsFunc(upstreams, func(u bridge.OTCUpstream) bool { return u.AcceptContext }) {
+		warnForwarding(log, *transport, *listen, requiredBearer != "", resource != nil, len(oauthForwarders))
 	}
 	if len(upstreams) == 0 {
 		stop, u, err := startSample(ctx, log)
@@ -303,8 +325,11 @@ func (m *Main) serveMCP(ctx context.Context, args []string) error {
 }
 
 // tokenVerifier is the MCP front's token check: a JWT against its
-// issuer's keys, any other token by introspection (when configured).
-func tokenVerifier(jwts *oauth.JWTVerifier, intro *oauth.Introspector) func(context.Context, string) (*front.Identity, error) {
+// issuer's keys, any other token by introspection (when configured). An
+// introspected token's issuer is the answer's iss, else introIssuer (the
+// issuer the endpoint belongs to; "" when not known); the front refuses a
+// token whose issuer is not an --oauth-issuer.
+func tokenVerifier(jwts *oauth.JWTVerifier, intro *oauth.Introspector, introIssuer string) func(context.Context, string) (*front.Identity, error) {
 	return func(ctx context.Context, token string) (*front.Identity, error) {
 		var info *oauth.TokenInfo
 		var err error
@@ -322,29 +347,122 @@ func tokenVerifier(jwts *oauth.JWTVerifier, intro *oauth.Introspector) func(cont
 		if err != nil {
 			return nil, err
 		}
-		return &front.Identity{Subject: info.Subject, ClientID: info.ClientID, Scopes: info.Scopes, Audience: info.Audience, Expiry: info.Expiry}, nil
+		iss := info.Issuer
+		if iss == "" && !oauth.LooksLikeJWT(token) {
+			if iss = introIssuer; iss == "" {
+				return nil, fmt.Errorf("%w: the introspection answer names no issuer", front.ErrInvalidToken)
+			}
+		}
+		return &front.Identity{Issuer: iss, Subject: info.Subject, ClientID: info.ClientID, Scopes: info.Scopes, Audience: info.Audience, Expiry: info.Expiry}, nil
 	}
+}
+
+// introspectionIssuer is the issuer whose tokens the introspection
+// endpoint answers for: the only --oauth-issuer, else the one the
+// endpoint's URL is under (same scheme, host and port, and its path
+// within the issuer's; the longest such), "" when none is.
+func introspectionIssuer(issuers []string, endpoint string) string {
+	if len(issuers) == 1 {
+		return issuers[0]
+	}
+	e, err := url.Parse(endpoint)
+	if err != nil {
+		return ""
+	}
+	best := ""
+	for _, iss := range issuers {
+		u, err := url.Parse(iss)
+		if err != nil || u.Scheme != e.Scheme || !strings.EqualFold(u.Host, e.Host) {
+			continue
+		}
+		base := strings.TrimSuffix(u.Path, "/") + "/"
+		if strings.HasPrefix(e.Path, base) && len(iss) > len(best) {
+			best = iss
+		}
+	}
+	return best
+}
+
+// forwarder reads an --oauth-forwarder: ISSUER#SUBJECT (the issuer with
+// "%" and "#" percent-encoded, as user_id_from_token writes names), or
+// SUBJECT alone when there is one issuer.
+func forwarder(issuers []string, name string) (front.Identity, error) {
+	if iss, sub, ok := strings.Cut(name, "#"); ok && sub != "" {
+		if unescaped, err := url.PathUnescape(iss); err == nil {
+			for _, i := range issuers {
+				if strings.TrimSuffix(i, "/") == strings.TrimSuffix(unescaped, "/") {
+					return front.Identity{Issuer: i, Subject: sub}, nil
+				}
+			}
+		}
+	}
+	if len(issuers) == 1 && name != "" {
+		return front.Identity{Issuer: issuers[0], Subject: name}, nil
+	}
+	return front.Identity{}, fmt.Errorf("%q: want ISSUER#SUBJECT with ISSUER one of --oauth-issuer (SUBJECT alone with a single --oauth-issuer)", name)
+}
+
+// warnForwarding says at start who may forward an OTC caller's context
+// to the upstreams that accept it (README, Forwarded context), when that
+// is no one or anyone who can reach the listener.
+func warnForwarding(log zerolog.Logger, transport, listen string, bearer, oauth bool, forwarders int) {
+	switch {
+	case transport == "stdio" || bearer:
+	case oauth && forwarders == 0:
+		log.Warn().Msg("accept_forwarded_context: no --oauth-forwarder is named, so no caller's forwarded OTC context is used")
+	case !oauth && !loopbackListen(listen):
+		log.Warn().Str("listen", listen).Msg("accept_forwarded_context: without --bearer-token-env or --oauth-issuer, forwarded OTC context is used only from loopback clients")
+	}
+}
+
+// prefixList is --trusted-proxy: addresses or CIDR prefixes.
+type prefixList []netip.Prefix
+
+func (l *prefixList) String() string {
+	var out []string
+	for _, p := range *l {
+		out = append(out, p.String())
+	}
+	return strings.Join(out, ",")
+}
+
+func (l *prefixList) Set(s string) error {
+	p, err := netip.ParsePrefix(s)
+	if err != nil {
+		a, aerr := netip.ParseAddr(s)
+		if aerr != nil {
+			return errors.New("want an IP address or a CIDR prefix such as 10.0.0.0/8")
+		}
+		p = netip.PrefixFrom(a, a.BitLen())
+	}
+	*l = append(*l, p.Masked())
+	return nil
 }
 
 // mcpHTTPOptions checks the HTTP flags of serve-mcp (README, serve-mcp
 // flags) and turns them into the front's options.
-func mcpHTTPOptions(transport string, idleTTL time.Duration, maxSessions int, stateless bool, bodyTimeout time.Duration, allowedHosts []string) (*front.HTTPOptions, error) {
+func mcpHTTPOptions(transport string, idleTTL time.Duration, maxSessions, maxPerClient int, stateless bool, bodyTimeout time.Duration, allowedHosts []string) (*front.HTTPOptions, error) {
 	switch {
 	case idleTTL < 0:
 		return nil, errors.New("--session-idle-ttl must not be negative")
 	case maxSessions < 0:
 		return nil, errors.New("--max-sessions must not be negative")
+	case maxPerClient < 0:
+		return nil, errors.New("--max-sessions-per-client must not be negative")
 	case bodyTimeout <= 0:
 		return nil, errors.New("--body-timeout must be positive")
 	case stateless && transport != "http":
 		return nil, errors.New("--stateless needs --transport http")
 	}
-	opts := &front.HTTPOptions{Stateless: stateless, SessionIdleTTL: idleTTL, MaxSessions: maxSessions, BodyTimeout: bodyTimeout}
+	opts := &front.HTTPOptions{Stateless: stateless, SessionIdleTTL: idleTTL, MaxSessions: maxSessions, MaxSessionsPerClient: maxPerClient, BodyTimeout: bodyTimeout}
 	if idleTTL == 0 {
 		opts.SessionIdleTTL = -1 // never
 	}
 	if maxSessions == 0 {
 		opts.MaxSessions = -1 // no bound
+	}
+	if maxPerClient == 0 {
+		opts.MaxSessionsPerClient = -1 // no bound
 	}
 	opts.AllowedHosts = allowedHosts
 	return opts, nil
@@ -506,7 +624,7 @@ func startSample(ctx context.Context, log zerolog.Logger) (stop func(), up bridg
 	if err != nil {
 		return nil, up, fmt.Errorf("starting the sample OTC toolkit: %w", err)
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: httpguard.Handler(h), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	base := "http://" + ln.Addr().String()
 	client, err := otc.NewClient(base, nil)

@@ -54,9 +54,11 @@ func sameJSON(t *testing.T, what, got, want string) {
 
 const tooMany = `{"jsonrpc":"2.0","id":null,"error":{"code":-32003,"message":"too many sessions: the server holds its maximum of 3 sessions; retry later, or end an unused session with DELETE"}}`
 
-// --max-sessions 3: the 4th initialize is 503 with the JSON-RPC error and
-// Retry-After; DELETE makes room, and so does idle expiry
-// (--session-idle-ttl), after which the expired session is 404.
+// --max-sessions 3, every session in use (it made a call): the 4th
+// initialize is 503 with the JSON-RPC error and Retry-After; DELETE makes
+// room, and so does idle expiry (--session-idle-ttl), after which the
+// expired session is 404. Sessions that never made a call are ended to
+// admit new clients instead (TestE2EHardeningSessionsNeverUsed).
 func TestE2EHardeningSessionsBound(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -67,6 +69,11 @@ func TestE2EHardeningSessionsBound(t *testing.T) {
 		id := header.Get("Mcp-Session-Id")
 		if status != http.StatusOK || id == "" || !strings.Contains(body, `"protocolVersion":"2025-11-25"`) {
 			t.Fatalf("initialize: %d session %q: %s", status, id, body)
+		}
+		status, _, body = postMessage(t, b.url, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`,
+			http.Header{"Mcp-Session-Id": {id}, "Mcp-Protocol-Version": {"2025-11-25"}})
+		if status != http.StatusOK {
+			t.Fatalf("tools/list in a new session: %d %s", status, body)
 		}
 		return id
 	}
@@ -88,8 +95,9 @@ func TestE2EHardeningSessionsBound(t *testing.T) {
 	sessions[0] = initialize()
 	refused("initialize when full again")
 
-	// Nobody uses the sessions: all expire within 2×TTL (mcp-go sweeps
-	// every TTL/2, at least every second); then initialize works again.
+	// Nobody uses the sessions any more: all expire within 2×TTL (mcp-go
+	// sweeps every TTL/2, at least every second); then initialize works
+	// again.
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		status, header, _ := postMessage(t, b.url, initializeBody, nil)

@@ -101,11 +101,33 @@ type HTTPOptions struct {
 	// DELETE, the client leaves (SSE) or Shutdown.
 	SessionIdleTTL time.Duration
 	// MaxSessions bounds the sessions held at once, streamable HTTP and
-	// legacy SSE together; beyond it an initialize (or a legacy SSE stream)
-	// gets 503 with Retry-After and a JSON-RPC error with code
-	// CodeTooManySessions. Zero means DefaultMaxSessions; negative means no
-	// bound.
+	// legacy SSE together. When they are all held, the oldest session that
+	// never made a call (it sent initialize, maybe notifications/
+	// initialized, nothing else) is ended to admit a new one; when every
+	// one made calls, an initialize (or a legacy SSE stream) gets 503 with
+	// Retry-After and a JSON-RPC error with code CodeTooManySessions. Zero
+	// means DefaultMaxSessions; negative means no bound.
 	MaxSessions int
+	// MaxSessionsPerClient bounds the sessions one client holds, counted
+	// as MaxSessions counts them; beyond it the client's initialize gets
+	// the same 503. A client is the verified token's issuer and subject
+	// with Resource, else the client's address (an IPv6 address counts as
+	// its /64; see TrustedProxies). With SessionKeys, what one replica
+	// counts are the sessions opened on it. Zero means
+	// DefaultMaxSessionsPerClient; negative means no bound.
+	MaxSessionsPerClient int
+	// TrustedProxies are the addresses of reverse proxies whose
+	// X-Forwarded-For names the client (the rightmost entry that is not a
+	// trusted proxy). Empty: X-Forwarded-For is ignored, and the client is
+	// the connection's peer.
+	TrustedProxies []netip.Prefix
+	// Forwarders are the OAuth callers (Resource) trusted to pass on
+	// another caller's OTC context, as an mcpotc OTC front chained in front
+	// of this one does (see Forwarder): the Issuer and Subject of their
+	// tokens (Issuer may be empty when Resource trusts one issuer). Other
+	// OAuth callers never are. Without Resource it is not used: see
+	// Forwarder for who the chain peer is then.
+	Forwarders []Identity
 	// MaxMessageBytes bounds the body of a POST; a longer one is refused
 	// (JSON-RPC parse error, HTTP 400). Zero means DefaultMaxMessageBytes;
 	// negative means no bound.
@@ -137,9 +159,11 @@ type HTTPHandler struct {
 	count      *sessionIDs     // the session count, legacy SSE included
 	ids        *sessionIDs     // count as the streamable HTTP session id manager; nil when Stateless
 	allowed    map[string]bool // AllowedHosts, lower case
+	forwarders map[string]bool // the principals of Forwarders
 
-	refused       atomic.Int64 // requests refused for the session bound, not logged yet
-	refusedLogged atomic.Int64 // unix nanoseconds of the last log line about them
+	refused     rateLog // initializes refused for a session bound
+	refusedMine rateLog // initializes refused for the per-client bound
+	evicted     rateLog // sessions that never made a call, ended to admit others
 
 	life        *lifecycle // tool calls end when life.stop does
 	stopCalls   context.CancelFunc
@@ -179,6 +203,9 @@ func (f *Front) newHTTPHandler(opts *HTTPOptions, streamable, sse bool) *HTTPHan
 	if h.opts.MaxSessions == 0 {
 		h.opts.MaxSessions = DefaultMaxSessions
 	}
+	if h.opts.MaxSessionsPerClient == 0 {
+		h.opts.MaxSessionsPerClient = DefaultMaxSessionsPerClient
+	}
 	if h.opts.BodyTimeout == 0 {
 		h.opts.BodyTimeout = DefaultBodyTimeout
 	}
@@ -190,7 +217,19 @@ func (f *Front) newHTTPHandler(opts *HTTPOptions, streamable, sse bool) *HTTPHan
 			h.allowed[strings.ToLower(strings.Trim(name, "[]"))] = true
 		}
 	}
-	h.count = newFrontSessionIDs(h.opts.MaxSessions)
+	h.forwarders = make(map[string]bool, len(h.opts.Forwarders))
+	if a := h.opts.Resource; a != nil {
+		for _, fw := range h.opts.Forwarders {
+			iss, ok := a.issuer(fw.Issuer)
+			if !ok || fw.Subject == "" {
+				f.log.Warn("mcp front: a forwarder that is not a trusted issuer's subject is ignored", "issuer", fw.Issuer)
+				continue
+			}
+			h.forwarders[(&Identity{Issuer: iss, Subject: fw.Subject}).principal()] = true
+		}
+	}
+	h.count = newFrontSessionIDs(h.opts.MaxSessions, h.opts.MaxSessionsPerClient)
+	h.count.evict = h.evictSession
 	stop, stopCalls := context.WithCancel(context.Background())
 	h.life, h.stopCalls = &lifecycle{stop: stop}, stopCalls
 	h.streams, h.stopStreams = context.WithCancel(context.Background())
@@ -233,18 +272,60 @@ func (f *Front) newHTTPHandler(opts *HTTPOptions, streamable, sse bool) *HTTPHan
 	return h
 }
 
-// logRefused logs that a request was refused for the session bound, at
-// most once a second, with the number refused since the last line.
-func (h *HTTPHandler) logRefused(what string) {
-	n := h.refused.Add(1)
+// rateLog counts events for a log line written at most once a second.
+type rateLog struct {
+	n    atomic.Int64 // events not logged yet
+	last atomic.Int64 // unix nanoseconds of the last line
+}
+
+// tick counts one event; when a line is due it returns the events since
+// the last one and true.
+func (l *rateLog) tick() (int64, bool) {
+	n := l.n.Add(1)
 	now := time.Now().UnixNano()
-	last := h.refusedLogged.Load()
-	if now-last < int64(time.Second) || !h.refusedLogged.CompareAndSwap(last, now) {
+	last := l.last.Load()
+	if now-last < int64(time.Second) || !l.last.CompareAndSwap(last, now) {
+		return 0, false
+	}
+	l.n.Add(-n)
+	return n, true
+}
+
+// refuse answers 503 to a request that would open a session beyond a
+// bound (see tooManySessions) and logs it, at most once a second per
+// bound, with the number refused since the last line.
+func (h *HTTPHandler) refuse(w http.ResponseWriter, why refusal, what string) {
+	if why == refusedClient {
+		if n, ok := h.refusedMine.tick(); ok {
+			h.f.log.Warn("mcp front: refused new sessions: too many sessions for one client", "request", what,
+				"max_per_client", h.opts.MaxSessionsPerClient, "refused", n)
+		}
+		tooManySessions(w, why, h.opts.MaxSessionsPerClient)
 		return
 	}
-	h.refused.Add(-n)
-	h.f.log.Warn("mcp front: refused new sessions: too many sessions", "request", what,
-		"max", h.opts.MaxSessions, "refused", n)
+	if n, ok := h.refused.tick(); ok {
+		h.f.log.Warn("mcp front: refused new sessions: too many sessions", "request", what,
+			"max", h.opts.MaxSessions, "refused", n)
+	}
+	tooManySessions(w, why, h.opts.MaxSessions)
+}
+
+// evictSession ends a session that never made a call, removed to admit a
+// new one (sessionIDs.room): a legacy SSE session's stream is closed; a
+// streamable HTTP session ends as with DELETE (its id gets 404 here from
+// now on, its streams close).
+func (h *HTTPHandler) evictSession(e *sessionEntry) {
+	if n, ok := h.evicted.tick(); ok {
+		h.f.log.Info("mcp front: ended sessions that never made a call, to admit new ones", "max", h.opts.MaxSessions, "ended", n)
+	}
+	if e.end != nil {
+		e.end()
+		return
+	}
+	if h.ids.signer != nil {
+		h.ids.signer.end(e.id)
+	}
+	h.endStreamableSession(e.id)
 }
 
 // Sessions is the number of sessions the handler holds: live streamable
@@ -292,6 +373,7 @@ func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := context.WithValue(r.Context(), lifeKey{}, h.life)
+	ctx = context.WithValue(ctx, callerKey{}, h.caller(r, id))
 	if tp := r.Header.Get("traceparent"); tp != "" {
 		ctx = context.WithValue(ctx, traceHeadersKey{}, [2]string{tp, r.Header.Get("tracestate")})
 	}
@@ -307,7 +389,7 @@ func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		owned := true
 		if h.ids.signer != nil {
 			if c, key, ok := h.ids.signer.verify(sid); ok {
-				owned = id == nil || ownedBy(c, key, id.principal())
+				owned = id == nil || ownedBy(c, key, id)
 				ctx = context.WithValue(ctx, sessionClaimsKey{}, c)
 			}
 		} else if id != nil {
@@ -342,7 +424,7 @@ func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case r.URL.Path == SSEPath && h.serveSSE:
 		h.serveSSEStream(w, r)
 	case message:
-		h.serveSSEMessage(w, r)
+		h.serveSSEMessage(w, r, body)
 	default:
 		http.NotFound(w, r)
 	}
@@ -399,6 +481,9 @@ func (h *HTTPHandler) serveStreamable(w http.ResponseWriter, r *http.Request, bo
 			http.Error(w, "shutting down", http.StatusServiceUnavailable)
 			return
 		}
+		if h.ids != nil {
+			h.ids.used(r.Header.Get(mcpserver.HeaderKeySessionID)) // a session with a stream is in use
+		}
 		if h.ids == nil && legacySessionRequest(r) {
 			// Without sessions a standalone stream would belong to no one:
 			// mcp-go would share one among every client. The transport
@@ -428,19 +513,22 @@ func (h *HTTPHandler) serveStreamable(w http.ResponseWriter, r *http.Request, bo
 	if !ok {
 		return
 	}
+	var res *reservation
 	if init {
-		if !h.ids.admit(false) {
-			h.logRefused("initialize")
-			tooManySessions(w, h.opts.MaxSessions)
+		var why refusal
+		if res, why = h.ids.admit(callerFrom(r.Context()).sessions); why != admitted {
+			h.refuse(w, why, "initialize")
 			return
 		}
-		defer h.ids.release(false)
+		defer h.ids.release(res)
+	} else if sid := r.Header.Get(mcpserver.HeaderKeySessionID); sid != "" && h.ids != nil && madeCall(body) {
+		h.ids.used(sid)
 	}
 	ctx := r.Context()
 	if init && h.ids.signer != nil {
 		n := &newSession{claims: initClaims(body)}
 		if ident, ok := CallerIdentity(ctx); ok {
-			n.principal = ident.principal()
+			n.owner = ident
 		}
 		ctx = context.WithValue(ctx, newSessionKey{}, n)
 	}
@@ -456,10 +544,12 @@ func (h *HTTPHandler) serveStreamable(w http.ResponseWriter, r *http.Request, bo
 	rw := newFrontResponseWriter(w, st)
 	h.streamable.ServeHTTP(rw, r.WithContext(context.WithValue(ctx, streamKey{}, st)))
 	rw.finish()
-	if ident, ok := CallerIdentity(r.Context()); ok && init && h.ids.signer == nil {
-		if id := w.Header().Get(mcpserver.HeaderKeySessionID); id != "" {
-			h.ids.bind(id, ident.principal())
+	if id := w.Header().Get(mcpserver.HeaderKeySessionID); init && id != "" {
+		owner := ""
+		if ident, ok := CallerIdentity(r.Context()); ok && h.ids.signer == nil {
+			owner = ident.principal() // a signed id carries its owner itself
 		}
+		h.ids.bind(id, res, owner)
 	}
 	if id := w.Header().Get(mcpserver.HeaderKeySessionID); init && id != "" && !h.ids.isLive(id) {
 		// Ended (DELETE) between the answer and mcp-go's registration of
@@ -467,6 +557,14 @@ func (h *HTTPHandler) serveStreamable(w http.ResponseWriter, r *http.Request, bo
 		// forget it (see sessionIDs).
 		h.endStreamableSession(id)
 	}
+}
+
+// madeCall reports whether the message body (of a POST in a session)
+// makes the session one in use: anything but notifications/initialized
+// (and initialize, which opens a session rather than using one).
+func madeCall(body []byte) bool {
+	method, _ := skimSessionless(body)
+	return method != string(mcpgo.MethodNotificationInitialized) && method != string(mcpgo.MethodInitialize)
 }
 
 type errReader struct{ err error }
@@ -489,6 +587,7 @@ type sseBinding struct {
 	h      *HTTPHandler
 	st     *streamBook
 	life   *lifecycle
+	entry  *sessionEntry // as the session count knows it
 	id     string
 	owner  string       // who opened it (HTTPOptions.Resource), "" when callers are not identified
 	active atomic.Int64 // unix nanoseconds of the last message POSTed, or of the stream's start
@@ -506,23 +605,24 @@ func (h *HTTPHandler) serveSSEStream(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "shutting down", http.StatusServiceUnavailable)
 		return
 	}
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	var entry *sessionEntry
 	if r.Method == http.MethodGet {
-		if !h.count.admit(true) {
-			h.logRefused("SSE stream")
-			tooManySessions(w, h.opts.MaxSessions)
+		var why refusal
+		if entry, why = h.count.admitSSE(callerFrom(r.Context()).sessions, cancel); why != admitted {
+			h.refuse(w, why, "SSE stream")
 			return
 		}
-		defer h.count.release(true)
+		defer h.count.dropSSE(entry)
 	}
 	stop, end := context.WithCancel(h.life.stop)
 	defer end()
-	b := &sseBinding{h: h, st: newFrontStream(h.f.maxPending, true), life: &lifecycle{stop: stop}}
+	b := &sseBinding{h: h, st: newFrontStream(h.f.maxPending, true), life: &lifecycle{stop: stop}, entry: entry}
 	if ident, ok := CallerIdentity(r.Context()); ok {
 		b.owner = ident.principal()
 	}
 	b.active.Store(time.Now().UnixNano())
-	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
 	if ttl := h.opts.SessionIdleTTL; ttl > 0 && r.Method == http.MethodGet {
 		go b.expire(ctx, ttl, cancel)
 	}
@@ -563,7 +663,7 @@ func (b *sseBinding) expire(ctx context.Context, ttl time.Duration, end context.
 // its response will be written, and the session's life. A session is its
 // opener's: another caller's message to it finds no such session (MCP
 // security best practices, "Session Hijacking").
-func (h *HTTPHandler) serveSSEMessage(w http.ResponseWriter, r *http.Request) {
+func (h *HTTPHandler) serveSSEMessage(w http.ResponseWriter, r *http.Request, body []byte) {
 	if v, ok := h.sessions.Load(r.URL.Query().Get("sessionId")); ok {
 		b := v.(*sseBinding)
 		if ident, ok := CallerIdentity(r.Context()); b.owner != "" && (!ok || ident.principal() != b.owner) {
@@ -571,6 +671,9 @@ func (h *HTTPHandler) serveSSEMessage(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		b.active.Store(time.Now().UnixNano())
+		if b.entry != nil && madeCall(body) {
+			h.count.usedSSE(b.entry)
+		}
 		ctx := context.WithValue(r.Context(), streamKey{}, b.st)
 		r = r.WithContext(context.WithValue(ctx, lifeKey{}, b.life))
 	}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -29,27 +30,74 @@ type ResourceAuth struct {
 	Scopes []string
 	// Verify checks a token and says who it is for: an error wrapping
 	// ErrInvalidToken for a token it refuses (401), any other error when it
-	// cannot tell (503: the authorization server is unreachable…).
+	// cannot tell (503: the authorization server is unreachable…). The
+	// Identity's Issuer must be one of AuthorizationServers (a final slash
+	// ignored); it may be left empty when there is only one, which is then
+	// the token's. A token of another issuer, or of none among several, is
+	// refused (401).
 	Verify func(ctx context.Context, token string) (*Identity, error)
 }
 
 // Identity is what a verified token says.
+//
+// A caller is its issuer and subject together, never the subject alone
+// (two authorization servers may each have a user "u1"): sessions, call
+// logs and Name bind both.
 type Identity struct {
+	Issuer   string    // "iss": the authorization server that issued the token, as AuthorizationServers spells it
 	Subject  string    // "sub": the user (or client) the token is for
 	ClientID string    // the client it was issued to, when known
 	Scopes   []string  // the scopes it grants
 	Audience []string  // the resources it is for
 	Expiry   time.Time // zero: not said
+
+	// several is set by the front: the handler trusts more than one
+	// issuer, so Name qualifies names with the issuer.
+	several bool
 }
 
-// principal names who the identity is, for binding sessions: its subject,
-// else its client.
+// principal names who the identity is, for binding sessions and counting
+// them: its issuer and subject (else its client), length-prefixed so that
+// no issuer and subject read as another pair, whatever they contain.
 func (id *Identity) principal() string {
+	who := "sub:" + id.Subject
+	if id.Subject == "" {
+		who = "client:" + id.ClientID
+	}
+	return "iss:" + strconv.Itoa(len(id.Issuer)) + ":" + id.Issuer + "|" + who
+}
+
+// legacyPrincipal is principal as it was before issuers were part of it:
+// the owner hash of a signed session id minted then (a restart with the
+// same SessionKeys keeps those sessions their owners'). It names a caller
+// unambiguously only when the handler trusts a single issuer.
+func (id *Identity) legacyPrincipal() string {
 	if id.Subject != "" {
 		return "sub:" + id.Subject
 	}
 	return "client:" + id.ClientID
 }
+
+// Name is the identity's name as one string that no other caller of the
+// handler shares, for claim "sub" (the subject, the default) or
+// "client_id": with a single trusted issuer, the claim's value as it is;
+// with several, the issuer with "%" and "#" percent-encoded, then "#",
+// then the value ("https://as-b.example.com#u1"). The issuer part holds no
+// "#", so the first "#" ends it, and a value holding "#" or "%" cannot make
+// two names alike. "" when the token has no such claim. (The README, MCP
+// front, documents this as the user_id_from_token encoding.)
+func (id *Identity) Name(claim string) string {
+	v := id.Subject
+	if claim == "client_id" {
+		v = id.ClientID
+	}
+	if v == "" || !id.several {
+		return v
+	}
+	return issuerEscaper.Replace(id.Issuer) + "#" + v
+}
+
+var issuerEscaper = strings.NewReplacer("%", "%25", "#", "%23")
 
 // ErrInvalidToken is the error of a token the verifier refuses.
 var ErrInvalidToken = errors.New("invalid token")
@@ -109,6 +157,13 @@ func (a *ResourceAuth) check(w http.ResponseWriter, r *http.Request, token strin
 		return nil
 	}
 	id, err := a.Verify(r.Context(), token)
+	var trusted bool
+	if err == nil {
+		c := *id // the verifier's value may be shared (a cache)
+		id = &c
+		id.Issuer, trusted = a.issuer(id.Issuer)
+		id.several = len(a.AuthorizationServers) > 1
+	}
 	switch {
 	case errors.Is(err, ErrInvalidToken):
 		refuse(http.StatusUnauthorized, "invalid_token", "unauthorized: the token is not valid")
@@ -116,6 +171,9 @@ func (a *ResourceAuth) check(w http.ResponseWriter, r *http.Request, token strin
 	case err != nil:
 		w.Header().Set("Retry-After", "5")
 		http.Error(w, "the token cannot be checked now: the authorization server did not answer", http.StatusServiceUnavailable)
+		return nil
+	case !trusted:
+		refuse(http.StatusUnauthorized, "invalid_token", "unauthorized: the token's issuer is not one this server trusts")
 		return nil
 	case !slices.Contains(id.Audience, a.Resource) && !slices.Contains(id.Audience, strings.TrimSuffix(a.Resource, "/")):
 		// MCP authorization 2025-11-25, "Token Audience Binding and
@@ -133,4 +191,22 @@ func (a *ResourceAuth) check(w http.ResponseWriter, r *http.Request, token strin
 		}
 	}
 	return id
+}
+
+// issuer returns the trusted issuer iss names, as AuthorizationServers
+// spells it (a final slash ignored), and false when it names none; an
+// empty iss names the only issuer when there is one.
+func (a *ResourceAuth) issuer(iss string) (string, bool) {
+	if iss == "" {
+		if len(a.AuthorizationServers) == 1 {
+			return a.AuthorizationServers[0], true
+		}
+		return "", false
+	}
+	for _, s := range a.AuthorizationServers {
+		if strings.TrimSuffix(s, "/") == strings.TrimSuffix(iss, "/") {
+			return s, true
+		}
+	}
+	return "", false
 }

@@ -27,8 +27,9 @@ import (
 //
 // The payload is JSON (sessionClaims): the protocol version the client
 // asked for, its capabilities (experimental ones left out), an HMAC of the
-// caller's identity when HTTPOptions.Resource authenticates callers (so a
-// session stays its opener's on every replica, and the id names no one),
+// caller's issuer and subject when HTTPOptions.Resource authenticates
+// callers (so a session stays its opener's on every replica, and the id
+// names no one),
 // the time it was issued and 128 random bits. The mac covers the payload's
 // base64 text with SessionKeys[0]; an id signed with any of the keys is
 // accepted, so keys can be rotated: add the new key first, and drop the old
@@ -106,12 +107,13 @@ func ownerMAC(key []byte, principal string) string {
 }
 
 // sign returns the id of a new session with claims c, whose Owner is set
-// here from principal ("" when callers are not identified).
-func (s *sessionSigner) sign(c sessionClaims, principal string) string {
+// here from the opener's identity (nil when callers are not identified):
+// a keyed hash of its issuer and subject.
+func (s *sessionSigner) sign(c sessionClaims, owner *Identity) string {
 	c.Issued = s.now().Unix()
 	c.Nonce = rand.Text()
-	if principal != "" {
-		c.Owner = ownerMAC(s.keys[0], principal)
+	if owner != nil {
+		c.Owner = ownerMAC(s.keys[0], owner.principal())
 	}
 	b, _ := json.Marshal(c)
 	payload := base64.RawURLEncoding.EncodeToString(b)
@@ -160,10 +162,16 @@ func (s *sessionSigner) verify(id string) (*sessionClaims, []byte, bool) {
 	return &c, key, true
 }
 
-// ownedBy reports whether principal may use the session of claims signed
-// with key: it opened it, or the session names no opener.
-func ownedBy(c *sessionClaims, key []byte, principal string) bool {
-	return c.Owner == "" || hmac.Equal([]byte(c.Owner), []byte(ownerMAC(key, principal)))
+// ownedBy reports whether the caller id may use the session of claims
+// signed with key: it opened it, or the session names no opener. An id
+// minted before issuers were part of a principal names its opener by
+// subject alone: accepted only where that is unambiguous, when the
+// handler trusts a single issuer.
+func ownedBy(c *sessionClaims, key []byte, id *Identity) bool {
+	if c.Owner == "" || hmac.Equal([]byte(c.Owner), []byte(ownerMAC(key, id.principal()))) {
+		return true
+	}
+	return !id.several && hmac.Equal([]byte(c.Owner), []byte(ownerMAC(key, id.legacyPrincipal())))
 }
 
 // end records that id was ended with DELETE here, until it would expire.
@@ -233,12 +241,12 @@ func initClaims(body []byte) sessionClaims {
 }
 
 // newSessionKey holds, in an initialize's context, the claims of the
-// session it opens and its opener's principal.
+// session it opens and its opener's identity.
 type newSessionKey struct{}
 
 type newSession struct {
-	claims    sessionClaims
-	principal string
+	claims sessionClaims
+	owner  *Identity // nil when callers are not identified
 }
 
 // sessionClaimsKey holds, in a request's context, the claims of the signed
@@ -271,7 +279,7 @@ type minting struct {
 }
 
 func (m minting) Generate() string {
-	id := m.signer.sign(m.n.claims, m.n.principal)
+	id := m.signer.sign(m.n.claims, m.n.owner)
 	m.add(id)
 	return id
 }

@@ -1,6 +1,7 @@
 package front
 
 import (
+	"container/list"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -15,7 +16,8 @@ import (
 // A streamable HTTP session (before protocol 2026-07-28) starts with
 // initialize and lives until DELETE, idle expiry or Shutdown; a legacy SSE
 // session lives as long as its GET stream. HTTPOptions.MaxSessions bounds
-// both together, HTTPOptions.SessionIdleTTL ends both when idle.
+// both together, HTTPOptions.MaxSessionsPerClient bounds those of one
+// client, HTTPOptions.SessionIdleTTL ends both when idle.
 //
 // What mcp-go v1.2.1 does, and what the front adds (all in this file and in
 // sessionIDs' use in http.go):
@@ -32,8 +34,16 @@ import (
 //   - Neither DELETE nor the sweeper closes the session's standalone GET
 //     streams; sessionIDs closes them in Terminate.
 //   - Nothing bounds the number of sessions; sessionIDs admits an
-//     initialize (or a legacy SSE stream) only while fewer than MaxSessions
-//     are live or being created, else the front answers 503.
+//     initialize (or a legacy SSE stream) only while its client holds fewer
+//     than MaxSessionsPerClient and the handler fewer than MaxSessions,
+//     else the front answers 503.
+//   - One client could fill MaxSessions with sessions it never uses, and
+//     every other client would be refused until they expire. So when the
+//     handler is full, the oldest session that never made a call
+//     (initialize, and notifications/initialized, are all it ever sent) is
+//     ended to admit the new one: its id then gets 404 and its client, if
+//     it comes back, initializes again. Only when every session held has
+//     made a call is a new one refused.
 //   - A DELETE that arrives after initialize's response is written but
 //     before mcp-go registers the session (it registers after writing)
 //     leaves a registered session that no sweep finds again; the front then
@@ -43,14 +53,15 @@ import (
 
 // Defaults of HTTPOptions.
 const (
-	DefaultSessionIdleTTL = 30 * time.Minute
-	DefaultMaxSessions    = 10000
-	DefaultBodyTimeout    = 10 * time.Second
+	DefaultSessionIdleTTL       = 30 * time.Minute
+	DefaultMaxSessions          = 10000
+	DefaultMaxSessionsPerClient = 100
+	DefaultBodyTimeout          = 10 * time.Second
 )
 
 // CodeTooManySessions is the JSON-RPC error code of the 503 answer to an
-// initialize (or a legacy SSE stream) beyond HTTPOptions.MaxSessions; it is
-// implementation-defined (-32000…-32099).
+// initialize (or a legacy SSE stream) beyond HTTPOptions.MaxSessions or
+// MaxSessionsPerClient; it is implementation-defined (-32000…-32099).
 const CodeTooManySessions = -32003
 
 // retryAfterSessions is the Retry-After, in seconds, of that answer.
@@ -61,40 +72,82 @@ const sessionPrefix = "mcp-session-"
 var errFrontUnknownSession = errors.New("unknown or ended session")
 
 // sessionIDs is the session id manager of a stateful streamable HTTP
-// handler (mcp-go's SessionIdManager) and the count of the handler's
-// sessions, legacy SSE included. It holds the ids of live sessions only,
-// and the GET streams open in them, which it closes when mcp-go terminates
-// the session: on DELETE, on idle expiry and on Shutdown. The streams are
-// watched only while they are open.
+// handler (mcp-go's SessionIdManager) and the bookkeeping of the handler's
+// sessions, legacy SSE included: who holds each, whether it made a call,
+// and the GET streams open in it, which it closes when mcp-go terminates
+// the session (DELETE, idle expiry, Shutdown). It holds live sessions
+// only; the streams are watched only while they are open.
 type sessionIDs struct {
-	max int // <= 0: no bound
+	max       int // <= 0: no bound
+	perClient int // <= 0: no bound
 
 	mu      sync.Mutex
-	live    map[string]struct{}
+	live    map[string]*sessionEntry // streamable HTTP sessions minted here, by id
+	sse     map[*sessionEntry]struct{}
+	bound   int                                         // live sessions bound to their client (bind)
 	pending int                                         // admitted initializes still being served
-	sse     int                                         // open legacy SSE streams
+	held    map[string]int                              // client → its sessions and admitted initializes
+	unused  *list.List                                  // of *sessionEntry: those that never made a call, oldest first
 	streams map[string]map[*context.CancelFunc]struct{} // session id → its open GET streams
-	owners  map[string]string                           // session id → who opened it (HTTPOptions.Resource)
+
+	// evict ends a session removed to make room (see admit), without mu.
+	evict func(*sessionEntry)
 
 	signer *sessionSigner // non-nil: ids are signed (see session_keys.go)
 }
 
-func newFrontSessionIDs(max int) *sessionIDs {
+// sessionEntry is one session as the handler counts it.
+type sessionEntry struct {
+	id     string             // a streamable HTTP session's id; "" for legacy SSE
+	client string             // what it counts against (caller.sessions); "" until bound
+	owner  string             // the principal that may use it (HTTPOptions.Resource), "" when callers are not identified
+	end    context.CancelFunc // legacy SSE: closes its stream
+	queued *list.Element      // its place in unused, while it never made a call
+}
+
+// reservation is the room admit made for an initialize being served.
+type reservation struct {
+	client   string
+	consumed bool // bind made it a session
+}
+
+// refusal says which bound refused a new session.
+type refusal int
+
+const (
+	admitted refusal = iota
+	refusedServer
+	refusedClient
+)
+
+func newFrontSessionIDs(max, perClient int) *sessionIDs {
 	return &sessionIDs{
-		max:     max,
-		live:    make(map[string]struct{}),
-		streams: make(map[string]map[*context.CancelFunc]struct{}),
-		owners:  make(map[string]string),
+		max:       max,
+		perClient: perClient,
+		live:      make(map[string]*sessionEntry),
+		sse:       make(map[*sessionEntry]struct{}),
+		held:      make(map[string]int),
+		unused:    list.New(),
+		streams:   make(map[string]map[*context.CancelFunc]struct{}),
 	}
 }
 
-// bind records who opened live session id: only they may use it.
-func (m *sessionIDs) bind(id, owner string) {
+// bind records, once the initialize that reserved res made session id,
+// that the session is res's client's and who may use it (owner, "" when
+// callers are not identified). From then on the session counts instead
+// of the reservation, and it may be evicted until it makes a call.
+func (m *sessionIDs) bind(id string, res *reservation, owner string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if _, ok := m.live[id]; ok {
-		m.owners[id] = owner
+	e, ok := m.live[id]
+	if !ok || e.client != "" || res.consumed {
+		return
 	}
+	res.consumed = true
+	m.pending--
+	m.bound++
+	e.client, e.owner = res.client, owner
+	e.queued = m.unused.PushBack(e)
 }
 
 // usableBy reports whether owner may use session id: it opened it, or no
@@ -102,8 +155,57 @@ func (m *sessionIDs) bind(id, owner string) {
 func (m *sessionIDs) usableBy(id, owner string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	o, ok := m.owners[id]
-	return !ok || o == owner
+	e, ok := m.live[id]
+	return !ok || e.owner == "" || e.owner == owner
+}
+
+// used records that session id made a call (any message but initialize and
+// notifications/initialized, or a GET stream): it is no longer evicted to
+// make room.
+func (m *sessionIDs) used(id string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if e, ok := m.live[id]; ok {
+		m.dequeue(e)
+	}
+}
+
+// usedSSE is used for a legacy SSE session.
+func (m *sessionIDs) usedSSE(e *sessionEntry) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.dequeue(e)
+}
+
+func (m *sessionIDs) dequeue(e *sessionEntry) {
+	if e.queued != nil {
+		m.unused.Remove(e.queued)
+		e.queued = nil
+	}
+}
+
+// remove forgets session e, under mu; it is a no-op for one already gone.
+func (m *sessionIDs) remove(e *sessionEntry) {
+	if e.id != "" {
+		if m.live[e.id] != e {
+			return
+		}
+		delete(m.live, e.id)
+		if e.client != "" {
+			m.bound--
+		}
+	} else {
+		if _, ok := m.sse[e]; !ok {
+			return
+		}
+		delete(m.sse, e)
+	}
+	if e.client != "" {
+		if m.held[e.client]--; m.held[e.client] <= 0 {
+			delete(m.held, e.client)
+		}
+	}
+	m.dequeue(e)
 }
 
 // Generate mints the id of a new streamable HTTP session (128 random bits
@@ -114,10 +216,11 @@ func (m *sessionIDs) Generate() string {
 	return id
 }
 
-// add counts id as a live session of this handler.
+// add records id as a live session of this handler, not yet bound to a
+// client (bind).
 func (m *sessionIDs) add(id string) {
 	m.mu.Lock()
-	m.live[id] = struct{}{}
+	m.live[id] = &sessionEntry{id: id}
 	m.mu.Unlock()
 }
 
@@ -147,8 +250,9 @@ func (m *sessionIDs) isLive(id string) bool {
 // Terminate forgets session id, then closes its open GET streams.
 func (m *sessionIDs) Terminate(id string) (notAllowed bool, err error) {
 	m.mu.Lock()
-	delete(m.live, id)
-	delete(m.owners, id)
+	if e, ok := m.live[id]; ok {
+		m.remove(e)
+	}
 	streams := m.streams[id]
 	delete(m.streams, id)
 	m.mu.Unlock()
@@ -158,33 +262,86 @@ func (m *sessionIDs) Terminate(id string) (notAllowed bool, err error) {
 	return false, nil
 }
 
-// admit reserves room for a session about to be created (an initialize
-// being served, which Generate will count again until release, or a legacy
-// SSE stream when sse is set); false when the bound is reached. Counting an
-// initialize twice while it is served keeps the bound exact under
-// concurrency, at the price of refusing early while many are in flight.
-func (m *sessionIDs) admit(sse bool) bool {
+// admit reserves room for a streamable HTTP session about to be created
+// by an initialize of client; release gives the reservation back once the
+// initialize is served (bind has made it a session by then, or it made
+// none). See room for when it refuses.
+func (m *sessionIDs) admit(client string) (*reservation, refusal) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.max > 0 && len(m.live)+m.pending+m.sse >= m.max {
-		return false
-	}
-	if sse {
-		m.sse++
-	} else {
+	victim, why := m.room(client)
+	if why == admitted {
 		m.pending++
+		m.held[client]++
 	}
-	return true
+	m.mu.Unlock()
+	m.ended(victim)
+	if why != admitted {
+		return nil, why
+	}
+	return &reservation{client: client}, admitted
 }
 
-// release gives back what admit reserved.
-func (m *sessionIDs) release(sse bool) {
+// release gives back what admit reserved, unless bind made it a session.
+func (m *sessionIDs) release(res *reservation) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if sse {
-		m.sse--
-	} else {
-		m.pending--
+	if res.consumed {
+		return
+	}
+	res.consumed = true
+	m.pending--
+	if m.held[res.client]--; m.held[res.client] <= 0 {
+		delete(m.held, res.client)
+	}
+}
+
+// admitSSE counts a legacy SSE session of client, whose stream end
+// closes; dropSSE forgets it when the stream has ended.
+func (m *sessionIDs) admitSSE(client string, end context.CancelFunc) (*sessionEntry, refusal) {
+	m.mu.Lock()
+	victim, why := m.room(client)
+	var e *sessionEntry
+	if why == admitted {
+		e = &sessionEntry{client: client, end: end}
+		m.sse[e] = struct{}{}
+		m.held[client]++
+		e.queued = m.unused.PushBack(e)
+	}
+	m.mu.Unlock()
+	m.ended(victim)
+	return e, why
+}
+
+func (m *sessionIDs) dropSSE(e *sessionEntry) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.remove(e)
+}
+
+// room makes room for one more session of client, under mu: refusedClient
+// when client holds MaxSessionsPerClient (sessions and initializes being
+// served), else, when the handler holds MaxSessions, the oldest session
+// that never made a call is removed (victim, for ended to end once mu is
+// released) — refusedServer when there is none.
+func (m *sessionIDs) room(client string) (victim *sessionEntry, why refusal) {
+	if m.perClient > 0 && m.held[client] >= m.perClient {
+		return nil, refusedClient
+	}
+	if m.max > 0 && m.bound+m.pending+len(m.sse) >= m.max {
+		front := m.unused.Front()
+		if front == nil {
+			return nil, refusedServer
+		}
+		victim = front.Value.(*sessionEntry)
+		m.remove(victim)
+	}
+	return victim, admitted
+}
+
+// ended ends a session room removed, without mu.
+func (m *sessionIDs) ended(victim *sessionEntry) {
+	if victim != nil && m.evict != nil {
+		m.evict(victim)
 	}
 }
 
@@ -192,7 +349,7 @@ func (m *sessionIDs) release(sse bool) {
 func (m *sessionIDs) count() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return len(m.live) + m.sse
+	return len(m.live) + len(m.sse)
 }
 
 // watch has the GET stream that stop ends closed when session id ends,
@@ -218,11 +375,16 @@ func (m *sessionIDs) watch(id string, stop context.CancelFunc) (unwatch func()) 
 }
 
 // tooManySessions answers 503 to a request that would open a session
-// beyond the bound: a JSON-RPC error (null id) that says so, and
+// beyond a bound (why): a JSON-RPC error (null id) that says which, and
 // Retry-After.
-func tooManySessions(w http.ResponseWriter, max int) {
-	b := errorResponse(CodeTooManySessions, "too many sessions: the server holds its maximum of "+
-		strconv.Itoa(max)+" sessions; retry later, or end an unused session with DELETE")
+func tooManySessions(w http.ResponseWriter, why refusal, max int) {
+	msg := "too many sessions: the server holds its maximum of " + strconv.Itoa(max) +
+		" sessions; retry later, or end an unused session with DELETE"
+	if why == refusedClient {
+		msg = "too many sessions for this client: it holds its maximum of " + strconv.Itoa(max) +
+			" sessions; end an unused session with DELETE, or retry later"
+	}
+	b := errorResponse(CodeTooManySessions, msg)
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Retry-After", strconv.Itoa(retryAfterSessions))
 	w.WriteHeader(http.StatusServiceUnavailable)

@@ -49,7 +49,7 @@ const tooManyBody = `{"jsonrpc":"2.0","id":null,"error":{"code":-32003,"message"
 func TestFrontSessionsExpireAndMemoryReturns(t *testing.T) {
 	const n, ttl = 10000, 2 * time.Second
 	f, _ := testFront(t, nil)
-	h := f.StreamableHTTPHandler(&HTTPOptions{SessionIdleTTL: ttl, MaxSessions: n})
+	h := f.StreamableHTTPHandler(&HTTPOptions{SessionIdleTTL: ttl, MaxSessions: n, MaxSessionsPerClient: -1})
 	srv := httptest.NewServer(h)
 	defer srv.Close()
 	url := srv.URL + StreamablePath
@@ -167,8 +167,18 @@ func expectRefused(t *testing.T, url, what string) {
 	sameJSON(t, []byte(body), fmt.Sprintf(tooManyBody, 3))
 }
 
-// Beyond MaxSessions, initialize gets 503 with a JSON-RPC error and
-// Retry-After; a DELETE makes room.
+// initializeUsed opens a session at url and makes a call in it (a ping),
+// so that it is not one to evict.
+func initializeUsed(t *testing.T, url string) *httpTestClient {
+	t.Helper()
+	c := &httpTestClient{url: url}
+	initialize(t, c)
+	sameJSON(t, callTool(t, c, 2, "ping", `{}`), `{"jsonrpc":"2.0","id":2,"result":{}}`)
+	return c
+}
+
+// Beyond MaxSessions, when every session made a call, initialize gets 503
+// with a JSON-RPC error and Retry-After; a DELETE makes room.
 func TestFrontSessionsBound(t *testing.T) {
 	t.Parallel()
 	var logs wiretest.Buffer
@@ -176,9 +186,7 @@ func TestFrontSessionsBound(t *testing.T) {
 	url := srv.URL + StreamablePath
 	var live []*httpTestClient
 	for range 3 {
-		c := &httpTestClient{url: url}
-		initialize(t, c)
-		live = append(live, c)
+		live = append(live, initializeUsed(t, url))
 	}
 	expectRefused(t, url, "the 4th initialize")
 	if got := h.Sessions(); got != 3 {
@@ -198,9 +206,7 @@ func TestFrontSessionsBound(t *testing.T) {
 	if status := deleteSession(t, url, live[0].session); status != http.StatusOK {
 		t.Fatalf("DELETE: %d", status)
 	}
-	if status, header, body := initializeRaw(t, url); status != http.StatusOK || header.Get("Mcp-Session-Id") == "" {
-		t.Fatalf("initialize after a DELETE: %d %s", status, body)
-	}
+	initializeUsed(t, url)
 	expectRefused(t, url, "initialize when full again")
 	// Refusals are logged, at most once a second: a flood of them does not
 	// flood the log.
@@ -216,9 +222,7 @@ func TestFrontSessionsBoundIdleExpiry(t *testing.T) {
 	url := srv.URL + StreamablePath
 	var live []*httpTestClient
 	for range 3 {
-		c := &httpTestClient{url: url, version: "2025-11-25"}
-		initialize(t, c)
-		live = append(live, c)
+		live = append(live, initializeUsed(t, url))
 	}
 	// live[0] and live[1] are in use (a ping every 200 ms), live[2] idle.
 	stop := make(chan struct{})
@@ -247,43 +251,68 @@ func TestFrontSessionsBoundIdleExpiry(t *testing.T) {
 	if err != nil || r.status != http.StatusNotFound {
 		t.Errorf("POST in the expired session: %v %d %s", err, r.status, r.body)
 	}
-	if status, header, body := initializeRaw(t, url); status != http.StatusOK || header.Get("Mcp-Session-Id") == "" {
-		t.Fatalf("initialize once a session expired: %d %s", status, body)
-	}
+	initializeUsed(t, url)
 	expectRefused(t, url, "initialize when full again")
 }
 
-// A concurrent burst of initializes never holds more than MaxSessions.
+// A concurrent burst of initializes never holds more than MaxSessions:
+// while the sessions held never made a call, each new one takes the place
+// of the oldest (the count stays exact); once those held have made calls,
+// a burst is refused whole.
 func TestFrontSessionsBoundUnderConcurrency(t *testing.T) {
 	t.Parallel()
 	f, _ := testFront(t, nil)
-	h := f.StreamableHTTPHandler(&HTTPOptions{MaxSessions: 5, SessionIdleTTL: -1})
+	h := f.StreamableHTTPHandler(&HTTPOptions{MaxSessions: 5, MaxSessionsPerClient: -1, SessionIdleTTL: -1})
 	srv := httptest.NewServer(h)
 	defer srv.Close()
-	var ok, busy, other int
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	for range 40 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			status, _, _ := rawRequest(t, context.Background(), http.MethodPost, srv.URL+StreamablePath,
-				string(request(1, "initialize", initParams)), nil)
-			mu.Lock()
-			defer mu.Unlock()
-			switch status {
-			case http.StatusOK:
-				ok++
-			case http.StatusServiceUnavailable:
-				busy++
-			default:
-				other++
-			}
-		}()
+	url := srv.URL + StreamablePath
+	burst := func() (ids []string, busy, other int) {
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		for range 40 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				status, header, _ := rawRequest(t, context.Background(), http.MethodPost, url,
+					string(request(1, "initialize", initParams)), nil)
+				mu.Lock()
+				defer mu.Unlock()
+				switch status {
+				case http.StatusOK:
+					ids = append(ids, header.Get("Mcp-Session-Id"))
+				case http.StatusServiceUnavailable:
+					busy++
+				default:
+					other++
+				}
+			}()
+		}
+		wg.Wait()
+		return ids, busy, other
 	}
-	wg.Wait()
-	if ok > 5 || ok == 0 || ok+busy != 40 || other != 0 || h.Sessions() != ok {
-		t.Errorf("%d admitted, %d refused, %d other, %d held; want at most 5 admitted", ok, busy, other, h.Sessions())
+	ids, busy, other := burst()
+	if len(ids) < 5 || len(ids)+busy != 40 || other != 0 || h.Sessions() != 5 {
+		t.Fatalf("%d admitted, %d refused, %d other, %d held; want 5 held", len(ids), busy, other, h.Sessions())
+	}
+	live := 0
+	for _, id := range ids {
+		c := &httpTestClient{url: url, session: id, version: "2025-11-25"}
+		r, err := c.post(t, context.Background(), request(2, "ping", `{}`), nil)
+		switch {
+		case err != nil:
+			t.Fatal(err)
+		case r.status == http.StatusOK:
+			live++
+		case r.status != http.StatusNotFound:
+			t.Errorf("ping in a session of the burst: %d %s", r.status, r.body)
+		}
+	}
+	if live != 5 {
+		t.Errorf("%d sessions of the burst answer, want 5 (the others were ended for newer ones: 404)", live)
+	}
+	ids, busy, other = burst()
+	if len(ids) != 0 || busy != 40 || other != 0 || h.Sessions() != 5 {
+		t.Errorf("every session in use: %d admitted, %d refused, %d other, %d held; want all 40 refused", len(ids), busy, other, h.Sessions())
 	}
 }
 
@@ -363,7 +392,7 @@ func TestFrontCanaryMCPGoKeepsEndedSessionIDs(t *testing.T) {
 		t.Errorf("mcp-go no longer remembers ended session ids (Validate: %v, %v): reconsider sessionIDs", terminated, err)
 	}
 
-	ours := newFrontSessionIDs(0)
+	ours := newFrontSessionIDs(0, 0)
 	id = ours.Generate()
 	if _, err := ours.Validate(id); err != nil {
 		t.Fatalf("a live session is invalid: %v", err)

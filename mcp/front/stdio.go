@@ -60,6 +60,7 @@ func (f *Front) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) err
 	mcpserver.WithQueueSize(stdioQueue)(srv)
 	srv.SetContextFunc(func(c context.Context) context.Context {
 		c = context.WithValue(c, streamKey{}, st)
+		c = context.WithValue(c, callerKey{}, stdioCaller) // the process that started this one
 		return context.WithValue(c, lifeKey{}, life)
 	})
 	err := srv.Listen(lctx, &endReader{r: bufio.NewReader(in), end: drain, out: lw}, lw)

@@ -53,6 +53,11 @@ type introspection struct {
 
 // TokenInfo is what the introspection endpoint said of an active token.
 type TokenInfo struct {
+	// Issuer is who issued the token: for a JWT, the verified iss as the
+	// trusted issuer is configured (NewJWTVerifier's spelling); from
+	// introspection, the answer's iss, "" when it has none (the caller
+	// knows whose endpoint it asked).
+	Issuer   string
 	Subject  string
 	ClientID string
 	Scopes   []string
@@ -201,6 +206,7 @@ func (i *Introspector) ask(ctx context.Context, token string) (*TokenInfo, error
 		Scope    string          `json:"scope"`
 		ClientID string          `json:"client_id"`
 		Sub      string          `json:"sub"`
+		Iss      string          `json:"iss"`
 		Aud      json.RawMessage `json:"aud"`
 		Exp      json.Number     `json:"exp"`
 	}
@@ -222,7 +228,7 @@ func (i *Introspector) ask(ctx context.Context, token string) (*TokenInfo, error
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("introspection: HTTP %d", resp.StatusCode)
 	}
-	info := &TokenInfo{Subject: body.Sub, ClientID: body.ClientID, Scopes: strings.Fields(body.Scope), Audience: audience(body.Aud)}
+	info := &TokenInfo{Issuer: body.Iss, Subject: body.Sub, ClientID: body.ClientID, Scopes: strings.Fields(body.Scope), Audience: audience(body.Aud)}
 	if exp, err := body.Exp.Int64(); err == nil && exp > 0 {
 		info.Expiry = time.Unix(exp, 0)
 		if !now.Before(info.Expiry) {

@@ -161,7 +161,7 @@ func (v *JWTVerifier) Verify(ctx context.Context, token string) (*TokenInfo, err
 	if len(scopes) == 0 {
 		scopes = extra.Scp
 	}
-	return &TokenInfo{Subject: claims.Subject, ClientID: extra.ClientID, Scopes: scopes, Audience: claims.Audience, Expiry: claims.Expiry.Time()}, nil
+	return &TokenInfo{Issuer: iss, Subject: claims.Subject, ClientID: extra.ClientID, Scopes: scopes, Audience: claims.Audience, Expiry: claims.Expiry.Time()}, nil
 }
 
 // issuer returns the trusted issuer iss names (a final slash ignored), ""

@@ -1,0 +1,183 @@
+package front
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"net/http"
+	"net/netip"
+	"strings"
+)
+
+// Who sent a request (README, MCP front: "Principals", "Forwarded
+// context")
+//
+// Every request a Front serves carries its caller in its context: who the
+// transport says sent it, what its sessions count against, and whether it
+// is the chain peer — the one caller trusted to pass on another caller's
+// OTC context (an mcpotc OTC front in front of this one, which forwards
+// its own caller's user id, tokens and call_id in a tools/call's _meta):
+//
+//   - stdio: the process that started the front; it is the chain peer.
+//   - HTTP with HTTPOptions.BearerToken: whoever holds the token (one
+//     party, as the token is one); the chain peer.
+//   - HTTP with HTTPOptions.Resource (OAuth): the token's issuer and
+//     subject; the chain peer only when HTTPOptions.Forwarders names it.
+//   - HTTP without either: the client's address; a chain peer only from a
+//     loopback address (a process of this host, as stdio's parent is;
+//     a reverse proxy on the same host makes every client local, so put
+//     a bearer token or OAuth in front of such a listener).
+//
+// A call_id passed on from a caller is sent upstream as it is only when
+// that caller is a chain peer and no other principal could be one
+// (stdio, the bearer token's holder, loopback callers without
+// authentication, or the single OAuth forwarder listed); otherwise it is
+// scoped by the caller's principal (ScopedCallID), so two callers' keys
+// never meet at the OTC server, which sees one caller: this front.
+
+// callerKey holds a request's *caller in its context.
+type callerKey struct{}
+
+// caller is who sent a request, as its transport established it.
+type caller struct {
+	// principal names the caller: an OAuth identity's principal, "bearer"
+	// (the token's holder), "stdio", or "addr:" and the client address.
+	principal string
+	// sessions is what its sessions count against (HTTPOptions.
+	// MaxSessionsPerClient): the OAuth principal, else the client address.
+	sessions string
+	// forwarder: it is a chain peer.
+	forwarder bool
+	// sole: no other principal can be a chain peer.
+	sole bool
+}
+
+// stdioCaller is the caller of every request served over stdio.
+var stdioCaller = &caller{principal: "stdio", sessions: "stdio", forwarder: true, sole: true}
+
+func callerFrom(ctx context.Context) *caller {
+	c, _ := ctx.Value(callerKey{}).(*caller)
+	return c
+}
+
+// Forwarder reports whether the current request comes from the chain
+// peer: the caller trusted to pass on another caller's OTC context (see
+// the README, MCP front, "Forwarded context"). False when the request did
+// not arrive through a Front transport.
+func Forwarder(ctx context.Context) bool {
+	c := callerFrom(ctx)
+	return c != nil && c.forwarder
+}
+
+// ScopedCallID is the call_id to send upstream for a call_id that the
+// caller of the current request passed on: as it is when the caller is
+// the only principal that can be a chain peer, else prefixed with a hash
+// of the caller's principal ("p" and 24 hex digits, then "-"), so that
+// two callers' call_ids never meet at the OTC server. The same caller and
+// call_id always give the same id (an idempotency key stays one); the
+// result is at most 256 bytes when callID is (a longer callID is replaced
+// by its SHA-256 after the prefix).
+func ScopedCallID(ctx context.Context, callID string) string {
+	c := callerFrom(ctx)
+	if c != nil && c.forwarder && c.sole {
+		return callID
+	}
+	principal := "none"
+	if c != nil {
+		principal = c.principal
+	}
+	sum := sha256.Sum256([]byte("call_id scope\x00" + principal))
+	prefix := "p" + hex.EncodeToString(sum[:12]) + "-"
+	if len(prefix)+len(callID) > maxCallIDBytes {
+		h := sha256.Sum256([]byte(callID))
+		return prefix + hex.EncodeToString(h[:])
+	}
+	return prefix + callID
+}
+
+// maxCallIDBytes is the longest call_id an OTC server takes (256 bytes).
+const maxCallIDBytes = 256
+
+// caller works out who sent r over HTTP, id being its verified token's
+// identity (nil without HTTPOptions.Resource).
+func (h *HTTPHandler) caller(r *http.Request, id *Identity) *caller {
+	addr := h.clientAddr(r)
+	c := &caller{sessions: "addr:" + addrKey(addr)}
+	switch {
+	case id != nil:
+		c.principal = id.principal()
+		c.sessions = c.principal
+		c.forwarder = h.forwarders[c.principal]
+		c.sole = len(h.forwarders) == 1
+	case h.opts.BearerToken != "":
+		c.principal, c.forwarder, c.sole = "bearer", true, true
+	default:
+		c.principal = c.sessions
+		c.forwarder = addr.IsValid() && addr.IsLoopback()
+		c.sole = true
+	}
+	return c
+}
+
+// clientAddr is the address of r's client: the connection's peer, or,
+// when that peer is one of HTTPOptions.TrustedProxies, the last address
+// of X-Forwarded-For that is not a trusted proxy (read from the right, as
+// each proxy appends the address it received from). A malformed entry
+// stops the walk: the proxy that passed it on is the client then. Without
+// TrustedProxies, X-Forwarded-For is never read: any client can write it.
+func (h *HTTPHandler) clientAddr(r *http.Request) netip.Addr {
+	addr := peerAddr(r.RemoteAddr)
+	if len(h.opts.TrustedProxies) == 0 || !h.trustedProxy(addr) {
+		return addr
+	}
+	var hops []string
+	for _, v := range r.Header.Values("X-Forwarded-For") {
+		hops = append(hops, strings.Split(v, ",")...)
+	}
+	for i := len(hops) - 1; i >= 0; i-- {
+		hop := peerAddr(strings.TrimSpace(hops[i]))
+		if !hop.IsValid() {
+			return addr
+		}
+		addr = hop
+		if !h.trustedProxy(addr) {
+			return addr
+		}
+	}
+	return addr
+}
+
+func (h *HTTPHandler) trustedProxy(a netip.Addr) bool {
+	for _, p := range h.opts.TrustedProxies {
+		if a.IsValid() && p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// peerAddr reads an address, with or without a port; IPv4-mapped IPv6
+// addresses are read as IPv4. The zero Addr when it is none.
+func peerAddr(s string) netip.Addr {
+	if ap, err := netip.ParseAddrPort(s); err == nil {
+		return ap.Addr().Unmap()
+	}
+	a, err := netip.ParseAddr(strings.Trim(s, "[]"))
+	if err != nil {
+		return netip.Addr{}
+	}
+	return a.WithZone("").Unmap()
+}
+
+// addrKey is what a client address counts as: an IPv4 address, or the
+// /64 of an IPv6 address (one host is usually given a whole /64).
+func addrKey(a netip.Addr) string {
+	switch {
+	case !a.IsValid():
+		return "unknown"
+	case a.Is4():
+		return a.String()
+	}
+	p, _ := a.WithZone("").Prefix(64)
+	return p.String()
+}
