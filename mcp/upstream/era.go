@@ -552,19 +552,15 @@ func (e *InputRequiredError) Error() string {
 
 // inputRequest is one entry of an input_required result's inputRequests.
 type inputRequest struct {
-	Method string `json:"method"`
-	Params struct {
-		Mode    string `json:"mode"`
-		Message string `json:"message"`
-		URL     string `json:"url"`
-		ID      string `json:"elicitationId"`
-	} `json:"params"`
+	Method string          `json:"method"`
+	Params json.RawMessage `json:"params"`
 }
 
 // inputRequired turns an input_required result of tool into the error
 // CallTool returns: URL elicitations only → the *Error a 2025-11-25 server
-// answers for them (-32042, data.elicitations, each id the elicitation's
-// key); otherwise an *InputRequiredError.
+// answers for them (-32042, data.elicitations: each request's params as
+// sent, _meta included, with the request's key as elicitationId when it has
+// none: 2026-07-28 dropped the field); otherwise an *InputRequiredError.
 func (u *Upstream) inputRequired(tool string, result json.RawMessage) error {
 	var res struct {
 		InputRequests map[string]inputRequest `json:"inputRequests"`
@@ -575,26 +571,27 @@ func (u *Upstream) inputRequired(tool string, result json.RawMessage) error {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
-	type elicitation struct {
-		Mode          string `json:"mode"`
-		ElicitationID string `json:"elicitationId"`
-		URL           string `json:"url"`
-		Message       string `json:"message,omitempty"`
-	}
-	var urls []elicitation
+	var urls []map[string]json.RawMessage
 	var asked []string
 	for _, k := range keys {
 		in := res.InputRequests[k]
+		var p struct {
+			Mode    string `json:"mode"`
+			Message string `json:"message"`
+			URL     string `json:"url"`
+		}
+		_ = json.Unmarshal(in.Params, &p)
+		var params map[string]json.RawMessage
 		switch {
-		case in.Method == string(mcpgo.MethodElicitationCreate) && in.Params.Mode == mcpgo.ElicitationModeURL && in.Params.URL != "":
-			id := in.Params.ID
-			if id == "" {
-				id = k
+		case in.Method == string(mcpgo.MethodElicitationCreate) && p.Mode == mcpgo.ElicitationModeURL && p.URL != "" &&
+			json.Unmarshal(in.Params, &params) == nil:
+			if _, ok := params["elicitationId"]; !ok {
+				params["elicitationId"], _ = json.Marshal(k)
 			}
-			urls = append(urls, elicitation{Mode: mcpgo.ElicitationModeURL, ElicitationID: id, URL: in.Params.URL, Message: in.Params.Message})
+			urls = append(urls, params)
 			asked = append(asked, fmt.Sprintf("%s: open a URL", k))
 		case in.Method == string(mcpgo.MethodElicitationCreate):
-			asked = append(asked, fmt.Sprintf("%s: a form (%q)", k, in.Params.Message))
+			asked = append(asked, fmt.Sprintf("%s: a form (%q)", k, p.Message))
 		default:
 			asked = append(asked, fmt.Sprintf("%s: %s", k, in.Method))
 		}

@@ -523,13 +523,15 @@ func TestUpstreamEraStdio(t *testing.T) {
 }
 
 func TestUpstreamEraInputRequired(t *testing.T) {
-	check := func(t *testing.T, u *Upstream, urlTool, formTool string) {
+	check := func(t *testing.T, u *Upstream, urlTool, formTool, meta string) {
 		_, err := callTool(t, u, urlTool, `{}`)
 		var ue *Error
 		if !errors.As(err, &ue) || ue.Code != -32042 {
 			t.Fatalf("%s: %v, want the -32042 *Error of 2025-11-25", urlTool, err)
 		}
-		want := `{"elicitations":[{"elicitationId":"github","message":"Connect GitHub","mode":"url","url":"https://auth.example/github"}]}`
+		// The request's params as sent (_meta included), with its key as
+		// the elicitationId.
+		want := `{"elicitations":[{` + meta + `"elicitationId":"github","message":"Connect GitHub","mode":"url","url":"https://auth.example/github"}]}`
 		var got any
 		_ = json.Unmarshal(ue.Data, &got)
 		if asJSON(got) != want {
@@ -543,12 +545,12 @@ func TestUpstreamEraInputRequired(t *testing.T) {
 	}
 	t.Run("http", func(t *testing.T) {
 		u, _, _, _ := startModern(t, Config{}, Options{})
-		check(t, u, "ask_url", "ask_form")
+		check(t, u, "ask_url", "ask_form", "")
 	})
 	t.Run("stdio", func(t *testing.T) {
 		u, _ := startFake(t, Config{Env: []string{fakeEra + "=modern"}}, Options{})
 		waitReady(t, u)
-		check(t, u, "input_url", "input_form")
+		check(t, u, "input_url", "input_form", `"_meta":{"carrier":{"kept":true}},`)
 		_, err := callTool(t, u, "odd_type", `{}`)
 		if !errors.Is(err, ErrLost) || !strings.Contains(err.Error(), `resultType "someday"`) {
 			t.Errorf("odd_type: %v", err)

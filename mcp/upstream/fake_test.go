@@ -328,7 +328,7 @@ func (f *fake) call(id json.RawMessage, name string, args, meta json.RawMessage)
 	case "bad_result":
 		f.reply(id, `"not an object"`)
 	case "input_url":
-		f.reply(id, `{"resultType":"input_required","inputRequests":{"github":{"method":"elicitation/create","params":{"mode":"url","message":"Connect GitHub","url":"https://auth.example/github"}}},"requestState":"opaque"}`)
+		f.reply(id, `{"resultType":"input_required","inputRequests":{"github":{"method":"elicitation/create","params":{"mode":"url","message":"Connect GitHub","url":"https://auth.example/github","_meta":{"carrier":{"kept":true}}}}},"requestState":"opaque"}`)
 	case "input_form":
 		f.reply(id, `{"resultType":"input_required","inputRequests":{"name":{"method":"elicitation/create","params":{"message":"Your name?","requestedSchema":{"type":"object"}}},"llm":{"method":"sampling/createMessage","params":{"maxTokens":5}}}}`)
 	case "odd_type":
