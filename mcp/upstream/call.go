@@ -103,7 +103,7 @@ func (u *Upstream) CallTool(ctx context.Context, name string, arguments json.Raw
 			if e := answeredError(r); e != nil {
 				switch e.Code {
 				case codeUnsupportedVersion:
-					if !renegotiated && conn.renegotiate(e) {
+					if !renegotiated && conn.renegotiate(e, r.version) {
 						renegotiated = true
 						continue
 					}

@@ -286,7 +286,7 @@ func (c *connection) probe(ctx context.Context) {
 	r := c.send(pctx, string(method), nil, nil)
 	var authErr *mcptransport.AuthorizationRequiredError
 	if e := answeredError(r); e != nil && c.isModern() && e.Code == codeUnsupportedVersion {
-		c.renegotiate(e)
+		c.renegotiate(e, r.version)
 		return
 	}
 	switch {
@@ -457,6 +457,9 @@ type sendResult struct {
 	// errBody is the start of an HTTP error answer's body (see
 	// sendProbe.errBody), for the JSON-RPC error mcp-go does not read.
 	errBody []byte
+	// version is the modern protocol version the request was sent as; ""
+	// for a legacy one.
+	version string
 }
 
 // send sends one raw JSON-RPC request. params are sent as they are (nil:
@@ -468,13 +471,15 @@ func (c *connection) send(ctx context.Context, method string, params json.RawMes
 		ID:      mcpgo.NewRequestId(id),
 		Method:  method,
 	}
+	var version string
 	if c.isModern() {
 		// 2026-07-28: the version, capabilities and client info in every
 		// request's _meta and, over HTTP, mirrored into headers.
-		version, meta := c.version()
+		var meta json.RawMessage
+		version, meta = c.version()
 		p, err := withModernMeta(params, meta)
 		if err != nil {
-			return sendResult{id: id, err: err}
+			return sendResult{id: id, err: err, version: version}
 		}
 		params = p
 		if c.kind == kindStreamable {
@@ -484,7 +489,7 @@ func (c *connection) send(ctx context.Context, method string, params json.RawMes
 	if params != nil {
 		req.Params = params
 	}
-	r := sendResult{id: id}
+	r := sendResult{id: id, version: version}
 	switch c.kind {
 	case kindStdio:
 		wrote := c.stdin.track(id)
@@ -602,7 +607,7 @@ func (c *connection) listTools(ctx context.Context) ([]json.RawMessage, error) {
 		}
 		r := c.send(ctx, string(mcpgo.MethodToolsList), params, nil)
 		if e := answeredError(r); modern && e != nil && e.Code == codeUnsupportedVersion {
-			if !renegotiated && c.renegotiate(e) {
+			if !renegotiated && c.renegotiate(e, r.version) {
 				renegotiated = true
 				page--
 				continue

@@ -27,9 +27,10 @@ import (
 //
 //	auto (default)  probe with server/discover; a DiscoverResult or a modern
 //	                error (-32020, -32021, -32022) means modern; anything else
-//	                (another JSON-RPC error, an HTTP 4xx without a modern error
-//	                body, no answer from a stdio child within discoverProbeWait)
-//	                means legacy: initialize follows
+//	                (another JSON-RPC error, an HTTP 4xx, or 5xx, without a
+//	                modern error body, no answer from a stdio child within
+//	                discoverProbeWait) means legacy: initialize follows (and
+//	                says what is wrong when no server is there at all)
 //	2026-07-28      the probe only; a legacy server is an error that says so
 //	2025-11-25      initialize only (a modern-only server is an error that says so)
 //
@@ -361,12 +362,16 @@ func (c *connection) version() (string, json.RawMessage) {
 	return c.protocol, c.modernMeta
 }
 
-// renegotiate handles a -32022 of a modern connection: when the server
-// names another modern version both speak, the connection moves to it
-// (true: send the request again). Otherwise the connection is closed with
-// a reason; the next one probes again.
-func (c *connection) renegotiate(e *Error) bool {
+// renegotiate handles a -32022 to a request sent as version sent: when
+// the server names another modern version both speak, the connection moves
+// to it (true: send the request again); when another request already moved
+// it, true as well. Otherwise the connection is closed with a reason; the
+// next one probes again.
+func (c *connection) renegotiate(e *Error, sent string) bool {
 	current, _ := c.version()
+	if current != sent && current != "" {
+		return true
+	}
 	s := supportedVersions(e)
 	v := mcpgo.NegotiateMutuallySupportedVersion(s)
 	if v != "" && mcpgo.IsModernProtocol(v) && v != current {
@@ -669,7 +674,7 @@ func (c *connection) listen() {
 			return
 		}
 		if e := answeredError(r); e != nil {
-			if e.Code == codeUnsupportedVersion && c.renegotiate(e) {
+			if e.Code == codeUnsupportedVersion && c.renegotiate(e, r.version) {
 				continue
 			}
 			c.u.log.Info("subscriptions/listen refused; the tool list is read again after its ttlMs", "code", e.Code, "message", e.Message)

@@ -746,3 +746,25 @@ func TestUpstreamEraListRefreshBounds(t *testing.T) {
 		}
 	}
 }
+
+// An argument mirrored into a header cannot add a header or split the
+// request: a value with CR, LF or non-ASCII goes base64-encoded
+// (=?base64?…?=), and the server, which decodes and compares it with the
+// body, accepts the call.
+func TestUpstreamEraParamHeaderInjection(t *testing.T) {
+	u, wire, _, _ := startModern(t, Config{}, Options{})
+	waitTools(t, u, 8)
+	evil := "eu\r\nX-Evil: 1\r\n\r\nGET / HTTP/1.1"
+	args, _ := json.Marshal(map[string]any{"region": evil})
+	res, err := u.CallTool(context.Background(), "region_query", args, nil, nil)
+	if err != nil || resultText(t, res) != evil {
+		t.Fatalf("region_query: %s, %v", res, err)
+	}
+	call := wire.requests("tools/call")[0]
+	if got := call.header.Get("Mcp-Param-Region"); !strings.HasPrefix(got, "=?base64?") || strings.ContainsAny(got, "\r\n") {
+		t.Errorf("Mcp-Param-Region = %q, want a base64 sentinel", got)
+	}
+	if got := call.header.Get("X-Evil"); got != "" {
+		t.Errorf("an argument added a header: X-Evil %q", got)
+	}
+}
