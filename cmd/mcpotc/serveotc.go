@@ -129,6 +129,9 @@ type mcpServerConfig struct {
 	MaxMessageBytes      int64    `json:"max_message_bytes"`
 	ForwardAuthorization bool     `json:"forward_authorization"`
 	ForwardContext       bool     `json:"forward_context"`
+	// Protocol is the MCP protocol era: auto (default), 2026-07-28 or
+	// 2025-11-25 (upstream.Config.Protocol).
+	Protocol string `json:"protocol"`
 	// OAuth makes the bridge an OAuth client of this url server (README,
 	// OAuth-protected MCP servers).
 	OAuth *oauthConfig `json:"oauth"`
@@ -542,6 +545,14 @@ func (m *Main) mcpUpstreams(p *problems, file string, cfg otcFrontConfig, callTi
 		if err := oneOf(file, key+".type", c.Type, "", "stdio", "http", "streamable-http", "streamableHttp", "sse"); err != nil {
 			p.addErr(file, key+".type", err)
 		}
+		if c.Protocol != "" {
+			if err := oneOf(file, key+".protocol", c.Protocol, upstream.ProtocolAuto, upstream.ProtocolModern, upstream.ProtocolLegacy); err != nil {
+				p.addErr(file, key+".protocol", err)
+			} else if c.Protocol == upstream.ProtocolModern && c.Type == "sse" {
+				p.add(file, key+".protocol", "2026-07-28 needs streamable HTTP or stdio: legacy SSE carries 2025-11-25 and earlier only")
+			}
+		}
+		u.Config.Protocol = c.Protocol
 		switch {
 		case c.Command != "" && c.URL != "":
 			p.add(file, key, "has both command and url: give one")

@@ -47,6 +47,17 @@ func WithRequestIDs(ctx context.Context, record func(id int64)) context.Context 
 //
 // A streamable HTTP upstream that dropped the session (404) is
 // re-initialized and the call retried once, since it did not reach the tool.
+//
+// A 2026-07-28 upstream (era.go) gets the _meta and headers that revision
+// asks for; a -32022 moves the connection to another version the server
+// names and sends the call again, once (it was refused, not run); when
+// there is none the call fails with ErrUnavailable and the next connection
+// probes again. Its result's resultType is read: an input_required result
+// asking only for URLs to open is returned as the *Error a 2025-11-25
+// server answers for them (-32042 with data.elicitations, each
+// elicitationId the input request's key), so that callers handle both eras
+// alike; one asking for anything else is an *InputRequiredError naming it;
+// an unknown resultType fails with ErrLost.
 func (u *Upstream) CallTool(ctx context.Context, name string, arguments json.RawMessage, meta map[string]any, header http.Header) (json.RawMessage, error) {
 	params, err := callParams(name, arguments, meta)
 	if err != nil {
@@ -71,6 +82,7 @@ func (u *Upstream) CallTool(ctx context.Context, name string, arguments json.Raw
 	}
 
 	debug := u.log.Enabled(ctx, slog.LevelDebug)
+	renegotiated, relisted := false, false
 	for attempt := 0; ; attempt++ {
 		epoch := conn.epoch.Load()
 		var r sendResult
@@ -87,13 +99,40 @@ func (u *Upstream) CallTool(ctx context.Context, name string, arguments json.Raw
 			u.log.Debug("tools/call sent", "tool", name, "attempt", attempt+1, "took", time.Since(start).String(),
 				"answered", r.err == nil, "http_status", r.status)
 		}
+		if conn.isModern() {
+			if e := answeredError(r); e != nil {
+				switch e.Code {
+				case codeUnsupportedVersion:
+					if !renegotiated && conn.renegotiate(e, r.version) {
+						renegotiated = true
+						continue
+					}
+					return nil, u.unavailable(fmt.Sprintf("the server refused protocol version %s of the call (%d %s)", conn.protocolOf(), e.Code, e.Message))
+				case codeHeaderMismatch:
+					// The x-mcp-header parameters may have changed: read
+					// the list again and send the call again, once (spec:
+					// streamable HTTP, client behavior). It was refused,
+					// not run.
+					u.triggerRelist()
+					if !relisted && r.status == http.StatusBadRequest {
+						relisted = true
+						if _, err := conn.listTools(callCtx); err == nil {
+							continue
+						}
+					}
+				}
+				if r.err != nil {
+					return nil, e // an HTTP error status with a JSON-RPC error: refused
+				}
+			}
+		}
 		if r.err == nil {
-			return u.callResult(name, r)
+			return u.callResult(conn, name, r)
 		}
 		if callCtx.Err() != nil {
 			return nil, u.callEnded(ctx, callCtx, conn, name, header, r)
 		}
-		if attempt == 0 && conn.kind == kindStreamable && errors.Is(r.err, mcptransport.ErrSessionTerminated) {
+		if attempt == 0 && conn.kind == kindStreamable && errors.Is(r.err, mcptransport.ErrSessionTerminated) && !conn.isModern() {
 			// The server does not know the session: the call did not reach
 			// the tool. Start a new session and send it again, once.
 			u.log.Debug("the server dropped the session: re-initializing and sending the call again", "tool", name)
@@ -165,7 +204,7 @@ func needsHTMLEscape(b []byte) bool {
 }
 
 // callResult turns a response into the result or an *Error.
-func (u *Upstream) callResult(name string, r sendResult) (json.RawMessage, error) {
+func (u *Upstream) callResult(conn *connection, name string, r sendResult) (json.RawMessage, error) {
 	if r.resp.Error != nil {
 		return nil, upstreamError(r.resp.Error)
 	}
@@ -175,6 +214,15 @@ func (u *Upstream) callResult(name string, r sendResult) (json.RawMessage, error
 			return nil, u.statusError(name, r.status)
 		}
 		return nil, &callError{class: ErrLost, msg: fmt.Sprintf("upstream %q answered %q with a malformed result", u.Name(), name)}
+	}
+	if conn.isModern() {
+		switch t := resultType(res); t {
+		case "", string(mcpgo.ResultTypeComplete):
+		case string(mcpgo.ResultTypeInputRequired):
+			return nil, u.inputRequired(name, res)
+		default:
+			return nil, &callError{class: ErrLost, msg: fmt.Sprintf("upstream %q answered %q with resultType %q, which the bridge does not know", u.Name(), name, t)}
+		}
 	}
 	return r.resp.Result, nil
 }
@@ -191,7 +239,7 @@ func (u *Upstream) callEnded(ctx, callCtx context.Context, conn *connection, nam
 		reason = "the bridge is shutting down"
 	}
 	if r.sent {
-		conn.cancelUpstream(header, r.id, reason)
+		conn.cancelUpstream(ctx, header, r.id, reason)
 	}
 	switch {
 	case ctx.Err() != nil:

@@ -52,9 +52,23 @@ type connection struct {
 	deadWhy  string
 	check    chan struct{} // one slot: ping now (HTTP)
 
-	infoMu   sync.Mutex
-	server   ServerInfo
-	protocol string
+	infoMu     sync.Mutex
+	server     ServerInfo
+	protocol   string
+	modernMeta json.RawMessage // the _meta of every modern request; nil: legacy
+
+	// The era (era.go): modern is set while the connection speaks 2026-07-28
+	// or later; listChanged, when the server/discover result declared
+	// tools.listChanged; listening, while a subscriptions/listen stream was
+	// acknowledged for tools list changes; ttl, the ttlMs of the latest
+	// tools/list (-1: none).
+	modern      atomic.Bool
+	listChanged atomic.Bool
+	listening   atomic.Bool
+	ttl         atomic.Int64
+
+	headerMu    sync.Mutex
+	headerTools map[string]*mcpgo.Tool // modern HTTP: tools with x-mcp-header parameters
 
 	tasks taskState // task-augmented calls (tasks.go)
 }
@@ -71,6 +85,7 @@ func (u *Upstream) connect() (*connection, string, error) {
 		dead:   make(chan struct{}),
 		check:  make(chan struct{}, 1),
 	}
+	c.ttl.Store(-1)
 	var err error
 	switch u.kind {
 	case kindStdio:
@@ -98,7 +113,7 @@ func (u *Upstream) connect() (*connection, string, error) {
 		return nil, "unreachable: " + safeError(err), err
 	}
 	ictx, icancel := context.WithTimeout(ctx, u.cfg.InitTimeout)
-	reason, err := c.initialize(ictx)
+	reason, err := c.negotiate(ictx)
 	icancel()
 	if err != nil {
 		if c.proc != nil {
@@ -264,14 +279,24 @@ func (c *connection) probe(ctx context.Context) {
 	epoch := c.epoch.Load()
 	pctx, cancel := context.WithTimeout(ctx, min(pingTimeout, c.u.cfg.InitTimeout))
 	defer cancel()
-	r := c.send(pctx, string(mcpgo.MethodPing), nil, nil)
+	method := mcpgo.MethodPing
+	if c.isModern() {
+		method = mcpgo.MethodServerDiscover // 2026-07-28 has no ping
+	}
+	r := c.send(pctx, string(method), nil, nil)
 	var authErr *mcptransport.AuthorizationRequiredError
+	if e := answeredError(r); e != nil && c.isModern() && e.Code == codeUnsupportedVersion {
+		c.renegotiate(e, r.version)
+		return
+	}
 	switch {
 	case r.err == nil, ctx.Err() != nil:
 	case errors.As(r.err, &authErr), r.status == http.StatusUnauthorized, r.status == http.StatusForbidden:
 		// Reachable; calls fail with ErrUnauthorized.
-	case c.kind == kindStreamable && errors.Is(r.err, mcptransport.ErrSessionTerminated):
+	case c.kind == kindStreamable && errors.Is(r.err, mcptransport.ErrSessionTerminated) && !c.isModern():
 		_ = c.reinitialize(ctx, epoch)
+	case answeredError(r) != nil:
+		// An HTTP error status with a JSON-RPC error: the server is there.
 	case pctx.Err() != nil:
 		c.die("no answer to ping")
 	default:
@@ -329,6 +354,8 @@ func (c *connection) initialize(ctx context.Context) (string, error) {
 		return fmt.Sprintf("the server refused the bridge's credentials (HTTP %d): %s", max(r.status, http.StatusUnauthorized), safeError(r.err)), r.err
 	case errors.As(r.err, &authErr), r.status == http.StatusUnauthorized, r.status == http.StatusForbidden:
 		return fmt.Sprintf("the server refused the bridge's credentials (HTTP %d)", max(r.status, http.StatusUnauthorized)), r.err
+	case modernOnly(answeredError(r)) != "":
+		return c.modernOnlyReason(modernOnly(answeredError(r))), answeredError(r)
 	case errors.Is(r.err, mcptransport.ErrLegacySSEServer):
 		reason := fmt.Sprintf("POST %s answered initialize with HTTP %d", redactURLString(c.u.cfg.URL), r.status)
 		if d := c.u.diagnosis(r.status); d != "" {
@@ -342,6 +369,9 @@ func (c *connection) initialize(ctx context.Context) (string, error) {
 	}
 	if r.resp.Error != nil {
 		ue := upstreamError(r.resp.Error)
+		if v := modernOnly(ue); v != "" {
+			return c.modernOnlyReason(v), ue
+		}
 		return fmt.Sprintf("initialize rejected: %d %s", ue.Code, ue.Message), ue
 	}
 	var res struct {
@@ -397,6 +427,10 @@ func (c *connection) reinitialize(ctx context.Context, seen int64) error {
 		return errors.New("mcp: connection closed")
 	default:
 	}
+	if c.isModern() {
+		// No session to start again: the server forgot nothing.
+		return nil
+	}
 	ictx, cancel := context.WithTimeout(ctx, c.u.cfg.InitTimeout)
 	defer cancel()
 	reason, err := c.initialize(ictx)
@@ -420,6 +454,12 @@ type sendResult struct {
 	id     int64
 	sent   bool // the request was (or may have been) delivered
 	status int  // HTTP status of the request's POST; 0 when none
+	// errBody is the start of an HTTP error answer's body (see
+	// sendProbe.errBody), for the JSON-RPC error mcp-go does not read.
+	errBody []byte
+	// version is the modern protocol version the request was sent as; ""
+	// for a legacy one.
+	version string
 }
 
 // send sends one raw JSON-RPC request. params are sent as they are (nil:
@@ -431,10 +471,25 @@ func (c *connection) send(ctx context.Context, method string, params json.RawMes
 		ID:      mcpgo.NewRequestId(id),
 		Method:  method,
 	}
+	var version string
+	if c.isModern() {
+		// 2026-07-28: the version, capabilities and client info in every
+		// request's _meta and, over HTTP, mirrored into headers.
+		var meta json.RawMessage
+		version, meta = c.version()
+		p, err := withModernMeta(params, meta)
+		if err != nil {
+			return sendResult{id: id, err: err, version: version}
+		}
+		params = p
+		if c.kind == kindStreamable {
+			req.Header = c.protocolHeaders(version, method, params)
+		}
+	}
 	if params != nil {
 		req.Params = params
 	}
-	r := sendResult{id: id}
+	r := sendResult{id: id, version: version}
 	switch c.kind {
 	case kindStdio:
 		wrote := c.stdin.track(id)
@@ -450,6 +505,9 @@ func (c *connection) send(ctx context.Context, method string, params json.RawMes
 		r.resp, r.err = c.t.SendRequest(ctx, req)
 		r.sent = r.err == nil || probe.wrote.Load()
 		r.status = int(probe.status.Load())
+		if b := probe.errBody.Load(); b != nil {
+			r.errBody = *b
+		}
 		if r.err != nil && probe.tooLarge.Load() {
 			r.err = &TooLargeError{Upstream: c.u.Name(), Limit: c.u.cfg.MaxMessageBytes}
 		}
@@ -485,8 +543,14 @@ func (c *connection) send(ctx context.Context, method string, params json.RawMes
 }
 
 // cancelUpstream sends notifications/cancelled for request id, in the
-// background and best effort.
-func (c *connection) cancelUpstream(header http.Header, id int64, reason string) {
+// background and best effort, with the values of ctx (the call's: an
+// Authorizer gives the notification the call's credentials) but not its
+// end. A modern HTTP request is cancelled by closing its stream, which the
+// call's end already did: nothing is sent (2026-07-28, cancellation).
+func (c *connection) cancelUpstream(ctx context.Context, header http.Header, id int64, reason string) {
+	if c.isModern() && c.kind.isHTTP() {
+		return
+	}
 	n := mcpgo.JSONRPCNotification{
 		JSONRPC: mcpgo.JSONRPC_VERSION,
 		Notification: mcpgo.Notification{
@@ -494,7 +558,7 @@ func (c *connection) cancelUpstream(header http.Header, id int64, reason string)
 			Params: mcpgo.NotificationParams{AdditionalFields: map[string]any{"requestId": id, "reason": reason}},
 		},
 	}
-	ctx := context.Background()
+	ctx = context.WithoutCancel(ctx)
 	if len(header) > 0 {
 		ctx = context.WithValue(ctx, headerKey{}, header)
 	}
@@ -516,12 +580,22 @@ func (c *connection) listTools(ctx context.Context) ([]json.RawMessage, error) {
 	tools := []json.RawMessage{}
 	names := map[string]bool{}
 	required := map[string]bool{} // execution.taskSupport "required"
+	modern, headers := c.isModern(), c.isModern() && c.kind == kindStreamable
+	headerTools := map[string]*mcpgo.Tool{} // modern HTTP: x-mcp-header parameters
+	ttl := int64(-1)                        // modern: the smallest ttlMs of the pages
 	listed := func() ([]json.RawMessage, error) {
 		c.tasks.setRequired(required)
+		if modern {
+			c.headerMu.Lock()
+			c.headerTools = headerTools
+			c.headerMu.Unlock()
+			c.ttl.Store(ttl)
+		}
 		return tools, nil
 	}
 	cursors := map[string]bool{}
 	var cursor *string
+	renegotiated := false
 	for page := 0; ; page++ {
 		if page == cfg.MaxToolPages {
 			log.Warn("tools/list has more pages than allowed; the list is truncated", "pages", page)
@@ -532,8 +606,21 @@ func (c *connection) listTools(ctx context.Context) ([]json.RawMessage, error) {
 			params, _ = json.Marshal(map[string]string{"cursor": *cursor})
 		}
 		r := c.send(ctx, string(mcpgo.MethodToolsList), params, nil)
+		if e := answeredError(r); modern && e != nil && e.Code == codeUnsupportedVersion {
+			if !renegotiated && c.renegotiate(e, r.version) {
+				renegotiated = true
+				page--
+				continue
+			}
+			return nil, fmt.Errorf("tools/list: %s", e.Error())
+		}
+		if modern && r.err != nil {
+			if e := answeredError(r); e != nil {
+				return nil, e // an HTTP error status with a JSON-RPC error
+			}
+		}
 		if r.err != nil {
-			if c.kind == kindStreamable && errors.Is(r.err, mcptransport.ErrSessionTerminated) {
+			if c.kind == kindStreamable && errors.Is(r.err, mcptransport.ErrSessionTerminated) && !modern {
 				return nil, errSessionGone
 			}
 			if ctx.Err() != nil {
@@ -553,14 +640,29 @@ func (c *connection) listTools(ctx context.Context) ([]json.RawMessage, error) {
 		var res struct {
 			Tools      []json.RawMessage `json:"tools"`
 			NextCursor *string           `json:"nextCursor"`
+			ResultType string            `json:"resultType"`
+			TTLMs      *float64          `json:"ttlMs"`
 		}
 		if err := json.Unmarshal(r.resp.Result, &res); err != nil {
 			return nil, fmt.Errorf("malformed tools/list result: %w", err)
 		}
+		if modern {
+			switch res.ResultType {
+			case "", string(mcpgo.ResultTypeComplete):
+			case string(mcpgo.ResultTypeInputRequired):
+				return nil, errors.New("tools/list answered input_required: the server asks for input before it lists its tools")
+			default:
+				return nil, fmt.Errorf("tools/list answered resultType %q, which the bridge does not know", res.ResultType)
+			}
+			if res.TTLMs != nil && *res.TTLMs >= 0 && (ttl < 0 || int64(*res.TTLMs) < ttl) {
+				ttl = int64(min(*res.TTLMs, float64(1<<53)))
+			}
+		}
 		for i, raw := range res.Tools {
 			var t struct {
-				Name      string `json:"name"`
-				Execution struct {
+				Name        string          `json:"name"`
+				InputSchema json.RawMessage `json:"inputSchema"`
+				Execution   struct {
 					TaskSupport string `json:"taskSupport"`
 				} `json:"execution"`
 			}
@@ -575,6 +677,18 @@ func (c *connection) listTools(ctx context.Context) ([]json.RawMessage, error) {
 			if len(tools) == cfg.MaxTools {
 				log.Warn("tools/list has more tools than allowed; the list is truncated", "tools", len(tools))
 				return listed()
+			}
+			if headers {
+				// Streamable HTTP, 2026-07-28: a tool with an invalid
+				// x-mcp-header annotation is left out of the list.
+				ht, err := paramHeaderTool(t.Name, t.InputSchema)
+				if err != nil {
+					log.Warn("tools/list: skipping a tool with an invalid x-mcp-header annotation", "tool", t.Name, "reason", err.Error())
+					continue
+				}
+				if ht != nil {
+					headerTools[t.Name] = ht
+				}
 			}
 			if t.Execution.TaskSupport == string(mcpgo.TaskSupportRequired) {
 				if !c.tasks.toolCallTasks() {
@@ -666,6 +780,10 @@ func (u *Upstream) answerServerRequest(method string, params json.RawMessage) (j
 func (c *connection) handleNotification(n mcpgo.JSONRPCNotification) {
 	if n.Method == mcpgo.MethodNotificationToolsListChanged {
 		c.u.triggerRelist()
+		return
+	}
+	if n.Method == mcpgo.MethodNotificationSubscriptionsAcknowledged {
+		c.acknowledged(n) // era.go
 		return
 	}
 	if n.Method == taskStatusNote {

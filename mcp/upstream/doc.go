@@ -5,7 +5,10 @@
 // session, bounded shutdown and kill of the child's process group), reads
 // its tool list raw and sends each call's arguments exactly as given,
 // bounds every message (ErrTooLarge), and classifies failures by whether a
-// call may have reached the tool (ErrUnavailable, ErrLost, *Error).
+// call may have reached the tool (ErrUnavailable, ErrLost, *Error). It
+// negotiates the protocol era of each connection (era.go): the stateless
+// revision 2026-07-28 when the server speaks it, else 2025-11-25 with the
+// initialize handshake.
 //
 // What it works around in mcp-go v1.2.1 is listed in mcpgo_compat.go.
 //

@@ -33,6 +33,11 @@ const (
 	fakeIgnoreTerm  = "FAKE_IGNORE_TERM"   // "1": ignore SIGTERM and the end of stdin
 	fakeExitAtStart = "FAKE_EXIT_AT_START" // "1": print to stderr and exit 1 at once
 	fakeBadList     = "FAKE_BAD_LIST"      // "1": tools/list answers a malformed result (until list_ok)
+	// fakeEra: "modern" answers server/discover (2026-07-28 only: initialize
+	// gets -32022), "silent" never answers server/discover (a legacy server
+	// that ignores requests before initialize); unset: -32601, as any
+	// unknown method.
+	fakeEra = "FAKE_ERA"
 )
 
 func TestUpstreamFakeServerProcess(t *testing.T) {
@@ -157,6 +162,32 @@ func (f *fake) handle(line []byte) {
 }
 
 func (f *fake) request(id json.RawMessage, method string, params json.RawMessage) {
+	era := os.Getenv(fakeEra)
+	switch {
+	case method == "server/discover" && era == "silent":
+		return
+	case method == "server/discover" && era == "modern":
+		fmt.Fprintf(f.errw, "fake: discover %s\n", params)
+		f.reply(id, `{"resultType":"complete","supportedVersions":["2026-07-28"],"capabilities":{"tools":{"listChanged":true}},`+
+			`"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"fake-modern","version":"2.0.0"}},"ttlMs":0,"cacheScope":"public"}`)
+		return
+	case method == "initialize" && era == "modern":
+		f.fail(id, -32022, "Unsupported protocol version", `{"supported":["2026-07-28"],"requested":"2025-11-25"}`)
+		return
+	case method == "subscriptions/listen" && era == "modern":
+		fmt.Fprintf(f.errw, "fake: listen %s\n", params)
+		f.send(fmt.Sprintf(`{"jsonrpc":"2.0","method":"notifications/subscriptions/acknowledged","params":{"_meta":{"io.modelcontextprotocol/subscriptionId":%s},"notifications":{"toolsListChanged":true}}}`, id))
+		return // held open: never answered
+	case era == "modern" && method != "tools/list" && method != "tools/call":
+		f.fail(id, -32601, "method not found", "")
+		return
+	case era == "modern":
+		var p struct {
+			Meta json.RawMessage `json:"_meta"`
+		}
+		_ = json.Unmarshal(params, &p)
+		fmt.Fprintf(f.errw, "fake: %s _meta %s\n", method, p.Meta)
+	}
 	switch method {
 	case "initialize":
 		f.mu.Lock()
@@ -296,6 +327,12 @@ func (f *fake) call(id json.RawMessage, name string, args, meta json.RawMessage)
 		f.replyText(id, "progressed")
 	case "bad_result":
 		f.reply(id, `"not an object"`)
+	case "input_url":
+		f.reply(id, `{"resultType":"input_required","inputRequests":{"github":{"method":"elicitation/create","params":{"mode":"url","message":"Connect GitHub","url":"https://auth.example/github","_meta":{"carrier":{"kept":true}}}}},"requestState":"opaque"}`)
+	case "input_form":
+		f.reply(id, `{"resultType":"input_required","inputRequests":{"name":{"method":"elicitation/create","params":{"message":"Your name?","requestedSchema":{"type":"object"}}},"llm":{"method":"sampling/createMessage","params":{"maxTokens":5}}}}`)
+	case "odd_type":
+		f.reply(id, `{"resultType":"someday","content":[]}`)
 	case "list_ok", "list_bad":
 		f.mu.Lock()
 		f.badList = name == "list_bad"

@@ -32,6 +32,11 @@ type sendProbe struct {
 	wrote    atomic.Bool
 	status   atomic.Int32
 	tooLarge atomic.Bool // a message of its responses was over the limit
+	// errBody is the start (errBodyKeep bytes at most) of the body of an
+	// HTTP error answer: mcp-go's streamable HTTP transport drops the body
+	// of a 404, and of any 4xx to initialize (mcpgo_compat.go), where a
+	// modern server's JSON-RPC error says which versions it speaks.
+	errBody atomic.Pointer[[]byte]
 }
 
 // roundTripper observes the first HTTP exchange of a probed request,
@@ -136,6 +141,9 @@ func (rt *roundTripper) roundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return resp, err
 	}
+	if p != nil && resp.StatusCode >= 400 && resp.Body != nil && resp.Body != http.NoBody {
+		keepErrBody(p, resp)
+	}
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	if rt.sse && req.Method == http.MethodGet && resp.StatusCode == http.StatusOK && mt == "text/event-stream" {
 		resp.Body = &sseBody{u: rt.u, stream: req.URL, src: resp.Body, br: bufio.NewReader(resp.Body)}
@@ -143,6 +151,25 @@ func (rt *roundTripper) roundTrip(req *http.Request) (*http.Response, error) {
 		resp.Body = &limitBody{u: rt.u, src: resp.Body, max: rt.u.cfg.MaxMessageBytes, events: mt == "text/event-stream", probe: p}
 	}
 	return resp, err
+}
+
+// keepErrBody reads the start of an error answer's body into p.errBody;
+// the body still reads whole.
+func keepErrBody(p *sendProbe, resp *http.Response) {
+	head := make([]byte, errBodyKeep)
+	n, err := io.ReadFull(resp.Body, head)
+	head = head[:n]
+	p.errBody.Store(&head)
+	rest := resp.Body
+	if err != nil { // the whole body was read
+		_ = rest.Close()
+		resp.Body = io.NopCloser(bytes.NewReader(head))
+		return
+	}
+	resp.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(head), rest), rest}
 }
 
 // limitBody bounds the messages of an HTTP response body: the whole body
@@ -317,14 +344,17 @@ func newHTTPClient(base *http.Client, u *Upstream, sse bool) *http.Client {
 	return &c
 }
 
-// reservedHeader reports headers the transports set themselves.
+// reservedHeader reports headers the transports or the protocol set
+// themselves (2026-07-28: Mcp-Method, Mcp-Name and Mcp-Param-* mirror the
+// request body, and a mismatch is refused).
 func reservedHeader(canonical string) bool {
 	switch canonical {
 	case "Content-Type", "Accept", "Mcp-Session-Id", "Mcp-Protocol-Version", "Host",
-		"Content-Length", "Last-Event-Id", "Connection", "Transfer-Encoding":
+		"Content-Length", "Last-Event-Id", "Connection", "Transfer-Encoding",
+		"Mcp-Method", "Mcp-Name":
 		return true
 	}
-	return false
+	return strings.HasPrefix(canonical, "Mcp-Param-")
 }
 
 // staticHeaders flattens Config.Headers for mcp-go's header hooks.

@@ -164,11 +164,19 @@ func startHTTP(t *testing.T, cfg Config, opts Options) (*Upstream, *testLogs) {
 	return startLogged(t, cfg, opts, true)
 }
 
+// legacyStreamable serves srv over streamable HTTP with sessions, as a
+// 2025-11-25 server: it refuses 2026-07-28 (-32022 naming the legacy
+// versions), so that an upstream under auto opens it with initialize.
+func legacyStreamable(srv *mcpserver.MCPServer) *mcpserver.StreamableHTTPServer {
+	return mcpserver.NewStreamableHTTPServer(srv, mcpserver.WithStateful(true),
+		mcpserver.WithStreamableHTTPProtocolVersions(mcpgo.LegacyProtocolVersions()...))
+}
+
 func newStreamable(t *testing.T, blocked chan<- string) (*wireRecorder, *httptest.Server, *mcpserver.MCPServer) {
 	t.Helper()
 	srv := httpServer(blocked)
 	wire := &wireRecorder{}
-	wire.set(mcpserver.NewStreamableHTTPServer(srv, mcpserver.WithStateful(true)))
+	wire.set(legacyStreamable(srv))
 	ts := httptest.NewServer(wire)
 	t.Cleanup(ts.Close)
 	return wire, ts, srv
@@ -273,7 +281,7 @@ func TestUpstreamHTTPSessionDroppedReinitializes(t *testing.T) {
 	}
 	// A new server instance: the session the upstream holds is unknown now
 	// (404), as after a server restart.
-	wire.set(mcpserver.NewStreamableHTTPServer(srv, mcpserver.WithStateful(true)))
+	wire.set(legacyStreamable(srv))
 	res, err := callTool(t, u, "echo", `{"message":"after"}`)
 	if err != nil {
 		t.Fatalf("call after the session was dropped: %v", err)
@@ -334,7 +342,7 @@ func TestUpstreamHTTPUnreachableThenRecovers(t *testing.T) {
 	if err != nil {
 		t.Skipf("cannot listen on %s again: %v", addr, err)
 	}
-	srv := &http.Server{Handler: mcpserver.NewStreamableHTTPServer(httpServer(nil), mcpserver.WithStateful(true))}
+	srv := &http.Server{Handler: legacyStreamable(httpServer(nil))}
 	go srv.Serve(ln)
 	defer srv.Close()
 	waitReady(t, u)
@@ -691,7 +699,7 @@ func TestUpstreamHTTPKeepsBurstConnections(t *testing.T) {
 		}
 		return mcpgo.NewToolResultText("ok"), nil
 	})
-	ts := httptest.NewUnstartedServer(mcpserver.NewStreamableHTTPServer(s, mcpserver.WithStateful(true)))
+	ts := httptest.NewUnstartedServer(legacyStreamable(s))
 	ts.Config.ConnState = b.ConnState
 	ts.Start()
 	t.Cleanup(ts.Close)

@@ -31,6 +31,27 @@ import (
 //     client ID metadata documents, RFC 9207 iss check, scope from the
 //     challenge or scopes_supported, step-up, root protected resource
 //     metadata fallback, PKCE S256 check, or client credentials grant.
+//   - StreamableHTTP.SendRequest answers ErrLegacySSEServer to any 4xx of
+//     initialize and ErrSessionTerminated to any 404, dropping the body: a
+//     modern-only server's -32022 naming the versions it speaks, a modern
+//     server's 404 with -32601. roundTripper (http.go) keeps the start of
+//     every error body (sendProbe.errBody), read by answeredError (era.go)
+//     (TestUpstreamCanaryMCPGoDropsHTTPErrorBodies).
+//   - The protocol era (era.go): mcp-go's Client negotiates it
+//     (Client.Initialize: server/discover, then initialize), but the
+//     upstream does not use Client (it decodes results into typed structs
+//     that drop schema keywords and round numbers), and Client falls back
+//     to initialize on any failed probe, a 401 or a timeout over HTTP
+//     included. connection.negotiate owns the probe, as the spec's
+//     versioning section says, with mcp-go's pieces: the transports' modern
+//     mode (SetProtocolVersion: no session id, no DELETE, no GET stream),
+//     mcp.StandardHeaders, GenerateParamHeaders and
+//     NegotiateMutuallySupportedVersion.
+//   - mcp.ValidateParamHeaderAnnotations checks x-mcp-header annotations
+//     on chains of "properties" only: one under items, anyOf or $defs, which
+//     the spec makes invalid, passes (and is never mirrored):
+//     unreachableHeader (era.go) finds it
+//     (TestUpstreamCanaryMCPGoHeaderAnnotationsOnPropertiesOnly).
 //   - The transports log at info and error level, the error under "err",
 //     holding the server's URL with its query: transportLogger (below).
 

@@ -49,3 +49,39 @@ func TestUpstreamCanaryMCPGoOAuthOneExpectedState(t *testing.T) {
 		t.Fatalf("mcp-go's OAuthHandler now keeps more than one pending authorization (%v): reconsider package mcp/oauth", err)
 	}
 }
+
+// answeredError: mcp-go's streamable HTTP transport drops the body of a
+// 4xx answer to initialize and of a 404, where a modern server says which
+// versions it speaks.
+func TestUpstreamCanaryMCPGoDropsHTTPErrorBodies(t *testing.T) {
+	t.Parallel()
+	for _, status := range []int{http.StatusBadRequest, http.StatusNotFound} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(status)
+			_, _ = w.Write([]byte(`{"jsonrpc":"2.0","id":1,"error":{"code":-32022,"message":"Unsupported protocol version","data":{"supported":["2026-07-28"]}}}`))
+		}))
+		tr, err := mcptransport.NewStreamableHTTP(srv.URL + "/mcp")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		resp, err := tr.SendRequest(ctx, mcptransport.JSONRPCRequest{JSONRPC: mcpgo.JSONRPC_VERSION, ID: mcpgo.NewRequestId(int64(1)), Method: "initialize"})
+		cancel()
+		_ = tr.Close()
+		srv.Close()
+		if resp != nil || err == nil || strings.Contains(err.Error(), "-32022") {
+			t.Errorf("HTTP %d: mcp-go now reads the error body of an initialize (%v, %v): reconsider sendProbe.errBody", status, resp, err)
+		}
+	}
+}
+
+// unreachableHeader: mcp-go checks x-mcp-header annotations on chains of
+// properties only.
+func TestUpstreamCanaryMCPGoHeaderAnnotationsOnPropertiesOnly(t *testing.T) {
+	t.Parallel()
+	tool := &mcpgo.Tool{Name: "t", RawInputSchema: []byte(`{"type":"object","properties":{"xs":{"type":"array","items":{"type":"string","x-mcp-header":"X"}}}}`)}
+	if err := mcpgo.ValidateParamHeaderAnnotations(tool); err != nil {
+		t.Errorf("mcp-go now refuses an x-mcp-header under items (%v): reconsider unreachableHeader", err)
+	}
+}

@@ -207,7 +207,7 @@ func (c *connection) sendTask(ctx context.Context, name string, params json.RawM
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			c.cancelTask(header, idParams)
+			c.cancelTask(ctx, header, idParams)
 			return sendResult{id: last, sent: true, err: ctx.Err()}
 		case <-woken:
 		case <-t.C:
@@ -217,10 +217,10 @@ func (c *connection) sendTask(ctx context.Context, name string, params json.RawM
 		last = g.id
 		switch {
 		case ctx.Err() != nil:
-			c.cancelTask(header, idParams)
+			c.cancelTask(ctx, header, idParams)
 			return sendResult{id: last, sent: true, err: ctx.Err()}
 		case g.err != nil:
-			c.cancelTask(header, idParams)
+			c.cancelTask(ctx, header, idParams)
 			return c.taskLost(last, fmt.Sprintf("polling task %q of %q failed: %s", task.TaskID, name, safeError(g.err)))
 		case g.resp.Error != nil:
 			// Unknown task (expired, or the server lost it): nothing to cancel.
@@ -228,7 +228,7 @@ func (c *connection) sendTask(ctx context.Context, name string, params json.RawM
 		}
 		var next taskObject
 		if json.Unmarshal(g.resp.Result, &next) != nil || next.Status == "" {
-			c.cancelTask(header, idParams)
+			c.cancelTask(ctx, header, idParams)
 			return c.taskLost(last, fmt.Sprintf("tasks/get of task %q of %q answered a malformed task", task.TaskID, name))
 		}
 		next.TaskID = task.TaskID
@@ -240,11 +240,11 @@ func (c *connection) sendTask(ctx context.Context, name string, params json.RawM
 	res := c.send(ctx, string(mcpgo.MethodTasksResult), idParams, header)
 	switch {
 	case ctx.Err() != nil:
-		c.cancelTask(header, idParams)
+		c.cancelTask(ctx, header, idParams)
 		return sendResult{id: res.id, sent: true, err: ctx.Err()}
 	case res.err != nil:
 		if !task.terminal() {
-			c.cancelTask(header, idParams)
+			c.cancelTask(ctx, header, idParams)
 		}
 		return c.taskLost(res.id, fmt.Sprintf("tasks/result of task %q of %q failed: %s", task.TaskID, name, safeError(res.err)))
 	case res.resp.Error != nil:
@@ -282,10 +282,14 @@ func (c *connection) taskLost(id int64, msg string) sendResult {
 
 // cancelTask sends tasks/cancel in the background, bounded by
 // cancelTimeout and the connection's life; the answer (the cancelled
-// task, or -32602 for a task already terminal) is only logged.
-func (c *connection) cancelTask(header http.Header, idParams json.RawMessage) {
+// task, or -32602 for a task already terminal) is only logged. It keeps
+// the values of ctx, the call's, but not its end: the cancel goes with the
+// call's identity (the user an Authorizer reads from it, the forwarded
+// header), never the bridge's own.
+func (c *connection) cancelTask(ctx context.Context, header http.Header, idParams json.RawMessage) {
+	ctx = context.WithoutCancel(ctx)
 	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), cancelTimeout)
+		ctx, cancel := context.WithTimeout(ctx, cancelTimeout)
 		defer cancel()
 		stop := context.AfterFunc(c.ctx, cancel)
 		defer stop()

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -29,6 +30,7 @@ type taskFake struct {
 
 	mu      sync.Mutex
 	methods []string
+	authz   []string          // "method Authorization" of every request
 	calls   []json.RawMessage // params of tools/call
 	gets    int
 	results int
@@ -87,6 +89,7 @@ func (f *taskFake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	f.mu.Lock()
 	f.methods = append(f.methods, m.Method)
+	f.authz = append(f.authz, m.Method+" "+r.Header.Get("Authorization"))
 	f.mu.Unlock()
 	result, errObj := f.answer(m.Method, m.Params)
 	w.Header().Set("Content-Type", "application/json")
@@ -379,5 +382,96 @@ func TestUpstreamTaskPollInterval(t *testing.T) {
 		if got := (&taskObject{PollInterval: c.in}).interval(); got != c.want {
 			t.Errorf("pollInterval %v: %v, want %v", c.in, got, c.want)
 		}
+	}
+}
+
+// userKey carries a user in a call's context, as mcp/oauth does.
+type userKey struct{}
+
+// perUserAuth is an Authorizer that authorizes each request as the user
+// of its context (the operator without one), as a per-user OAuth client
+// does.
+type perUserAuth struct{}
+
+func (perUserAuth) Authorization(ctx context.Context) (string, error) {
+	user, _ := ctx.Value(userKey{}).(string)
+	if user == "" {
+		user = "operator"
+	}
+	return "Bearer token-of-" + user, nil
+}
+
+func (perUserAuth) Unauthorized(context.Context, string, *http.Response) (bool, error) {
+	return false, nil
+}
+
+// The cancel of a user's call goes with that user's credentials, never
+// the bridge's own: a task cancelled with the operator's token would be
+// another account's request (or be refused, leaving the user's task
+// running).
+func TestUpstreamTaskCancelCarriesTheCallersIdentity(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		cancel func(context.Context) (context.Context, func())
+	}{
+		{"call timeout", func(ctx context.Context) (context.Context, func()) { return ctx, func() {} }},
+		{"caller cancels", func(ctx context.Context) (context.Context, func()) {
+			ctx, cancel := context.WithCancel(ctx)
+			time.AfterFunc(300*time.Millisecond, cancel)
+			return ctx, cancel
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := &taskFake{pollInterval: json.RawMessage(`20`), result: taskReport,
+				status: func(int) (string, string) { return "working", "" }}
+			srv := httptest.NewServer(f)
+			t.Cleanup(srv.Close)
+			u, _ := startHTTP(t, Config{URL: srv.URL + "/mcp", CallTimeout: 400 * time.Millisecond, Auth: perUserAuth{}}, Options{})
+			waitReady(t, u)
+			waitTools(t, u, 2)
+			ctx, cancel := c.cancel(context.WithValue(context.Background(), userKey{}, "alice"))
+			defer cancel()
+			if _, err := u.CallTool(ctx, "research", json.RawMessage(`{}`), nil, nil); err == nil {
+				t.Fatal("the call did not end early")
+			}
+			eventually(t, 10*time.Second, "tasks/cancel", func() bool { return len(f.cancelled()) == 1 })
+			f.mu.Lock()
+			authz := slices.Clone(f.authz)
+			f.mu.Unlock()
+			want := map[string]string{
+				"tools/call":   "Bearer token-of-alice",
+				"tasks/get":    "Bearer token-of-alice",
+				"tasks/cancel": "Bearer token-of-alice",
+				"tools/list":   "Bearer token-of-operator", // the catalog is the bridge's own
+			}
+			for _, line := range authz {
+				method, got, _ := strings.Cut(line, " ")
+				if w, ok := want[method]; ok && got != w {
+					t.Errorf("%s went with %q, want %q", method, got, w)
+				}
+			}
+		})
+	}
+}
+
+// notifications/cancelled of a user's call over 2025-11-25 HTTP goes with
+// that user's credentials too.
+func TestUpstreamHTTPCancelNotificationCarriesTheCallersIdentity(t *testing.T) {
+	blocked := make(chan string, 1)
+	wire, ts, _ := newStreamable(t, blocked)
+	u, _ := startHTTP(t, Config{URL: ts.URL + "/mcp", Auth: perUserAuth{}}, Options{})
+	waitReady(t, u)
+	ctx, cancel := context.WithCancel(context.WithValue(context.Background(), userKey{}, "bob"))
+	time.AfterFunc(200*time.Millisecond, cancel)
+	if _, err := u.CallTool(ctx, "block", nil, nil, nil); !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v", err)
+	}
+	var notes []wireReq
+	eventually(t, 5*time.Second, "notifications/cancelled", func() bool {
+		notes = wire.requests("notifications/cancelled")
+		return len(notes) == 1
+	})
+	if got, call := notes[0].header.Get("Authorization"), wire.requests("tools/call")[0].header.Get("Authorization"); got != "Bearer token-of-bob" || call != got {
+		t.Errorf("notifications/cancelled went with %q, the call with %q; want both %q", got, call, "Bearer token-of-bob")
 	}
 }

@@ -32,10 +32,6 @@ const (
 	DefaultStderrLineMax     = 4096
 )
 
-// protocolVersion is the revision asked for in initialize: the newest one
-// with the initialize handshake and sessions (see Upstream).
-const protocolVersion = "2025-11-25"
-
 // Error classes of a failed Upstream.CallTool, for errors.Is. A JSON-RPC
 // error answered by the upstream is an *Error instead.
 //
@@ -101,10 +97,17 @@ type Config struct {
 	URL string
 	// SSE forces the legacy HTTP+SSE transport. Zero: decided by the URL path.
 	SSE bool
+	// Protocol chooses the MCP protocol era (era.go): ProtocolAuto probes
+	// with server/discover and falls back to initialize; ProtocolModern
+	// (2026-07-28) and ProtocolLegacy (2025-11-25, initialize) pin one.
+	// Legacy SSE and in-process upstreams speak 2025-11-25: ProtocolModern
+	// is an error for them. Zero: ProtocolAuto.
+	Protocol string
 	// Headers are sent with every HTTP request (several values of one name
 	// are joined with ", "). Values are never logged. Protocol headers
-	// (Content-Type, Accept, Mcp-Session-Id, Mcp-Protocol-Version, Host,
-	// Content-Length, Last-Event-ID) are ignored. Zero: none.
+	// (Content-Type, Accept, Mcp-Session-Id, Mcp-Protocol-Version,
+	// Mcp-Method, Mcp-Name, Mcp-Param-*, Host, Content-Length,
+	// Last-Event-ID) are ignored. Zero: none.
 	Headers http.Header
 	// Auth authorizes the HTTP requests (OAuth: package mcp/oauth): it
 	// gives each request its Authorization header and handles the
@@ -195,8 +198,9 @@ type Options struct {
 	// lines and mcp-go's transport logs (at debug level). Arguments, results,
 	// tokens and header values are never logged. Nil: nothing is logged.
 	Logger *slog.Logger
-	// ClientName and ClientVersion are sent as clientInfo in initialize.
-	// Zero: "mcpotc" and "0.0.0".
+	// ClientName and ClientVersion are sent as clientInfo in initialize, and
+	// in the _meta of every request to a 2026-07-28 server. Zero: "mcpotc"
+	// and "0.0.0".
 	ClientName, ClientVersion string
 	// OnToolsChanged is called with the complete raw tool list after each
 	// (re)connection and after each notifications/tools/list_changed, once
@@ -225,6 +229,11 @@ type Options struct {
 	// "tools/list" (before listing again), the 0-based attempt and the wait
 	// (tests record the schedule with it).
 	waited func(what string, attempt int, d time.Duration)
+	// listRefresh, when set, replaces listRefreshMin and listRefreshMax
+	// (tests).
+	listRefresh *[2]time.Duration
+	// probeWait, when positive, replaces discoverProbeWait (tests).
+	probeWait time.Duration
 
 	// OnNotification receives the upstream's notifications other than
 	// notifications/tools/list_changed (notifications/progress,
@@ -259,7 +268,8 @@ type Status struct {
 	// when Ready.
 	Reason string
 	// Server and ProtocolVersion come from the latest successful
-	// initialize; zero before the first one.
+	// initialize or server/discover (2026-07-28 and later: a modern
+	// server); zero before the first one.
 	Server          ServerInfo
 	ProtocolVersion string
 	// Restarts counts how often a connection was lost and the upstream
@@ -286,9 +296,10 @@ func (k connKind) isHTTP() bool { return k == kindStreamable || k == kindSSE }
 // reconnected with backoff when it goes away, stopped by Close. It is safe
 // for concurrent use.
 //
-// The bridge asks for protocol revision 2025-11-25 with the initialize
-// handshake (servers answering an older revision are accepted); it does
-// not speak the stateless 2026-07-28 revision to upstreams.
+// The protocol era is negotiated on each connection as Config.Protocol
+// says (era.go): the stateless revision 2026-07-28 when the server speaks
+// it, else revision 2025-11-25 with the initialize handshake (servers
+// answering an older revision are accepted).
 type Upstream struct {
 	diagMu     sync.Mutex
 	diagFor    int                    // the HTTP status diag answers
@@ -394,6 +405,14 @@ func Start(ctx context.Context, cfg *Config, opts *Options) (*Upstream, error) {
 	if c.HTTPClient != nil && c.HTTPClient.Timeout != 0 {
 		return nil, fmt.Errorf("mcp: upstream %q: HTTPClient.Timeout must be zero (use CallTimeout)", c.Name)
 	}
+	protocol, err := normalProtocol(c.Protocol)
+	if err != nil {
+		return nil, fmt.Errorf("mcp: upstream %q: %w", c.Name, err)
+	}
+	if protocol == ProtocolModern && (u.kind == kindSSE || u.kind == kindInProcess) {
+		return nil, fmt.Errorf("mcp: upstream %q: protocol %s needs a stdio or streamable HTTP server (legacy SSE and in-process servers speak %s)", c.Name, ProtocolModern, ProtocolLegacy)
+	}
+	c.Protocol = protocol
 
 	setDefault(&c.CallTimeout, DefaultCallTimeout)
 	setDefault(&c.InitTimeout, DefaultInitTimeout)
@@ -777,6 +796,10 @@ func (u *Upstream) supervise() {
 		lastFailure = ""
 		connectedAt := time.Now()
 		u.publish(conn)
+		if conn.isModern() && conn.listChanged.Load() {
+			u.wg.Add(1)
+			go conn.listen() // era.go
+		}
 
 		why := conn.watch(u.ctx, u.cfg.PingInterval)
 
@@ -845,6 +868,15 @@ func (u *Upstream) publish(conn *connection) {
 	u.triggerRelist()
 }
 
+// setProtocol records the protocol version conn moved to.
+func (u *Upstream) setProtocol(conn *connection, version string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.conn == conn {
+		u.protocol = version
+	}
+}
+
 // setServer records the serverInfo of a re-initialization.
 func (u *Upstream) setServer(conn *connection) {
 	server, protocol := conn.info()
@@ -861,25 +893,41 @@ func (u *Upstream) setServer(conn *connection) {
 // notifications/tools/list_changed) and reports it. A listing that fails
 // without an answer (unreachable, HTTP 401, a malformed or too large
 // result) is tried again after the restart backoff, growing with each
-// failure in a row and starting over after a success.
+// failure in a row and starting over after a success. A modern upstream
+// without an acknowledged subscriptions/listen stream (era.go) has its
+// list read again after the list's ttlMs, bounded (listRefresh).
 func (u *Upstream) catalog() {
 	defer u.wg.Done()
 	retry := time.NewTimer(0)
 	retry.Stop()
 	defer retry.Stop()
+	refresh := time.NewTimer(0)
+	refresh.Stop()
+	defer refresh.Stop()
+	lo, hi := listRefreshMin, listRefreshMax
+	if b := u.opts.listRefresh; b != nil {
+		lo, hi = b[0], b[1]
+	}
 	failures := 0
 	for {
+		ttlDue := false
 		select {
 		case <-u.ctx.Done():
 			return
 		case <-u.relist:
 		case <-retry.C:
+		case <-refresh.C:
+			ttlDue = true
 		}
 		conn := u.current()
 		if conn == nil {
 			continue // the next connection asks again
 		}
+		if ttlDue && conn.listening.Load() {
+			continue // the subscriptions/listen stream tells of changes
+		}
 		retry.Stop()
+		refresh.Stop()
 		epoch := conn.epoch.Load()
 		ctx, cancel := context.WithTimeout(u.ctx, u.cfg.InitTimeout)
 		tools, err := conn.listTools(ctx)
@@ -927,6 +975,13 @@ func (u *Upstream) catalog() {
 		u.setAuthErr(nil)
 		u.tools.Store(&tools)
 		u.log.Debug("tool list read", "tools", len(tools))
+		if conn.isModern() && !conn.listening.Load() {
+			d := listRefresh(conn.ttl.Load(), lo, hi)
+			if u.opts.waited != nil {
+				u.opts.waited("ttl", 0, d)
+			}
+			refresh.Reset(d)
+		}
 		if cb := u.opts.OnToolsChanged; cb != nil {
 			cb(tools)
 		}
