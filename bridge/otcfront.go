@@ -19,6 +19,7 @@ import (
 
 	"github.com/mcpotc/mcpotc/bridge/metrics"
 	"github.com/mcpotc/mcpotc/bridge/tracing"
+	"github.com/mcpotc/mcpotc/internal/callid"
 	"github.com/mcpotc/mcpotc/mapping"
 	"github.com/mcpotc/mcpotc/mcp/oauth"
 	"github.com/mcpotc/mcpotc/mcp/upstream"
@@ -593,7 +594,15 @@ func (f *OTCFront) call(u *mcpUpstream, mcpName string, t mapping.OTCTool) otc.T
 			header = http.Header{"Traceparent": {tp}}
 		}
 		if t.Restored {
-			req := mapping.OTCRequestMeta{ToolID: c.Tool.ID, CallID: c.Request.CallID}
+			// The call_id goes on scoped to this front's caller (when
+			// callers are told apart: JWTs), so that two callers' keys
+			// never meet at the OTC server behind the MCP front, which
+			// sees one caller (README, Security model).
+			callID := c.Request.CallID
+			if c.Caller.Authenticated && c.Caller.ID != otc.CallerAPIKey {
+				callID = callid.Scope(c.Caller.ID, callID)
+			}
+			req := mapping.OTCRequestMeta{ToolID: c.Tool.ID, CallID: callID}
 			if u.ForwardContext {
 				req.Context = c.Request.Context
 			}

@@ -2,11 +2,11 @@ package front
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"net/http"
 	"net/netip"
 	"strings"
+
+	"github.com/mcpotc/mcpotc/internal/callid"
 )
 
 // Who sent a request (README, MCP front: "Principals", "Forwarded
@@ -86,17 +86,8 @@ func ScopedCallID(ctx context.Context, callID string) string {
 	if c != nil {
 		principal = c.principal
 	}
-	sum := sha256.Sum256([]byte("call_id scope\x00" + principal))
-	prefix := "p" + hex.EncodeToString(sum[:12]) + "-"
-	if len(prefix)+len(callID) > maxCallIDBytes {
-		h := sha256.Sum256([]byte(callID))
-		return prefix + hex.EncodeToString(h[:])
-	}
-	return prefix + callID
+	return callid.Scope(principal, callID)
 }
-
-// maxCallIDBytes is the longest call_id an OTC server takes (256 bytes).
-const maxCallIDBytes = 256
 
 // caller works out who sent r over HTTP, id being its verified token's
 // identity (nil without HTTPOptions.Resource).
