@@ -164,6 +164,7 @@ type HTTPHandler struct {
 	refused     rateLog // initializes refused for a session bound
 	refusedMine rateLog // initializes refused for the per-client bound
 	evicted     rateLog // sessions that never made a call, ended to admit others
+	checks      tokenChecks
 
 	life        *lifecycle // tool calls end when life.stop does
 	stopCalls   context.CancelFunc
@@ -359,7 +360,14 @@ func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	token, hasToken := bearer(r.Header.Get("Authorization"))
 	var id *Identity
 	if a := h.opts.Resource; a != nil {
-		if id = a.check(w, r, token, hasToken); id == nil {
+		client := addrKey(h.clientAddr(r))
+		if !h.checks.enter(client) {
+			tooManyChecks(w)
+			return
+		}
+		id = a.check(w, r, token, hasToken)
+		h.checks.leave(client)
+		if id == nil {
 			return
 		}
 	}
