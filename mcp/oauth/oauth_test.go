@@ -155,6 +155,9 @@ func newTestManager(t *testing.T, asm *oauthex.AuthServerMeta) (*Manager, *Clien
 	if err != nil {
 		t.Fatal(err)
 	}
+	// VerifyNone: these tests are about the flow itself (challenge,
+	// browser binding, callback, bounds); who completes it is
+	// userverify_test.go's.
 	c, err := m.Client(Config{Upstream: "up", ServerURL: "http://mcp.test/mcp", PerUser: true, UserVerification: VerifyNone})
 	if err != nil {
 		t.Fatal(err)
@@ -328,7 +331,7 @@ func TestPendingBounds(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.maxPending = 100
-	c, _ := m.Client(Config{Upstream: "up", ServerURL: "http://mcp.test/mcp", PerUser: true, UserVerification: VerifyNone})
+	c, _ := m.Client(Config{Upstream: "up", ServerURL: "http://mcp.test/mcp", PerUser: true, UserVerification: VerifyNone}) // the bounds, not who completes
 	srv := &server{asm: &oauthex.AuthServerMeta{Issuer: "http://as.test", AuthorizationEndpoint: "http://as.test/a", TokenEndpoint: "http://as.test/t"}}
 	first := m.challenge(t.Context(), c, "app", "u0", srv, nil).(*AuthorizationRequired)
 	now = now.Add(time.Second)
@@ -595,7 +598,7 @@ func TestPerUserWithClientCredentials(t *testing.T) {
 	}))
 	defer as.Close()
 	m, _ := NewManager(&Options{PublicURL: "http://bridge.test", HTTPClient: as.Client()})
-	c, err := m.Client(Config{Upstream: "up", ServerURL: "http://mcp.test/mcp", PerUser: true, UserVerification: VerifyNone, Grant: GrantClientCredentials, ClientID: "cid", ClientSecret: "s"})
+	c, err := m.Client(Config{Upstream: "up", ServerURL: "http://mcp.test/mcp", PerUser: true, UserVerification: VerifyNone /* the grants, not who completes */, Grant: GrantClientCredentials, ClientID: "cid", ClientSecret: "s"})
 	if err != nil {
 		t.Fatal(err)
 	}

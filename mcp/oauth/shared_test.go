@@ -51,6 +51,7 @@ func TestAuthorizationAcrossReplicas(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// VerifyNone: the replicas' sharing, not who completes.
 		c, err := m.Client(Config{Upstream: upstream, ServerURL: "http://mcp.test/mcp", PerUser: true, UserVerification: VerifyNone})
 		if err != nil {
 			t.Fatal(err)
@@ -162,7 +163,7 @@ func TestChallengesDoNotWriteTheStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, _ := m.Client(Config{Upstream: "up", ServerURL: "http://mcp.test/mcp", PerUser: true, UserVerification: VerifyNone})
+	c, _ := m.Client(Config{Upstream: "up", ServerURL: "http://mcp.test/mcp", PerUser: true, UserVerification: VerifyNone}) // the store's writes, not who completes
 	srv := &server{resource: "http://mcp.test/mcp", client: registration{ID: "cid", Method: "none"},
 		asm: &oauthex.AuthServerMeta{Issuer: "http://as.test", AuthorizationEndpoint: "http://as.test/authorize", TokenEndpoint: as.URL + "/token"}}
 	var last *AuthorizationRequired
