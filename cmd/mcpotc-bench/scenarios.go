@@ -736,7 +736,11 @@ func (b *bench) runBursts() error {
 
 func (b *bench) runSessions() error {
 	b.progress("starting serve-mcp --transport http for the sessions row")
-	p, addr, err := b.startMCPOTC("serve-mcp sessions", "serve-mcp", "--transport", "http", "--listen", "127.0.0.1:0", "--otc", b.sampleOTCBase)
+	// One client opens every session here, standing for as many clients:
+	// no per-client bound (--max-sessions-per-client 0), the global one
+	// as configured.
+	p, addr, err := b.startMCPOTC("serve-mcp sessions", "serve-mcp", "--transport", "http", "--listen", "127.0.0.1:0", "--otc", b.sampleOTCBase,
+		"--max-sessions-per-client", "0")
 	if err != nil {
 		return err
 	}
