@@ -1,5 +1,3 @@
-// Package bridge runs the two fronts as services: catalogs of upstream tools
-// and their refresh, call routing, timeouts, cancellation and logging.
 package bridge
 
 import (

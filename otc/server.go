@@ -10,9 +10,7 @@ import (
 	"fmt"
 	"io"
 	"mime"
-	"net"
 	"net/http"
-	"os"
 	"reflect"
 	"runtime/debug"
 	"sort"
@@ -21,6 +19,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/mcpotc/mcpotc/internal/httpguard"
 )
 
 // StatusClientClosed is the status a CallRecord reports for a call whose
@@ -168,7 +168,8 @@ type Options struct {
 	AllowedHosts []string
 	// AllowedOrigins are browser origins ("https://app.example.com", or
 	// "*" for any) that the DNS-rebinding protection accepts in Origin:
-	// those a CORS setting admits (see OriginListed). The CORS headers
+	// those a CORS setting admits (scheme, host and port, compared
+	// case-insensitively; a trailing slash ignored). The CORS headers
 	// themselves are not this handler's.
 	AllowedOrigins []string
 	// DisableLocalhostProtection turns off DNS-rebinding protection. By
@@ -272,8 +273,9 @@ type Handler struct {
 	maxBody     int64
 	callTimeout time.Duration
 	bodyTimeout time.Duration
-	idem        *idempotency       // nil when off or shared
-	shared      *sharedIdempotency // nil unless IdempotencyStore
+	rebinding   *httpguard.Rebinding // Options.AllowedHosts and AllowedOrigins
+	idem        *idempotency         // nil when off or shared
+	shared      *sharedIdempotency   // nil unless IdempotencyStore
 	catalog     atomic.Pointer[catalog]
 	mux         *http.ServeMux
 
@@ -345,6 +347,7 @@ func NewHandler(tools []Tool, opts *Options) (*Handler, error) {
 	if h.bodyTimeout <= 0 {
 		h.bodyTimeout = DefaultBodyReadTimeout
 	}
+	h.rebinding = httpguard.NewRebinding(h.opts.AllowedHosts, h.opts.AllowedOrigins)
 	switch {
 	case h.opts.IdempotencyTTL > 0 && h.opts.IdempotencyStore != nil:
 		h.shared = newSharedIdempotency(h.opts.IdempotencyStore, h.opts.IdempotencyTTL, h.callTimeout, h.opts.IdempotencyMaxRunning, h.opts.IdempotencyMaxBytes)
@@ -663,8 +666,7 @@ func (h *Handler) serveTools(w http.ResponseWriter, r *http.Request) {
 		var body struct {
 			Schema string `json:"$schema"`
 		}
-		rc := http.NewResponseController(w)
-		bounded := rc.SetReadDeadline(time.Now().Add(h.bodyTimeout)) == nil
+		lift := httpguard.ReadDeadline(w, h.bodyTimeout)
 		data, err := io.ReadAll(io.LimitReader(r.Body, 64<<10))
 		if isTimeout(err) {
 			w.Header().Set("Connection", "close")
@@ -674,9 +676,7 @@ func (h *Handler) serveTools(w http.ResponseWriter, r *http.Request) {
 			})
 			return
 		}
-		if bounded {
-			_ = rc.SetReadDeadline(time.Time{})
-		}
+		lift()
 		if len(bytes.TrimSpace(data)) > 0 && json.Unmarshal(data, &body) == nil && body.Schema != "" {
 			if _, known := dialectOfSchema(body.Schema); !known {
 				rp.error(http.StatusBadRequest, &ServerErrorResponse{Message: "Unsupported OTC version", DeveloperMessage: fmt.Sprintf("$schema %q is not supported", body.Schema)})
@@ -755,37 +755,15 @@ func checkContentType(r *http.Request) *ServerErrorResponse {
 }
 
 // readBody reads a call's body within the body read timeout (when the
-// ResponseWriter supports read deadlines), then lifts the deadline so that
-// the server's watch for a closed connection is not cut by it.
+// ResponseWriter supports read deadlines) and the body limit, then lifts
+// the deadline so that the server's watch for a closed connection is not
+// cut by it.
 func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	rc := http.NewResponseController(w)
-	bounded := rc.SetReadDeadline(time.Now().Add(h.bodyTimeout)) == nil
-	body := http.MaxBytesReader(w, r.Body, h.maxBody)
-	var data []byte
-	var err error
-	if n := r.ContentLength; n > 0 && n <= h.maxBody {
-		// One buffer of the announced size (net/http ends the body there).
-		data = make([]byte, n)
-		var got int
-		got, err = io.ReadFull(body, data)
-		data = data[:got]
-	} else {
-		data, err = io.ReadAll(body)
-	}
-	if bounded && !isTimeout(err) {
-		_ = rc.SetReadDeadline(time.Time{})
-	}
-	return data, err
+	return httpguard.ReadBody(w, r, h.maxBody, h.bodyTimeout)
 }
 
 // isTimeout reports whether err is a read deadline that passed.
-func isTimeout(err error) bool {
-	if errors.Is(err, os.ErrDeadlineExceeded) {
-		return true
-	}
-	var ne net.Error
-	return errors.As(err, &ne) && ne.Timeout()
-}
+var isTimeout = httpguard.TimedOut
 
 // decodeCall reads and checks the request body. On failure it returns the
 // status and body to answer with; the request (possibly partial) is returned

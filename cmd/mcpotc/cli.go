@@ -33,9 +33,16 @@ func (d *durationValue) Set(s string) error {
 
 // durationFlag defines a duration flag with the error of durationValue.
 func durationFlag(fs *flag.FlagSet, name string, def time.Duration, usage string) *time.Duration {
-	v := durationValue(def)
-	fs.Var(&v, name, usage)
-	return (*time.Duration)(&v)
+	p := new(time.Duration)
+	durationVar(fs, p, name, def, usage)
+	return p
+}
+
+// durationVar defines a duration flag stored in p, with the error of
+// durationValue.
+func durationVar(fs *flag.FlagSet, p *time.Duration, name string, def time.Duration, usage string) {
+	*p = def
+	fs.Var((*durationValue)(p), name, usage)
 }
 
 // headerList is the repeatable --header 'Name: value' flag.
