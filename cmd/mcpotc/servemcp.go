@@ -554,7 +554,7 @@ func (m *Main) otcUpstream(p *problems, log zerolog.Logger, file, key string, c 
 	} else if c.UserIDClaim != "" && !c.UserIDFromToken {
 		p.add(file, where("user_id_claim"), "goes with user_id_from_token: true")
 	}
-	opts := &otc.ClientOptions{Dialect: dialect, Header: http.Header{}}
+	opts := &otc.ClientOptions{Dialect: dialect, Header: chainHeader()}
 	var credentials []string
 	if c.APIKeyEnv != "" {
 		k := where("api_key_env")
