@@ -330,6 +330,11 @@ func (f *MCPFront) refresh(ctx context.Context, atStart bool) error {
 			r.err = r.clash
 		}
 		switch {
+		case r.err != nil && u.err == nil && len(u.tools) == 0:
+			// Nothing to keep: the host sees no tool of it, and this
+			// line is the only place that says why.
+			f.log.Error().Str("upstream", u.Name).Str("url", redactURL(u.Client.BaseURL())).Err(r.err).
+				Msgf("upstream catalog unavailable: none of its tools is served until it answers GET /tools (asked again every %s)", f.opts.Refresh)
 		case r.err != nil && u.err == nil:
 			f.log.Warn().Str("upstream", u.Name).Err(r.err).Msg("upstream catalog unavailable; keeping its last tools")
 		case r.err == nil && u.err != nil:
