@@ -240,7 +240,7 @@ func (m *Main) serveMCP(ctx context.Context, args []string) error {
 	}
 	var cfg mcpFrontConfig
 	if *configPath != "" {
-		if err := loadConfig(*configPath, &cfg); err != nil {
+		if err := loadMCPFrontConfig(*configPath, &cfg); err != nil {
 			p.addErr(*configPath, "", err)
 		} else if len(cfg.Upstreams) == 0 {
 			p.add(*configPath, "upstreams", "lists no OTC server: add one ({\"url\": \"http://127.0.0.1:8081\"}), or run serve-mcp without --config for the built-in sample toolkit")

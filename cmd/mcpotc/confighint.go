@@ -1,0 +1,26 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// loadMCPFrontConfig is loadConfig for serve-mcp's --config. A file whose
+// top level holds mcpServers (or VS Code's servers) is a serve-otc file
+// given to the wrong command, the reverse of the mistake serve-otc
+// explains: its unknown-key problem says so and what to run instead.
+func loadMCPFrontConfig(path string, dst *mcpFrontConfig) error {
+	err := loadConfig(path, dst)
+	var pe *problemsError
+	if !errors.As(err, &pe) {
+		return err
+	}
+	for _, c := range pe.list {
+		if (c.key == "mcpServers" || c.key == "servers") && strings.HasPrefix(c.reason, "unknown key") {
+			c.reason = fmt.Sprintf("this is a serve-otc configuration (MCP servers to serve to OTC clients): run `mcpotc serve-otc --config %s`. "+
+				`serve-mcp's configuration lists OTC servers instead: {"upstreams": [{"url": "http://127.0.0.1:8081"}]}`, path)
+		}
+	}
+	return err
+}
