@@ -299,6 +299,8 @@ type catalog struct {
 	// all of them (nil when no tool has any); carrierKeys are their names.
 	toolsPlainCarried, toolsWrappedCarried json.RawMessage
 	carrierKeys                            []string
+	// suggest offers served ids for a call to one nobody serves.
+	suggest suggestIndex
 	// What a caller that reads some of the carriers only is answered
 	// from, encoded for it (seldom: one family is in use).
 	defs     []ToolDefinition
@@ -455,6 +457,11 @@ func (h *Handler) SetTools(tools []Tool) error {
 		carriers = append(carriers, t.SchemaCarriers)
 	}
 	c.resolveVersions()
+	served := make([]string, 0, len(c.byKey))
+	for k := range c.byKey {
+		served = append(served, k)
+	}
+	c.suggest = newSuggestIndex(served)
 	var err error
 	if c.toolsPlain, err = marshal(withInputSchemas(defs, plains, nil, false)); err != nil {
 		return err
@@ -996,7 +1003,7 @@ func (h *Handler) call(rp *reply, r *http.Request, req *CallToolRequest, caller 
 	c := h.catalog.Load()
 	id, err := ParseToolID(req.ToolID)
 	if err != nil {
-		failure := &ServerErrorResponse{Message: fmt.Sprintf("Tool '%s' was not found", req.ToolID), DeveloperMessage: err.Error()}
+		failure := &ServerErrorResponse{Message: fmt.Sprintf("Tool '%s' was not found%s", req.ToolID, didYouMean(c.suggest.suggest(req.ToolID))), DeveloperMessage: err.Error()}
 		rp.error(http.StatusBadRequest, failure)
 		h.observeUnknown(r.Context(), req, start, failure)
 		return
@@ -1018,10 +1025,13 @@ func (h *Handler) call(rp *reply, r *http.Request, req *CallToolRequest, caller 
 	}
 	if st == nil {
 		dev := fmt.Sprintf("no tool %s is served", id.Key())
+		hint := ""
 		if tv != nil {
 			dev = fmt.Sprintf("%s is not available; available versions of %s: %s", id, id.Key(), strings.Join(tv.versions, ", "))
+		} else {
+			hint = didYouMean(c.suggest.suggest(req.ToolID))
 		}
-		failure := &ServerErrorResponse{Message: fmt.Sprintf("Tool '%s' was not found", req.ToolID), DeveloperMessage: dev}
+		failure := &ServerErrorResponse{Message: fmt.Sprintf("Tool '%s' was not found%s", req.ToolID, hint), DeveloperMessage: dev}
 		rp.error(http.StatusBadRequest, failure)
 		h.observeUnknown(r.Context(), req, start, failure)
 		return
