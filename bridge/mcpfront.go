@@ -78,6 +78,11 @@ type OTCUpstream struct {
 	// that must never reach a log line, should an upstream echo them;
 	// Secrets and Tokens values are redacted too. Zero: only those.
 	Credentials []string
+	// Configure, when set, replaces "configure it for upstream NAME" in
+	// the error of a call refused for a secret or user id this upstream
+	// was not given: how it can be given one (the built-in sample, which
+	// takes no configuration, says how to try such a tool). Zero: that.
+	Configure string
 }
 
 // MCPFrontOptions configure an MCPFront. A nil *MCPFrontOptions is the zero value.
@@ -512,7 +517,11 @@ func (f *MCPFront) handler(t *frontTool) mcpserver.ToolHandlerFunc {
 				Str("missing", missing).Msg("call refused: requirement not configured")
 			f.opts.Metrics.Call(metrics.FrontMCP, t.up.Name, t.Tool.Name, metrics.AuthRequired, time.Since(start))
 			failed(span, metrics.AuthRequired)
-			return nil, &front.RPCError{Code: mapping.CodeInternal, Message: fmt.Sprintf("the OTC tool %s needs %s: configure it for upstream %s", t.OTCID, missing, t.up.Name)}
+			how := "configure it for upstream " + t.up.Name
+			if t.up.Configure != "" {
+				how = t.up.Configure
+			}
+			return nil, &front.RPCError{Code: mapping.CodeInternal, Message: fmt.Sprintf("the OTC tool %s needs %s: %s", t.OTCID, missing, how)}
 		}
 		timeout := t.up.CallTimeout
 		if timeout <= 0 {

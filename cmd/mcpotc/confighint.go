@@ -24,3 +24,10 @@ func loadMCPFrontConfig(path string, dst *mcpFrontConfig) error {
 	}
 	return err
 }
+
+// sampleConfigure is what the built-in sample toolkit (serve-mcp without
+// an upstream) says of a tool that needs a secret it cannot be given: the
+// same toolkit as its own server, named in a config file with the secret.
+const sampleConfigure = "the built-in sample toolkit takes no configuration; to try this tool, run `mcpotc sample-otc` and give serve-mcp a config file " +
+	`(--config) whose upstream names it and the secret: {"upstreams": [{"url": "http://127.0.0.1:8081", "secrets": {"TWILIO_API_KEY": "VAR"}}]}, ` +
+	"with the environment variable VAR set to anything (the sample sends nothing)"

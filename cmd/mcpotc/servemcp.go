@@ -638,7 +638,7 @@ func startSample(ctx context.Context, log zerolog.Logger) (stop func(), up bridg
 		defer cancel()
 		_ = srv.Shutdown(sctx)
 	}
-	return stop, bridge.OTCUpstream{Name: "sample", Client: client, UserID: sampleUserID}, nil
+	return stop, bridge.OTCUpstream{Name: "sample", Client: client, UserID: sampleUserID, Configure: sampleConfigure}, nil
 }
 
 // sampleUserID is the context.user_id sent to the built-in sample toolkit:
