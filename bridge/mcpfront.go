@@ -103,6 +103,11 @@ type MCPFrontOptions struct {
 	// Tracer starts a span per call and per OTC request. Nil: no spans
 	// (trace context still flows from the host to the OTC server).
 	Tracer trace.Tracer
+	// IdempotencyTTL is how long the answer of a call made with an
+	// idempotency_key argument is kept for its repeats (IdempotencyKeyArg),
+	// in this process. Zero: DefaultIdempotencyTTL; negative: the argument
+	// is an ordinary one, passed on as it is.
+	IdempotencyTTL time.Duration
 }
 
 // MCPFront serves the tools of OTC upstreams to MCP clients.
@@ -114,6 +119,7 @@ type MCPFront struct {
 	front     *front.Front
 
 	draining atomic.Bool // Drain was called: /ready is 503
+	idem     *idemStore  // answers of calls with an idempotency_key; nil: off
 
 	mu          sync.Mutex // guards fingerprint and each upstream's tools on refresh
 	fingerprint [32]byte
@@ -152,6 +158,9 @@ type frontTool struct {
 	// versions maps every listed version's exact id to its definition:
 	// an OTC front further on may name one (mapping.MetaOTCRequest).
 	versions map[string]*otc.ToolDefinition
+	// ownIdemKey: the tool's input schema declares IdempotencyKeyArg, an
+	// argument of its own then, passed on as it is.
+	ownIdemKey bool
 }
 
 // NewMCPFront lists every upstream once and fails when two of them expose
@@ -167,6 +176,12 @@ func NewMCPFront(ctx context.Context, upstreams []OTCUpstream, opts *MCPFrontOpt
 	}
 	if f.opts.Refresh <= 0 {
 		f.opts.Refresh = DefaultRefresh
+	}
+	switch {
+	case f.opts.IdempotencyTTL == 0:
+		f.idem = newIdemStore(DefaultIdempotencyTTL, nil)
+	case f.opts.IdempotencyTTL > 0:
+		f.idem = newIdemStore(f.opts.IdempotencyTTL, nil)
 	}
 	f.tracer = f.opts.Tracer
 	if f.tracer == nil {
@@ -415,7 +430,8 @@ func latestTools(u *otcUpstream, defs []otc.ToolDefinition) (map[string]*frontTo
 		if prev, ok := tools[name]; ok {
 			return nil, fmt.Errorf("upstream %s lists two tools named %q: %s and %s", u.Name, name, prev.def.ID, d.ID)
 		}
-		ft := &frontTool{MCPTool: mapping.MCPToolFromOTC(d, name, u.Prefix, versions), up: u, def: d, versions: map[string]*otc.ToolDefinition{}}
+		ft := &frontTool{MCPTool: mapping.MCPToolFromOTC(d, name, u.Prefix, versions), up: u, def: d, versions: map[string]*otc.ToolDefinition{},
+			ownIdemKey: declaresProperty(d.InputSchema, IdempotencyKeyArg)}
 		for _, v := range versions {
 			ft.versions[exactID(v)] = v
 		}
@@ -475,6 +491,17 @@ func (f *MCPFront) handler(t *frontTool) mcpserver.ToolHandlerFunc {
 		if id, ok := f.front.RequestID(req); ok {
 			span.SetAttributes(tracing.KeyRequestID.String(fmt.Sprint(id)))
 		}
+		// An idempotency_key the tool does not take is the host's: it
+		// becomes the call_id (README, What MCP hosts see).
+		idemKey := ""
+		if f.idem != nil && !t.ownIdemKey {
+			if key, rest, problem, ok := takeIdempotencyKey(callReq.Input); ok {
+				if problem != "" {
+					return mcpgo.NewToolResultError(problem), nil
+				}
+				idemKey, callReq.Input = key, rest
+			}
+		}
 		def := t.def
 		var forwarded *otc.CallContext
 		var carrier mapping.OTCRequestMeta
@@ -508,6 +535,9 @@ func (f *MCPFront) handler(t *frontTool) mcpserver.ToolHandlerFunc {
 			failed(span, metrics.AuthRequired)
 			return mcpgo.NewToolResultError(msg), nil
 		}
+		if idemKey != "" && carrier.CallID == "" {
+			callReq.CallID = front.ScopedCallID(ctx, idemKey)
+		}
 		callReq.Context = t.up.callContext(ctx, def.Requirements, forwarded)
 		// An OTC front deferred the requirements to this side: the
 		// upstream's own answer (a 400 naming what is missing) goes back.
@@ -539,8 +569,20 @@ func (f *MCPFront) handler(t *frontTool) mcpserver.ToolHandlerFunc {
 		}
 		f.log.Debug().Str("call_id", cutID(callReq.CallID)).Str("tool_id", callReq.ToolID).Str("upstream", t.up.Name).
 			Str("dialect", string(t.up.Client.Dialect())).Dur("timeout", timeout).Msg("POST /tools/call")
-		resp, err := t.up.Client.Call(cctx, callReq)
+		var resp *otc.CallToolResponse
+		var err error
+		replayed := false
+		if idemKey != "" {
+			resp, replayed, err = f.idem.do(cctx, callReq.CallID, idemPrincipal(ctx), idemPrint(callReq), func() (*otc.CallToolResponse, error) {
+				return t.up.Client.Call(cctx, callReq)
+			})
+		} else {
+			resp, err = t.up.Client.Call(cctx, callReq)
+		}
 		ev := f.log.Info().Str("call_id", cutID(callReq.CallID)).Str("tool", t.Tool.Name).Str("tool_id", callReq.ToolID).Str("upstream", t.up.Name)
+		if replayed {
+			ev = ev.Bool("replayed", true)
+		}
 		if id := tracing.TraceID(ctx); id != "" {
 			ev = ev.Str("trace_id", id)
 		} else if callReq.TraceID != "" {
@@ -568,6 +610,19 @@ func (f *MCPFront) handler(t *frontTool) mcpserver.ToolHandlerFunc {
 		}
 		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
 			err = ctx.Err() // the host's own deadline or cancellation, not ours
+		}
+		var reused *otc.StatusError
+		switch {
+		case idemKey == "":
+		case errors.Is(err, errIdemKeyReused),
+			errors.As(err, &reused) && reused.StatusCode == 400 && reused.Message == otc.CallIDReusedMessage:
+			// Here, or at an OTC server that keeps call_ids (another replica
+			// of this front may have run the first call).
+			ev = ev.Str("outcome", "idempotency_key used for another call")
+			return idemKeyReused(idemKey, f.idem.ttl), nil
+		case errors.Is(err, errIdemBusy):
+			ev = ev.Str("outcome", "too many calls with an idempotency_key running")
+			return idemBusy(), nil
 		}
 		if errors.Is(err, context.Canceled) {
 			ev = ev.Str("outcome", "cancelled by the client")
@@ -607,6 +662,10 @@ func callOutcome(resp *otc.CallToolResponse, err error) string {
 		return metrics.Cancelled
 	case errors.Is(err, context.DeadlineExceeded):
 		return metrics.Timeout
+	case errors.Is(err, errIdemKeyReused):
+		return metrics.InvalidInput
+	case errors.Is(err, errIdemBusy):
+		return metrics.Unavailable
 	case !errors.As(err, &se):
 		return metrics.Unavailable // unreachable, or an unreadable answer
 	case errors.Is(se, otc.ErrValidation), errors.Is(se, otc.ErrBadRequest) && len(se.ParameterErrors) > 0:
