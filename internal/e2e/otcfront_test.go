@@ -1087,7 +1087,7 @@ func otcfCheckEverything(t *testing.T, b *otcfBridge, upstream string) {
 			b.expect(t, d, map[string]any{"tool_id": otcfEv + "get_sum@9.9.9", "input": map[string]any{"a": 1, "b": 2}}, nil,
 				400, map[string]any{"message": "Tool '" + otcfEv + "get_sum@9.9.9' was not found", "developer_message": "~available versions of " + otcfEv + "get_sum: 2.0.0"})
 			b.expect(t, d, map[string]any{"tool_id": "other_kit.get_sum", "input": map[string]any{"a": 1, "b": 2}}, nil,
-				400, map[string]any{"message": "Tool 'other_kit.get_sum' was not found", "developer_message": "<string>"})
+				400, map[string]any{"message": "Tool 'other_kit.get_sum' was not found; did you mean '" + otcfEv + "get_sum'?", "developer_message": "<string>"})
 
 			// -32042 → 400 with the server's URL elicitation as an
 			// authorization challenge. server-everything (2026.8.31) does
