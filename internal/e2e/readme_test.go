@@ -220,7 +220,7 @@ func readmeFlagsExist(t *testing.T, r *readmeEnv) {
 		t.Fatal(err)
 	}
 	defined := map[string]bool{"help": true, "version": true}
-	flagLine := regexp.MustCompile(`(?m)^  -([a-z0-9-]+)`)
+	flagLine := regexp.MustCompile(`(?m)^  --?([a-z0-9][a-z0-9-]*)`) // mcpotc writes --name, mcpotc-bench -name
 	helps := [][]string{{r.bin, "serve-mcp", "-h"}, {r.bin, "serve-otc", "-h"}, {r.bin, "sample-otc", "-h"}, {r.bin, "sample-mcp", "-h"}, {r.bin, "version", "-h"},
 		{"go", "run", "./cmd/mcpotc-bench", "-h"}}
 	for _, h := range helps {
