@@ -507,6 +507,10 @@ func (f *OTCFront) otcTools(u *mcpUpstream, toolkit, version string, raw []json.
 				Msg("recursive or remote $refs replaced by {} in the OTC schema")
 		}
 		for _, t := range tools {
+			// The x-mcp-tool carrier is listed only to callers that read
+			// it (an MCP front: README, "Round trips").
+			var carriers otc.Extensions
+			t.Def.InputSchema, carriers = mapping.SchemaCarriers(t.Def.InputSchema)
 			// One tool whose schema cannot be compiled must not withhold the rest.
 			if err := f.handler.CheckInputSchema(t.Def.ID, t.Def.InputSchema); err != nil {
 				if f.notes.fresh("schema " + u.name() + " " + t.Def.ID + " " + err.Error()) {
@@ -514,7 +518,7 @@ func (f *OTCFront) otcTools(u *mcpUpstream, toolkit, version string, raw []json.
 				}
 				continue
 			}
-			tool := otc.Tool{Definition: t.Def, Func: f.call(u, id.MCPName, t), DeferRequirements: t.Restored}
+			tool := otc.Tool{Definition: t.Def, Func: f.call(u, id.MCPName, t), DeferRequirements: t.Restored, SchemaCarriers: carriers}
 			if u.perUser() {
 				// Each user's own authorization: the tool says so, and its
 				// function checks (the vault may hold the user's token).
@@ -615,7 +619,13 @@ func (f *OTCFront) call(u *mcpUpstream, mcpName string, t mapping.OTCTool) otc.T
 			failed(span, classifyToolErr(err))
 			return nil, err
 		}
-		out, err := mapping.OTCResultFor(raw, shape)
+		// The x-mcp-result carrier (a second copy of the result) only
+		// for a caller that reads it.
+		mapResult := mapping.OTCResultPlain
+		if c.ReadsCarriers(mapping.CarriersFamily) {
+			mapResult = mapping.OTCResultFor
+		}
+		out, err := mapResult(raw, shape)
 		switch {
 		case err != nil:
 			return nil, &otc.ToolError{Message: "The tool server sent an unreadable result", DeveloperMessage: err.Error()}

@@ -13,5 +13,5 @@
 //
 //	go run ./cmd/mcpotc-bench                    # the full run (1–2 minutes on 2 cores)
 //	go run ./cmd/mcpotc-bench --calls 500 --only hops,baseline
-//	go run ./cmd/mcpotc-bench --json bench.json --pprof /tmp/prof
+//	go run ./cmd/mcpotc-bench --json /tmp/bench.json --pprof /tmp/prof
 package main

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/netip"
@@ -241,4 +243,32 @@ func (l *corsOriginList) Set(s string) error {
 	}
 	*l = append(*l, s)
 	return nil
+}
+
+// commandHint is what follows "unknown command NAME": the nearest command
+// by spelling (serve-mpc: serve-mcp), or "".
+func commandHint(name string) string {
+	var names []string
+	for _, c := range commands() {
+		names = append(names, c.name)
+	}
+	if near := nearest(name, names); near != "" {
+		return fmt.Sprintf(": did you mean %q?", near)
+	}
+	return ""
+}
+
+// printFlags is fs.PrintDefaults with each flag written --name, as the
+// README and the error messages write them (the flag package reads both).
+func printFlags(w io.Writer, fs *flag.FlagSet) {
+	var buf bytes.Buffer
+	fs.SetOutput(&buf)
+	fs.PrintDefaults()
+	fs.SetOutput(io.Discard)
+	for line := range strings.Lines(buf.String()) {
+		if rest, ok := strings.CutPrefix(line, "  -"); ok {
+			line = "  --" + rest
+		}
+		_, _ = io.WriteString(w, line)
+	}
 }

@@ -306,7 +306,7 @@ func (m *Main) readMCPFrontSetup(s *mcpFrontSetup, f *serveMCPFlags, log zerolog
 	}
 	var cfg mcpFrontConfig
 	if f.configPath != "" {
-		if err := loadConfig(f.configPath, &cfg); err != nil {
+		if err := loadMCPFrontConfig(f.configPath, &cfg); err != nil {
 			p.addErr(f.configPath, "", err)
 		} else if len(cfg.Upstreams) == 0 {
 			p.add(f.configPath, "upstreams", "lists no OTC server: add one ({\"url\": \"http://127.0.0.1:8081\"}), or run serve-mcp without --config for the built-in sample toolkit")
@@ -654,7 +654,7 @@ func (m *Main) otcUpstream(p *problems, log zerolog.Logger, file, key string, c 
 	if name == "" {
 		name = u.Host
 	}
-	opts := &otc.ClientOptions{Dialect: checkOTCUpstreamValues(p, file, where, c), Header: http.Header{}}
+	opts := &otc.ClientOptions{Dialect: checkOTCUpstreamValues(p, file, where, c), Header: chainHeader()}
 	file, credentials := m.otcCredentials(p, file, where, c, opts, extra)
 	up := bridge.OTCUpstream{Name: name, Prefix: c.Prefix, UserID: c.UserID, UserIDFromToken: c.UserIDFromToken, UserIDClaim: c.UserIDClaim, CallTimeout: time.Duration(c.CallTimeout),
 		Secrets: map[string]string{}, Tokens: map[string]string{}, AcceptContext: c.AcceptForwardedContext}
@@ -766,7 +766,7 @@ func startSample(ctx context.Context, log zerolog.Logger) (stop func(), up bridg
 		defer cancel()
 		_ = srv.Shutdown(sctx)
 	}
-	return stop, bridge.OTCUpstream{Name: "sample", Client: client, UserID: sampleUserID}, nil
+	return stop, bridge.OTCUpstream{Name: "sample", Client: client, UserID: sampleUserID, Configure: sampleConfigure}, nil
 }
 
 // sampleUserID is the context.user_id sent to the built-in sample toolkit:

@@ -124,6 +124,7 @@ func (f *Front) Server() *mcpserver.MCPServer { return f.server }
 
 func (f *Front) addHooks(h *mcpserver.Hooks) {
 	h.AddOnError(f.onError)
+	h.AddOnError(f.onUnparsable)
 	h.AddOnError(func(_ context.Context, _ any, _ mcpgo.MCPMethod, message any, _ error) {
 		if req, ok := message.(*mcpgo.CallToolRequest); ok {
 			f.ids.end(req)

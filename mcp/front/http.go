@@ -434,7 +434,7 @@ func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case message:
 		h.serveSSEMessage(w, r, body)
 	default:
-		http.NotFound(w, r)
+		NotFound(w, r, h.routes())
 	}
 }
 
