@@ -20,6 +20,8 @@ import (
 //	-32602                                 422, parameter_errors from data when present
 //	-32601, or -32602 "tool not found"     400
 //	-32042 URL elicitation required        400, missing_requirements.authorization [{id, url}]
+//	input_required, URL elicitations only  the same (the bridge adds check_url and keeps the requestState)
+//	input_required asking for anything else 200 success:false naming what was asked (OTC carries no form)
 //	other JSON-RPC codes                   200 success:false, developer_message code + message
 //	OAuth authorization needed (mcp/oauth) 400, missing_requirements.authorization [{id, url, check_url}]
 //	  … the operator's (shared mode)     400 "temporarily unavailable", no URL (it is in the log)
@@ -43,7 +45,10 @@ func OTCError(err error) error {
 	var ue *upstream.Error
 	var tooLarge *upstream.TooLargeError
 	var authz *oauth.AuthorizationRequired
+	var ir *upstream.InputRequiredError
 	switch {
+	case errors.As(err, &ir) && len(ir.URLs) == 0:
+		return InputNotCarried(ir.Asked, err.Error())
 	case errors.As(err, &authz) && authz.Operator:
 		// The bridge's own identity waits for the operator: the URL is the
 		// operator's (in the bridge's log), never a caller's to open.
@@ -88,6 +93,17 @@ func OTCError(err error) error {
 		}
 	default:
 		return &otc.ToolError{Message: "The tool failed", DeveloperMessage: err.Error()}
+	}
+}
+
+// InputNotCarried is the answer to a call whose MCP server asked for input
+// OTC cannot carry (a form, a sampling, the roots): success:false naming
+// each request asked (asked) so that a user or a model learns what the
+// tool wanted; detail goes to developer_message.
+func InputNotCarried(asked []string, detail string) *otc.ToolError {
+	return &otc.ToolError{
+		Message:          "The tool asked for input that cannot be given over OTC: " + strings.Join(asked, "; "),
+		DeveloperMessage: detail,
 	}
 }
 

@@ -204,10 +204,10 @@ func (m *Main) serveOTC(ctx context.Context, args []string) error {
 	jwtAudiences := fs.String("jwt-audience", "", "comma-separated audiences a JWT's aud may name (tokens with aud need one)")
 	idemTTL := durationFlag(fs, "idempotency-ttl", 10*time.Minute, "how long a call_id's answer is kept and replayed (0: off)")
 	idemRunning := fs.Int("idempotency-max-running", otc.DefaultIdempotencyMaxRunning, "bound on calls with a call_id running at once (beyond it: 400 temporarily unavailable, Retry-After)")
-	publicURL := fs.String("public-url", "", "the bridge's base URL as a browser reaches it, for the OAuth authorization links and redirect (default: http://LISTEN)")
+	publicURL := fs.String("public-url", "", "the bridge's base URL as a browser reaches it, for the OAuth authorization links and redirect (default: http://LISTEN), and as OTC clients reach it, for the check_url of an MCP server's URL challenges (default: the Host each call came with)")
 	tokenStore := fs.String("token-store", "memory", "where the OAuth tokens for MCP servers are kept: memory, or file:PATH (encrypted, survives restarts; needs --token-key-env)")
 	tokenKeyEnv := fs.String("token-key-env", "", "environment variable holding the 32-byte key (base64 or hex) that encrypts the OAuth tokens")
-	stateURL := fs.String("state", "", "redis:// (rediss:// for TLS) URL of the Redis that replicas share for call_id answers and OAuth tokens (default: this process's memory)")
+	stateURL := fs.String("state", "", "redis:// (rediss:// for TLS) URL of the Redis that replicas share for call_id answers, OAuth tokens and the state of calls an MCP server stopped to have the user open a URL (default: this process's memory)")
 	statePasswordEnv := fs.String("state-password-env", "", "environment variable holding the password of the --state Redis (instead of writing it in the URL)")
 	drainDelay := durationFlag(fs, "drain-delay", 0, "at SIGTERM, how long GET /ready answers 503 before the server stops taking requests (a load balancer's check interval times its fall count)")
 	metricsListen := fs.String("metrics-listen", "", metricsUsage)
@@ -381,7 +381,7 @@ func (m *Main) serveOTC(ctx context.Context, args []string) error {
 		return err
 	}
 	defer stopTracing()
-	opts := &bridge.OTCFrontOptions{Server: server, Logger: log, Version: buildVersion(), Tracer: tracer}
+	opts := &bridge.OTCFrontOptions{Server: server, Logger: log, Version: buildVersion(), Tracer: tracer, PublicURL: *publicURL}
 	if *metricsListen != "" {
 		opts.Metrics = metrics.New()
 		if err := m.serveMetrics(ctx, log, *metricsListen, opts.Metrics); err != nil {
@@ -396,6 +396,8 @@ func (m *Main) serveOTC(ctx context.Context, args []string) error {
 			opts.Server.IdempotencyStore = shared
 		}
 		tokens = shared
+		// A retry of a challenged call may reach another replica.
+		opts.ResumeStore = shared.Resumes()
 		opts.Checks = map[string]func(context.Context) error{"store": shared.Ping}
 	}
 	if slices.ContainsFunc(ups, func(u bridge.MCPUpstream) bool { return u.OAuth != nil }) {
