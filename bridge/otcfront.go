@@ -234,7 +234,7 @@ func NewOTCFront(ctx context.Context, upstreams []MCPUpstream, opts *OTCFrontOpt
 			},
 			Diagnose: diagnoseMCPURL,
 			OnElicitation: func(e upstream.Elicitation) {
-				f.log.Info().Str("upstream", e.Upstream).Str("mode", e.Mode).Str("answer", e.Action).
+				f.log.Info().Str("upstream", e.Upstream).Str("mode", e.Mode).Str("url", e.URL).Str("answer", e.Action).
 					Msg("upstream's elicitation during a call answered")
 			},
 			OnNotification: func(method string, params json.RawMessage) {
@@ -452,7 +452,7 @@ func (f *OTCFront) listNotReady(context.Context) *otc.ServerErrorResponse {
 			continue // NewOTCFront is still starting them
 		}
 		u.mu.Lock()
-		listed := u.tools != nil
+		listed := u.served // its tools are in the served catalog
 		u.mu.Unlock()
 		if listed {
 			continue

@@ -292,13 +292,13 @@ func invalidRequestState(ue *upstream.Error) bool {
 }
 
 // follow waits for lc: its end, or an elicitation. A form is declined
-// (OTC carries none) and the call's end awaited; a URL holds the call for
-// the retry and answers the challenge. prev is the check of the challenge
-// this call resumes ("" for a first call): completed once the call ended,
-// failed when it asks again.
+// (OTC carries none; the server decides what a decline means, and its
+// outcome is the call's); a URL holds the call for the retry and answers
+// the challenge. prev is the check of the challenge this call resumes (""
+// for a first call): completed once the call ended, failed when it asks
+// again.
 func (s *callSite) follow(ctx context.Context, lc *liveCall, prev string) (json.RawMessage, error) {
 	rs := s.f.resumes
-	var forms []string
 	for {
 		a := lc.next()
 		if a == nil {
@@ -306,24 +306,10 @@ func (s *callSite) follow(ctx context.Context, lc *liveCall, prev string) (json.
 		}
 		if a.e.Mode != mcpgo.ElicitationModeURL || a.e.URL == "" {
 			a.answer <- string(mcpgo.ElicitationResponseActionDecline)
-			forms = append(forms, fmt.Sprintf("a form (%q)", a.e.Message))
-			continue
-		}
-		if len(forms) > 0 {
-			// A form was declined already: the call cannot end well.
-			a.answer <- string(mcpgo.ElicitationResponseActionCancel)
 			continue
 		}
 		_ = rs.setStatus(ctx, prev, checkFailed, "the MCP server asked again: the retry's answer holds the new challenge")
 		return nil, s.hold(ctx, lc, a)
-	}
-	if len(forms) > 0 {
-		_ = rs.setStatus(ctx, prev, checkFailed, "the MCP server asked for a form")
-		detail := "elicitation/create in form mode, answered decline"
-		if lc.err != nil {
-			detail += "; then: " + lc.err.Error()
-		}
-		return nil, mapping.InputNotCarried(forms, detail)
 	}
 	var ir *upstream.InputRequiredError
 	var ue *upstream.Error

@@ -759,7 +759,7 @@ func (u *Upstream) answerServerRequest(ctx context.Context, method string, param
 			e.Action = string(mcpgo.ElicitationResponseActionCancel)
 			u.log.Info("upstream asked the user to open a URL; answered cancel", "url", e.URL, "elicitation_id", e.ElicitationID, "message", e.Message)
 		case e.Mode == mcpgo.ElicitationModeURL:
-			u.log.Info("upstream asked the user to open a URL; answered", "action", e.Action, "elicitation_id", e.ElicitationID)
+			u.log.Info("upstream asked the user to open a URL; answered", "action", e.Action, "url", e.URL, "elicitation_id", e.ElicitationID)
 		default:
 			if e.Action == "" {
 				e.Action = string(mcpgo.ElicitationResponseActionDecline)
