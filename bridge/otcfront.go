@@ -293,9 +293,13 @@ func (f *OTCFront) authorized(name, user string) {
 	}
 }
 
-// Close stops every upstream: in-flight calls get a bound, then stdio
-// children are stopped (process groups killed when they do not exit).
+// Close stops every upstream: calls held for a retry are answered
+// "cancel", in-flight calls get a bound, then stdio children are stopped
+// (process groups killed when they do not exit).
 func (f *OTCFront) Close(ctx context.Context) error {
+	// Calls held for a retry that will not come here: let them go now
+	// rather than at the end of the drain.
+	f.resumes.releaseAll()
 	var errs []error
 	var wg sync.WaitGroup
 	var mu sync.Mutex

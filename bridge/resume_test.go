@@ -494,3 +494,39 @@ func TestOTCFrontHeldCallLetGo(t *testing.T) {
 		t.Errorf("the server got %q, want accept", a)
 	}
 }
+
+// Closing the front lets the calls it holds for a retry go at once
+// (answered "cancel"), rather than at the end of the drain.
+func TestOTCFrontCloseReleasesHeldCalls(t *testing.T) {
+	s := mcpserver.NewMCPServer("legacy", "1.0.0", mcpserver.WithToolCapabilities(true), mcpserver.WithElicitation())
+	answers := make(chan string, 2)
+	s.AddTool(mcpgo.NewTool("consent"), func(ctx context.Context, _ mcpgo.CallToolRequest) (*mcpgo.CallToolResult, error) {
+		res, err := s.RequestURLElicitation(ctx, mcpserver.ClientSessionFromContext(ctx), "e1", "https://example.com/consent", "Consent")
+		if err != nil {
+			answers <- "error"
+			return mcpgo.NewToolResultError(err.Error()), nil
+		}
+		answers <- string(res.Action)
+		return mcpgo.NewToolResultText("done"), nil
+	})
+	ts := httptest.NewServer(mcpserver.NewStreamableHTTPServer(s, mcpserver.WithStateful(true),
+		mcpserver.WithStreamableHTTPProtocolVersions(mcpgo.LegacyProtocolVersions()...)))
+	t.Cleanup(ts.Close)
+	rf := startResumeFront(t, upstream.Config{URL: ts.URL + "/mcp", DrainTimeout: 10 * time.Second}, "Legacy", nil)
+	rf.challenged("alice", "Legacy.consent", "k", map[string]any{})
+	start := time.Now()
+	if err := rf.front.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("Close took %v with a held call (drain bound 10s): it was not let go", d)
+	}
+	select {
+	case a := <-answers:
+		if a != "cancel" {
+			t.Errorf("the held call was answered %q, want cancel", a)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the held call was never answered")
+	}
+}

@@ -202,6 +202,24 @@ func (rs *resumes) takeParked(key, owner string) *parked {
 	return p
 }
 
+// releaseAll lets every held call go, answered "cancel" (the front is
+// closing).
+func (rs *resumes) releaseAll() {
+	rs.parksMu.Lock()
+	var all []*parked
+	for _, p := range rs.parks {
+		all = append(all, p)
+	}
+	for _, p := range all {
+		rs.unparkLocked(p)
+	}
+	rs.parksMu.Unlock()
+	for _, p := range all {
+		p.a.answer <- string(mcpgo.ElicitationResponseActionCancel)
+		_ = rs.setStatus(context.Background(), p.check, checkFailed, "the bridge is shutting down; call the tool again")
+	}
+}
+
 // held is the number of calls held open for a retry.
 func (rs *resumes) held() int {
 	rs.parksMu.Lock()

