@@ -265,7 +265,7 @@ type callSite struct {
 // the error for mapping.OTCError, or a mapped OTC error.
 func (s *callSite) run(ctx context.Context) (json.RawMessage, error) {
 	rs, log := s.f.resumes, s.f.log
-	if p := rs.takeParked(s.key, ownerOf(s.principal)); p != nil {
+	if p := rs.takeParked(s.key, ownerOf(s.principal)); p != nil && !ended(p.lc) {
 		// The retry: the user has seen the URL. In URL mode "accept" says
 		// the user agreed to open it (MCP 2025-11-25, elicitation).
 		log.Debug().Str("upstream", s.u.name()).Str("tool", s.mcpName).Msg("retry: answering the held elicitation accept")
@@ -297,6 +297,17 @@ func (s *callSite) run(ctx context.Context) (json.RawMessage, error) {
 		return s.follow(ctx, startLive(ctx, s.u, s.mcpName, s.c.Request.Input, s.meta, s.header, nil), "")
 	}
 	return raw, err
+}
+
+// ended reports whether lc's call is over (a held call whose server gave
+// up as its retry came: the retry calls afresh).
+func ended(lc *liveCall) bool {
+	select {
+	case <-lc.done:
+		return true
+	default:
+		return false
+	}
 }
 
 // invalidRequestState: the TypeScript SDK's answer to a requestState it
