@@ -5,17 +5,25 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/mcpotc/mcpotc/mcp/oauth"
 )
 
 // Browser tests: the authorization pages in headless Chromium (Debian's
@@ -25,7 +33,10 @@ import (
 // cross-site redirects and form posts, the Content-Security-Policy of the
 // pages, and what a person actually reads. Each page visited is
 // screenshotted into a temporary folder (never committed) and its text
-// printed in the test log.
+// printed in the test log. Every test asserts that no page it showed wrote
+// an error to the browser's console (a violation of the pages'
+// Content-Security-Policy is one): checkConsoles, which a test that starts
+// Chromium cannot leave out.
 
 // chromiumPath is Debian's Chromium.
 const chromiumPath = "/usr/bin/chromium"
@@ -38,6 +49,9 @@ type chrome struct {
 	shots string          // where the screenshots go
 	n     int             // screenshots taken
 	mu    sync.Mutex
+
+	people  []*person // every person of the test (checkConsoles)
+	checked bool      // checkConsoles ran
 }
 
 func startChrome(t *testing.T) *chrome {
@@ -77,7 +91,36 @@ func startChrome(t *testing.T) *chrome {
 		t.Fatal(err)
 	}
 	t.Logf("screenshots in %s", shots)
-	return &chrome{t: t, root: root, shots: shots}
+	c := &chrome{t: t, root: root, shots: shots}
+	t.Cleanup(func() {
+		c.mu.Lock()
+		checked := c.checked
+		c.mu.Unlock()
+		if !checked && !t.Failed() {
+			t.Error("the test never checked its browsers' consoles (chrome.checkConsoles)")
+		}
+	})
+	return c
+}
+
+// checkConsoles asserts that no page any person of the test saw wrote an
+// error to the console: no violation of a Content-Security-Policy, no
+// script error.
+func (c *chrome) checkConsoles() {
+	c.t.Helper()
+	c.mu.Lock()
+	c.checked = true
+	people := slices.Clone(c.people)
+	c.mu.Unlock()
+	clean := 0
+	for _, p := range people {
+		if errs := p.consoleErrors(); len(errs) > 0 {
+			c.t.Errorf("%s's browser console: %v", p.name, errs)
+		} else {
+			clean++
+		}
+	}
+	c.t.Logf("no console errors in the browsers of %d of %d people", clean, len(people))
 }
 
 // person is one person's browser: a tab in a browser context of their own,
@@ -98,6 +141,9 @@ func (c *chrome) person(name, user string) *person {
 	ctx, cancel := chromedp.NewContext(c.root, chromedp.WithNewBrowserContext())
 	c.t.Cleanup(cancel)
 	p := &person{c: c, name: name, user: user, ctx: ctx}
+	c.mu.Lock()
+	c.people = append(c.people, p)
+	c.mu.Unlock()
 	if err := chromedp.Do(ctx); err != nil { // starts the browser (or the context)
 		c.t.Fatalf("chromium: %v", err)
 	}
@@ -117,25 +163,41 @@ func (c *chrome) person(name, user string) *person {
 
 // browserPage is what a person sees.
 type browserPage struct {
-	URL   string
-	Title string
-	Text  string
+	URL    string
+	Status int // the HTTP status of the page's document (0: not known)
+	Title  string
+	Text   string
 }
 
 // open navigates to u, signs in at the users' provider when its login
 // form comes, and returns the page the browser ends on.
 func (p *person) open(u string) browserPage {
 	p.c.t.Helper()
-	ctx, cancel := context.WithTimeout(p.ctx, 30*time.Second)
-	defer cancel()
-	if err := chromedp.Do(ctx, chromedp.Navigate(u)); err != nil {
-		p.c.t.Fatalf("%s opening %s: %v", p.name, u, err)
-	}
-	pg := p.page(ctx)
+	pg := p.visit(u)
 	if strings.Contains(pg.URL, "/login/username") {
+		ctx, cancel := context.WithTimeout(p.ctx, 30*time.Second)
+		defer cancel()
 		pg = p.signIn(ctx)
 	}
 	return pg
+}
+
+// visit navigates to u and returns the page the browser ends on, with the
+// HTTP status of its document (after the redirects); a sign-in form is
+// left as it is.
+func (p *person) visit(u string) browserPage {
+	p.c.t.Helper()
+	ctx, cancel := context.WithTimeout(p.ctx, 30*time.Second)
+	defer cancel()
+	resp, err := chromedp.Run(ctx, chromedp.NavigateResponse(u))
+	if err != nil {
+		p.c.t.Fatalf("%s opening %s: %v", p.name, u, err)
+	}
+	status := 0
+	if resp != nil {
+		status = int(resp.Status)
+	}
+	return p.page(ctx, status)
 }
 
 // signIn fills in zitadel/oidc's example login form as the person's user.
@@ -153,24 +215,32 @@ func (p *person) signIn(ctx context.Context) browserPage {
 		p.c.t.Fatalf("%s is asked to sign in and has no account", p.name)
 	}
 	p.shot("sign-in")
-	if err := chromedp.Do(ctx,
+	resp, err := chromedp.RunResponse(ctx,
 		chromedp.SendKeys(chromedp.CSS(`#username`), login),
 		chromedp.SendKeys(chromedp.CSS(`#password`), "verysecure"),
 		chromedp.Click(chromedp.CSS(`button[type=submit]`)),
-		chromedp.WaitVisible(chromedp.CSS(`h1`)),
-	); err != nil {
+	)
+	if err == nil {
+		err = chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(`h1`)))
+	}
+	if err != nil {
 		p.c.t.Fatalf("%s signing in as %s: %v", p.name, login, err)
 	}
-	return p.page(ctx)
+	status := 0
+	if resp != nil {
+		status = int(resp.Status)
+	}
+	return p.page(ctx, status)
 }
 
-// page reads the current page, screenshots it, and logs its text.
-func (p *person) page(ctx context.Context) browserPage {
+// page reads the current page, whose document came with HTTP status (0:
+// not known), screenshots it, and logs its text.
+func (p *person) page(ctx context.Context, status int) browserPage {
 	p.c.t.Helper()
 	if err := chromedp.Do(ctx, chromedp.WaitReady(chromedp.CSS(`body`))); err != nil {
 		p.c.t.Fatalf("%s: the page did not load: %v", p.name, err)
 	}
-	var pg browserPage
+	pg := browserPage{Status: status}
 	var err error
 	if pg.URL, err = chromedp.Run(ctx, chromedp.Location()); err == nil {
 		if pg.Title, err = chromedp.Run(ctx, chromedp.Title()); err == nil {
@@ -181,7 +251,11 @@ func (p *person) page(ctx context.Context) browserPage {
 		p.c.t.Fatalf("%s: reading the page: %v", p.name, err)
 	}
 	file := p.shot(pg.Title)
-	p.c.t.Logf("%s sees %s\n      [%s] %s\n      %s", p.name, shortURL(pg.URL), pg.Title, strings.ReplaceAll(strings.TrimSpace(pg.Text), "\n", "\n      "), file)
+	code := ""
+	if pg.Status != 0 {
+		code = fmt.Sprintf(" (HTTP %d)", pg.Status)
+	}
+	p.c.t.Logf("%s sees %s%s\n      [%s] %s\n      %s", p.name, shortURL(pg.URL), code, pg.Title, strings.ReplaceAll(strings.TrimSpace(pg.Text), "\n", "\n      "), file)
 	return pg
 }
 
@@ -256,6 +330,9 @@ func TestBrowserConsoleSeesCSPViolations(t *testing.T) {
 	if len(errs) == 0 || !strings.Contains(strings.Join(errs, " "), "Content Security Policy") {
 		t.Errorf("console errors %v, want the CSP violation", errs)
 	}
+	c.mu.Lock()
+	c.checked = true // this console is meant to hold an error
+	c.mu.Unlock()
 }
 
 // pageCSPForControl is the bridge's pages' policy without a style hash.
@@ -268,9 +345,10 @@ const pageCSPForControl = "default-src 'none'"
 // alice's link and, signed in as himself, is refused with a page that
 // says so; alice signs in and authorizes; her callback replayed, and a
 // link whose state is unknown (expired and forgotten), get the page that
-// says the link is not good. Then the MCP host → serve-mcp → serve-otc
-// chain: the host's -32042 URL opened by bob's browser, signed in, and the
-// host's call answered. Every page holds its Content-Security-Policy: no
+// says the link is not good (TestBrowserExpiredLink: links that expired
+// while the bridge still knew them). Then the MCP host → serve-mcp →
+// serve-otc chain: the host's -32042 URL opened by bob's browser, signed
+// in, and the host's call answered. Every page holds its Content-Security-Policy: no
 // console error anywhere.
 func TestBrowserAuthorizationPages(t *testing.T) {
 	c := startChrome(t)
@@ -284,20 +362,13 @@ func TestBrowserAuthorizationPages(t *testing.T) {
 		"bob":      c.person("bob", "bob"),
 		"stranger": c.person("stranger", ""),
 	}
-	expect := func(pg browserPage, title string, texts ...string) {
+	expect := func(pg browserPage, status int, title string, texts ...string) {
 		t.Helper()
-		if !strings.HasPrefix(pg.Title, title) {
-			t.Errorf("page %q at %s, want %q", pg.Title, shortURL(pg.URL), title)
-		}
-		for _, s := range texts {
-			if !strings.Contains(pg.Text, s) {
-				t.Errorf("page %q does not say %q:\n%s", pg.Title, s, pg.Text)
-			}
-		}
+		expectBridgePage(t, pg, status, title, texts...)
 	}
 
 	// The operator: the URL from the log.
-	expect(people["operator"].open(oauthWaitChallenge(t, b)), "Authorized", "The bridge can now reach the tool server “demo”.")
+	expect(people["operator"].open(oauthWaitChallenge(t, b)), http.StatusOK, "Authorized", "The bridge can now reach the tool server “demo”.")
 	b.waitHealthy(t, 30*time.Second)
 
 	d := otcfDialects[2]
@@ -318,18 +389,18 @@ func TestBrowserAuthorizationPages(t *testing.T) {
 	alice := challenge(oauthUserSub("alice"))
 
 	// Bob, sent alice's link.
-	expect(people["bob"].open(alice), "This authorization link is for another user",
+	expect(people["bob"].open(alice), http.StatusForbidden, "This authorization link is for another user",
 		"You are signed in as “id2”", "Nothing was authorized", "If someone sent you this link, do not use it.")
 	// Alice.
 	done := people["alice"].open(alice)
-	expect(done, "Authorized", "The bridge can now reach the tool server “demo” for the user “id1”.", "You can close this window")
+	expect(done, http.StatusOK, "Authorized", "The bridge can now reach the tool server “demo” for the user “id1”.", "You can close this window")
 	// Her callback again (the browser's history, a reload).
-	expect(people["alice"].open(done.URL), "Unknown or expired authorization link", "use the tool again")
+	expect(people["alice"].open(done.URL), http.StatusBadRequest, "Unknown or expired authorization link", "use the tool again")
 	// A link that expired and was forgotten (or never was).
-	expect(people["stranger"].open(base+"/oauth/authorize/NOSUCHSTATE7Q2Z"), "Unknown or expired authorization link",
+	expect(people["stranger"].open(base+"/oauth/authorize/NOSUCHSTATE7Q2Z"), http.StatusNotFound, "Unknown or expired authorization link",
 		"Links are good for 10 minutes and for one use")
 	// The used link, opened again.
-	expect(people["alice"].open(alice), "This authorization link was already used")
+	expect(people["alice"].open(alice), http.StatusGone, "This authorization link was already used")
 
 	// The chain: an MCP host through serve-mcp (its user id2, bob).
 	mcpConfig := filepath.Join(t.TempDir(), "serve-mcp.json")
@@ -355,16 +426,12 @@ func TestBrowserAuthorizationPages(t *testing.T) {
 	if err := json.Unmarshal(we.Data, &data); err != nil || len(data.Elicitations) != 1 {
 		t.Fatalf("-32042 data %s (%v)", we.Data, err)
 	}
-	expect(people["bob"].open(data.Elicitations[0].URL), "Authorized", "for the user “id2”")
+	expect(people["bob"].open(data.Elicitations[0].URL), http.StatusOK, "Authorized", "for the user “id2”")
 	if res := mustCall(t, ctx, cs, name, args); res.IsError || !strings.Contains(jsonString(res), "Hello, host!") {
 		t.Errorf("the host's call after bob authorized: %s", jsonString(res))
 	}
 
-	for n, p := range people {
-		if errs := p.consoleErrors(); len(errs) > 0 {
-			t.Errorf("%s's browser console: %v", n, errs)
-		}
-	}
+	c.checkConsoles()
 }
 
 // startUsersOP starts testdata/users_op.mjs (oidc-provider) on a port of
@@ -391,7 +458,7 @@ func (p *person) act(what string, steps ...chromedp.Action[chromedp.Void]) brows
 	if err := chromedp.Do(ctx, steps...); err != nil {
 		p.c.t.Fatalf("%s: %s: %v", p.name, what, err)
 	}
-	return p.page(ctx)
+	return p.page(ctx, 0)
 }
 
 // TestBrowserDeclineAndVerifier: the other ways a flow goes.
@@ -531,9 +598,328 @@ func TestBrowserDeclineAndVerifier(t *testing.T) {
 	if got := checkOn(b, check); got != `{"status":"completed"}` {
 		t.Errorf("check_url after alice: %s", got)
 	}
-	for _, p := range []*person{alice, bob} {
-		if errs := p.consoleErrors(); len(errs) > 0 {
-			t.Errorf("%s's browser console: %v", p.name, errs)
+	c.checkConsoles() // the operators' too
+}
+
+// expectBridgePage checks a page of the bridge: its title, the HTTP status
+// of its document (0: not checked) and texts; and that it repeats nothing
+// its URL carried (a state, a flow id, an authorization server's code or
+// iss): the pages speak in the bridge's own words only.
+func expectBridgePage(t *testing.T, pg browserPage, status int, title string, texts ...string) {
+	t.Helper()
+	if !strings.HasPrefix(pg.Title, title) {
+		t.Errorf("page %q at %s, want %q", pg.Title, shortURL(pg.URL), title)
+	}
+	if status != 0 && pg.Status != status {
+		t.Errorf("page %q at %s: HTTP %d, want %d", pg.Title, shortURL(pg.URL), pg.Status, status)
+	}
+	for _, s := range texts {
+		if !strings.Contains(pg.Text, s) {
+			t.Errorf("page %q does not say %q:\n%s", pg.Title, s, pg.Text)
 		}
 	}
+	u, err := url.Parse(pg.URL)
+	if err != nil {
+		t.Fatalf("page URL %q: %v", pg.URL, err)
+	}
+	carried := strings.Split(u.Path, "/")
+	for _, vs := range u.Query() {
+		carried = append(carried, vs...)
+	}
+	for _, v := range carried {
+		// 16: a state, flow id or code; not a route's own name.
+		if len(v) >= 16 && strings.Contains(pg.Text, v) {
+			t.Errorf("page %q repeats %q from its URL:\n%s", pg.Title, v, pg.Text)
+		}
+	}
+}
+
+// offsetClock is the wall clock plus jumps: time passes as usual, and a
+// test moves it on by the minutes a person would have taken.
+type offsetClock struct {
+	mu     sync.Mutex
+	offset time.Duration
+}
+
+func (c *offsetClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return time.Now().Add(c.offset)
+}
+
+func (c *offsetClock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.offset += d
+	c.mu.Unlock()
+}
+
+// TestBrowserExpiredLink: authorization links that really expired — the
+// bridge's clock says more than oauth.PendingTTL (10 minutes) passed since
+// the challenge — in each place a person can be when it happens, and then
+// the honest flow completing.
+//
+// How the time passes: the bridge's /oauth/ routes are its oauth.Manager,
+// run here in the test's process with the clock of oauth.Options.Now
+// (the package's own documented clock), moved on by the minutes a person
+// would take. The link's lifetime is not a setting of serve-otc: it bounds
+// how long a forwarded or phished link stays good (the trust model), and
+// no operator needs it longer or shorter, so the binary gets no flag, and
+// no environment variable, for a test. Everything else is real: the
+// TypeScript SDK's OAuth-protected example server and its authorization
+// server, zitadel/oidc's example OpenID Provider for the sign-in
+// (user_verification oidc), Chromium.
+//
+//   - The link opened after it expired: 410, "This authorization link has
+//     expired", nothing asked of the person; check_url says failed, "the
+//     authorization URL expired".
+//   - Opened in time, expired while the person was at the sign-in: the
+//     provider's answer reaches the bridge after the 10 minutes: 410, the
+//     same page; nothing bound.
+//   - Expired while the person was at the authorization server: the
+//     callback comes after the 10 minutes: 410, the same page; its code is
+//     not exchanged (no token: the next request is challenged again).
+//   - Then a new link, opened and finished in time: "Authorized", and the
+//     upstream takes the token.
+//
+// No page repeats what its URL carried; no console error anywhere.
+func TestBrowserExpiredLink(t *testing.T) {
+	c := startChrome(t)
+	mcpPort := freePort(t)
+	oauthTSServerOn(t, mcpPort, freePort(t), "--oauth-strict")
+	upstreamURL := fmt.Sprintf("http://localhost:%d/mcp", mcpPort)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := "http://" + ln.Addr().String()
+	issuer := usersOP(t, base)
+	clock := &offsetClock{}
+	m, err := oauth.NewManager(&oauth.Options{
+		PublicURL: base,
+		Now:       clock.Now,
+		Logger:    slog.New(slog.NewTextHandler(t.Output(), nil)),
+		UserOIDC:  &oauth.UserOIDC{Issuer: issuer, ClientID: "mcpotc", ClientSecret: "op-secret"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := m.Client(oauth.Config{Upstream: "demo", ServerURL: upstreamURL, PerUser: true, UserVerification: oauth.VerifyOIDC})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// lateCallback makes the next callback come after the link's
+	// lifetime, as when the person lingered at the authorization server.
+	var lateCallback atomic.Bool
+	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/oauth/callback" && lateCallback.CompareAndSwap(true, false) {
+			clock.advance(oauth.PendingTTL)
+		}
+		m.ServeHTTP(w, r)
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+
+	// alice's requests to the upstream, as serve-otc makes them for her
+	// (sub id1 at the users' provider).
+	ctx := oauth.WithUser(oauth.WithCaller(context.Background(), "app"), oauthUserSub("alice"))
+	request := func() (int, error) {
+		t.Helper()
+		auth, err := client.Authorization(ctx)
+		if err != nil {
+			return 0, err
+		}
+		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(rctx, http.MethodPost, upstreamURL, strings.NewReader(
+			`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"e2e","version":"1"}}}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("the upstream: %v", err)
+		}
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
+			_, err = client.Unauthorized(ctx, auth, resp)
+		}
+		return resp.StatusCode, err
+	}
+	challenge := func() (string, string) {
+		t.Helper()
+		_, err := request()
+		var ar *oauth.AuthorizationRequired
+		if !errors.As(err, &ar) || ar.Operator {
+			t.Fatalf("alice's request without a token: %v, want her challenge", err)
+		}
+		return ar.URL, ar.CheckURL
+	}
+	check := func(u string) string {
+		t.Helper()
+		st, _, body := httpDo(t, http.MethodGet, u, "", nil)
+		return fmt.Sprintf("%d %s", st, strings.TrimSpace(body))
+	}
+	const checkExpired = `200 {"error":"the authorization URL expired","status":"failed"}`
+	expired := func(pg browserPage) {
+		t.Helper()
+		expectBridgePage(t, pg, http.StatusGone, "This authorization link has expired",
+			"The authorization for the tool server “demo” was not completed within 10 minutes of the link being given out",
+			"Nothing was authorized.", "Go back to the application and use the tool again: it gives you a new link.")
+	}
+	alice := c.person("alice", "alice")
+
+	// 1. The link opened after it expired.
+	link, checkURL := challenge()
+	clock.advance(oauth.PendingTTL)
+	expired(alice.visit(link))
+	if got := check(checkURL); got != checkExpired {
+		t.Errorf("check_url of the expired link: %s, want %s", got, checkExpired)
+	}
+
+	// 2. Opened in time; the sign-in at the provider ends after the link
+	// expired.
+	link, checkURL = challenge()
+	clock.advance(oauth.PendingTTL - time.Minute)
+	expectBridgePage(t, alice.visit(link), http.StatusOK, "Login")
+	clock.advance(2 * time.Minute)
+	signInCtx, cancel := context.WithTimeout(alice.ctx, 30*time.Second)
+	expired(alice.signIn(signInCtx))
+	cancel()
+	if got := check(checkURL); got != checkExpired {
+		t.Errorf("check_url of the link that expired during the sign-in: %s, want %s", got, checkExpired)
+	}
+
+	// 3. Signed in, sent to the authorization server, back after the link
+	// expired: the code is not exchanged.
+	link, checkURL = challenge()
+	lateCallback.Store(true)
+	pg := alice.open(link)
+	if !strings.Contains(pg.URL, "/oauth/callback?") {
+		t.Errorf("alice's late answer ended at %s, want the bridge's callback", shortURL(pg.URL))
+	}
+	expired(pg)
+	if got := check(checkURL); got != checkExpired {
+		t.Errorf("check_url of the link that expired at the authorization server: %s, want %s", got, checkExpired)
+	}
+	if st, err := request(); !errors.As(err, new(*oauth.AuthorizationRequired)) {
+		t.Errorf("alice's request after the late callback: %d %v, want a new challenge (no token kept)", st, err)
+	}
+
+	// 4. The honest flow: a new link, finished in time.
+	link, checkURL = challenge()
+	expectBridgePage(t, alice.open(link), http.StatusOK, "Authorized",
+		"The bridge can now reach the tool server “demo” for the user “id1”.", "You can close this window")
+	if got := check(checkURL); got != `200 {"status":"completed"}` {
+		t.Errorf("check_url after alice authorized: %s", got)
+	}
+	if st, err := request(); st != http.StatusOK || err != nil {
+		t.Errorf("alice's request with her token: %d %v, want 200", st, err)
+	}
+	c.checkConsoles()
+}
+
+// TestBrowserUserVerificationNone: serve-otc per user with
+// user_verification none, in the deployment it is meant for: a trusted
+// single-operator one, where one person runs the application and serve-otc
+// for themselves (the user ids are their own profiles), so that a link
+// never reaches anyone else and there is nobody to tell apart. serve-otc
+// says at start that this is safe for one user only. The person who opens
+// a link goes straight to the authorization server (no sign-in first), and
+// the bridge's page says what it did not check: that they are the user the
+// link is for, named, and that the account they used now serves that
+// user's calls. The flow completes and the call is answered. A user id
+// with markup (the application names its users; a name can come from
+// anywhere) is shown as text: no element is made of it, nothing loads, no
+// console error.
+func TestBrowserUserVerificationNone(t *testing.T) {
+	c := startChrome(t)
+	mcpPort := freePort(t)
+	oauthTSServerOn(t, mcpPort, freePort(t), "--oauth-strict")
+	config := filepath.Join(t.TempDir(), "config.json")
+	if err := os.WriteFile(config, []byte(fmt.Sprintf(`{"mcpServers": {"demo": {"url": "http://localhost:%d/mcp", "toolkit": "Demo", "oauth": {"per_user": true, "user_verification": "none"}}}}`,
+		mcpPort)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	port := freePort(t)
+	b := oauthBridge(t, port, config, []string{"MCPOTC_API_KEY=e2e-app-key"}, "--api-key-env", "MCPOTC_API_KEY")
+	if ls := b.logs(func(m map[string]any) bool {
+		return m["level"] == "warn" && m["upstream"] == "demo" && strings.HasPrefix(fmt.Sprint(m["message"]), "user_verification none: ")
+	}); len(ls) != 1 {
+		t.Errorf("serve-otc's start-up warning about user_verification none: %d lines, want 1", len(ls))
+	}
+	operator := c.person("operator", "")
+	pg := operator.open(oauthWaitChallenge(t, b))
+	expectBridgePage(t, pg, http.StatusOK, "Authorized", "The bridge can now reach the tool server “demo”.")
+	if strings.Contains(pg.Text, "did not check") {
+		t.Errorf("the operator's page speaks of user verification:\n%s", pg.Text)
+	}
+	b.waitHealthy(t, 30*time.Second)
+
+	d := otcfDialects[2]
+	call := func(user string) *otcfResp {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), otcfCallTimeout)
+		defer cancel()
+		return b.call(t, ctx, d, map[string]any{"tool_id": "Demo.greet", "input": map[string]any{"name": "you"},
+			"context": map[string]any{"user_id": user}}, map[string]string{"OXP-API-Key": "e2e-app-key"})
+	}
+	challenge := func(user string) (string, string) {
+		t.Helper()
+		r := call(user)
+		var body struct {
+			MissingRequirements struct {
+				Authorization []struct {
+					URL      string `json:"url"`
+					CheckURL string `json:"check_url"`
+				} `json:"authorization"`
+			} `json:"missing_requirements"`
+		}
+		if err := json.Unmarshal(r.Raw, &body); err != nil || r.Status != 400 || len(body.MissingRequirements.Authorization) != 1 {
+			t.Fatalf("%s's call: %d %s, want the challenge", user, r.Status, otcfTrunc(r.Raw))
+		}
+		a := body.MissingRequirements.Authorization[0]
+		return a.URL, a.CheckURL
+	}
+	check := func(u string) string {
+		return otcfShow(b.get(t, strings.TrimPrefix(u, b.base), nil, nil).Body)
+	}
+	unverified := func(user string) []string {
+		return []string{
+			"The bridge can now reach the tool server “demo” for the user “" + user + "”.",
+			"The bridge did not check that you are the user “" + user + "”: this tool server is set up without user verification, so whoever opens the link connects their account.",
+			"The account you just used now serves that user's calls. If you are not “" + user + "”, tell the application's operator.",
+			"You can close this window",
+		}
+	}
+
+	// The person the link is for.
+	link, checkURL := challenge("alice")
+	alice := c.person("alice", "")
+	expectBridgePage(t, alice.open(link), http.StatusOK, "Authorized", unverified("alice")...)
+	if got := check(checkURL); got != `{"status":"completed"}` {
+		t.Errorf("check_url after alice authorized: %s", got)
+	}
+	if r := call("alice"); r.Status != http.StatusOK || !strings.Contains(string(r.Raw), "Hello, you!") {
+		t.Errorf("alice's call after she authorized: %d %s", r.Status, otcfTrunc(r.Raw))
+	}
+
+	// A user id with markup, named by the application.
+	const marked = `eve<img src="/x" onerror="document.title='ran'">`
+	link, _ = challenge(marked)
+	eve := c.person("eve", "")
+	pg = eve.open(link)
+	expectBridgePage(t, pg, http.StatusOK, "Authorized", unverified(marked)...)
+	ctx, cancel := context.WithTimeout(eve.ctx, 10*time.Second)
+	images, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.images.length`))
+	cancel()
+	if err != nil || images != 0 {
+		t.Errorf("eve's page has %d images (%v): the user id became markup", images, err)
+	}
+	if r := call(marked); r.Status != http.StatusOK {
+		t.Errorf("eve's call after she authorized: %d %s", r.Status, otcfTrunc(r.Raw))
+	}
+	c.checkConsoles()
 }

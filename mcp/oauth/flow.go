@@ -497,10 +497,14 @@ func (m *Manager) lookup(ctx context.Context, state string) (pending, bool) {
 	return cp, true
 }
 
+// whyExpired is the why of an authorization that expired: check_url's
+// error, and what makes its page say that the link expired.
+const whyExpired = "the authorization URL expired"
+
 // expireLocked marks a pending authorization past PendingTTL failed.
 func (m *Manager) expireLocked(p *pending) {
 	if (p.status == statusPending || p.status == statusVerifying) && m.now().Sub(p.created) >= PendingTTL {
-		p.status, p.why, p.ended, p.held = statusFailed, "the authorization URL expired", m.now(), nil
+		p.status, p.why, p.ended, p.held = statusFailed, whyExpired, m.now(), nil
 	}
 }
 
@@ -585,13 +589,25 @@ func (m *Manager) take(ctx context.Context, state string) *pending {
 // the authorization URL, and with VerifyOIDC signed in as its user), the
 // iss parameter must name the authorization server (RFC 9207), and the
 // code is exchanged with the PKCE verifier. A browser that is not the
-// flow's changes nothing: it can neither complete nor fail it.
+// flow's changes nothing: it can neither complete nor fail it. A callback
+// past the state's PendingTTL is not exchanged: its page says the link
+// expired.
 func (m *Manager) serveCallback(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	state := q.Get("state")
 	p := m.take(r.Context(), state)
 	m.mu.Lock()
-	if p == nil || p.status != statusPending || m.now().Sub(p.created) >= PendingTTL {
+	if p != nil && p.status == statusPending && m.now().Sub(p.created) >= PendingTTL {
+		// The person took longer than the link is good for (at the
+		// authorization server, or signing in): the code is not exchanged,
+		// and the page says that the link expired.
+		m.expireLocked(p)
+		expired := *p
+		m.mu.Unlock()
+		m.page(w, http.StatusGone, pageEnded, &expired)
+		return
+	}
+	if p == nil || p.status != statusPending {
 		m.mu.Unlock()
 		m.page(w, http.StatusBadRequest, pageUnknown, nil)
 		return

@@ -28,6 +28,7 @@ const (
 	pageLoginLost                    // /oauth/login without its cookie (another browser, or expired)
 	pageSignInFailed                 // the provider refused, or its answer did not verify; args[0] says which
 	pageOtherUser                    // signed in as args[0], not the flow's user
+	pageExpired                      // the state expired before the flow ended (pageEnded of an expired flow)
 )
 
 // pageStyle is the pages' only style; the Content-Security-Policy admits
@@ -49,19 +50,28 @@ func (m *Manager) page(w http.ResponseWriter, status int, kind pageKind, p *pend
 	if len(args) > 0 {
 		arg = args[0]
 	}
+	if kind == pageEnded && p != nil && p.status == statusFailed && p.why == whyExpired {
+		kind = pageExpired
+	}
 	var title, class string
 	var paras []string
+	minutes := fmt.Sprint(int(PendingTTL.Minutes()))
 	closeIt := "You can close this window and go back to the application you were using."
 	switch kind {
 	case pageUnknown:
 		title, class = "Unknown or expired authorization link", "no"
 		paras = []string{"This link is not (or no longer) one the bridge issued. Links are good for " +
-			fmt.Sprint(int(PendingTTL.Minutes())) + " minutes and for one use.",
+			minutes + " minutes and for one use.",
 			"Go back to the application and use the tool again: it gives you a new link."}
 	case pageEnded:
 		title, class = "This authorization link was already used", "no"
 		paras = []string{"The authorization for " + server + " has ended (" + publicStatus(p.status) + "). Nothing was changed now.",
 			"If the tool still asks for an authorization, use it again in the application to get a new link."}
+	case pageExpired:
+		title, class = "This authorization link has expired", "no"
+		paras = []string{"The authorization for " + server + " was not completed within " + minutes +
+			" minutes of the link being given out, so the link no longer works. Nothing was authorized.",
+			"Go back to the application and use the tool again: it gives you a new link. Open it and finish within " + minutes + " minutes."}
 	case pageOtherBrowser:
 		title, class = "This authorization was started in another browser", "no"
 		paras = []string{"The answer of the authorization server reached this browser, but the authorization link was opened in another one. " +
@@ -81,8 +91,15 @@ func (m *Manager) page(w http.ResponseWriter, status int, kind pageKind, p *pend
 		if p != nil && p.user != "" {
 			who = " for the user " + quote(p.user)
 		}
-		paras = []string{"The bridge can now reach " + server + who + ".",
-			closeIt + " The tool works from now on; if it had stopped to ask, use it again."}
+		paras = []string{"The bridge can now reach " + server + who + "."}
+		if p != nil && p.c != nil && p.user != "" && p.c.verifies(p.user) == VerifyNone {
+			// user_verification none: say what that means to the person
+			// who just connected their account.
+			paras = append(paras, "The bridge did not check that you are the user "+quote(p.user)+
+				": this tool server is set up without user verification, so whoever opens the link connects their account. "+
+				"The account you just used now serves that user's calls. If you are not "+quote(p.user)+", tell the application's operator.")
+		}
+		paras = append(paras, closeIt+" The tool works from now on; if it had stopped to ask, use it again.")
 	case pageWaiting:
 		title, class = "Waiting for the application", ""
 		paras = []string{"The authorization for " + server + " waits for the application to confirm who you are. " +
