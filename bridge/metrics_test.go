@@ -151,10 +151,10 @@ func TestMCPFrontMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := f.Front().Server()
+	s := f.Front()
 	ctx := context.Background()
 	msg := func(id int, method, params string) {
-		s.HandleMessage(ctx, json.RawMessage(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`, id, method, params)))
+		s.HandleMessage(ctx, []byte(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`, id, method, params)))
 	}
 	msg(0, "initialize", `{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}`)
 	msg(1, "tools/call", `{"name":"Calculator_Add","arguments":{"a":2,"b":3}}`)

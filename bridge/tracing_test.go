@@ -102,10 +102,10 @@ func TestMCPFrontSpans(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := f.Front().Server()
+	s := f.Front()
 	ctx := context.Background()
-	s.HandleMessage(ctx, json.RawMessage(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}`))
-	s.HandleMessage(ctx, json.RawMessage(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"Calculator_Add","arguments":{"a":2,"b":3},"_meta":{"traceparent":"`+parentTP+`"}}}`))
+	s.HandleMessage(ctx, []byte(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}`))
+	s.HandleMessage(ctx, []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"Calculator_Add","arguments":{"a":2,"b":3},"_meta":{"traceparent":"`+parentTP+`"}}}`))
 	spans := rec.Ended()
 	if len(spans) != 2 {
 		t.Fatalf("%d spans, want 2", len(spans))
@@ -123,7 +123,7 @@ func TestMCPFrontSpans(t *testing.T) {
 	}
 	mu.Unlock()
 
-	s.HandleMessage(ctx, json.RawMessage(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"Calculator_Add","arguments":{"a":"two","b":3}}}`))
+	s.HandleMessage(ctx, []byte(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"Calculator_Add","arguments":{"a":"two","b":3}}}`))
 	spans = rec.Ended()
 	if len(spans) != 4 {
 		t.Fatalf("%d spans, want 4", len(spans))
@@ -136,7 +136,7 @@ func TestMCPFrontSpans(t *testing.T) {
 	}
 
 	// A tool the front does not serve: mcp-go answers, the span is there.
-	s.HandleMessage(ctx, json.RawMessage(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"nope","arguments":{},"_meta":{"traceparent":"`+parentTP+`"}}}`))
+	s.HandleMessage(ctx, []byte(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"nope","arguments":{},"_meta":{"traceparent":"`+parentTP+`"}}}`))
 	spans = rec.Ended()
 	if len(spans) != 5 {
 		t.Fatalf("%d spans, want 5", len(spans))

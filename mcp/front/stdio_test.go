@@ -136,15 +136,18 @@ func TestFrontStdioGraceEnds(t *testing.T) {
 	}
 }
 
-func TestFrontStdioOnePerProcess(t *testing.T) {
+// The front owns its stdio transport: two runs serve side by side, each
+// its own client (mcp-go v1.2.1 had one stdio session per process).
+func TestFrontStdioRunsSideBySide(t *testing.T) {
 	f, _ := testFront(t, nil)
-	c := startFrontStdio(t, context.Background(), f)
-	initialize(t, c) // it runs
 	g, _ := testFront(t, nil)
-	err := g.ServeStdio(context.Background(), eofReader{}, io.Discard)
-	if err == nil {
-		t.Fatal("a second ServeStdio ran")
-	}
+	c, d := startFrontStdio(t, context.Background(), f), startFrontStdio(t, context.Background(), g)
+	initialize(t, c)
+	initialize(t, d)
+	sameJSON(t, await(t, c.send(t, 2, "tools/call", callParams("add", `{"a":1,"b":2}`))),
+		`{"jsonrpc":"2.0","id":2,"result":{"content":[{"type":"text","text":"3"}],"structuredContent":{"sum":3}}}`)
+	sameJSON(t, await(t, d.send(t, 2, "tools/call", callParams("add", `{"a":2,"b":2}`))),
+		`{"jsonrpc":"2.0","id":2,"result":{"content":[{"type":"text","text":"4"}],"structuredContent":{"sum":4}}}`)
 }
 
 type eofReader struct{}
