@@ -122,7 +122,7 @@ func (f *Front) SetTools(tools ...Tool) {
 		}
 		c.byName[t.Tool.Name] = t
 	}
-	b, err := json.Marshal(defs)
+	b, err := encode(defs)
 	if err != nil {
 		f.log.Error("mcp front: the tool list does not encode; serving none", "error", err)
 		b, c.byName = []byte("[]"), map[string]*Tool{}
@@ -402,7 +402,7 @@ func (f *Front) call(ctx context.Context, m *message, x *exchange) []byte {
 		// a tool that can only run as a task cannot run here. A task
 		// augmentation of any other tool (params.task) is ignored.
 		return f.answer(m, nil, &RPCError{Code: mcpgo.METHOD_NOT_FOUND,
-			Message: fmt.Sprintf("tool '%s' runs only as a task, and this server does not support tasks", req.Params.Name)})
+			Message: fmt.Sprintf("tool '%s' requires task augmentation (taskSupport %q), which this server does not support", req.Params.Name, mcpgo.TaskSupportRequired)})
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)

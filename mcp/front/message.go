@@ -221,13 +221,63 @@ func commonString(b []byte) string {
 // handler's value or from bytes encoded once (tools/list), error frames
 // from an *RPCError — the one place where the code of an answer is set.
 
+// encode is json.Marshal without HTML escaping: a tool's text reaches the
+// client byte for byte ("<", ">" and "&" included), as the client or the
+// upstream wrote it. mcp-go's types marshal themselves with json.Marshal,
+// which escapes those three whatever the outer encoder says, so the
+// escapes are undone afterwards (unescapeHTML).
+func encode(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return unescapeHTML(bytes.TrimSuffix(buf.Bytes(), []byte("\n"))), nil
+}
+
+// unescapeHTML turns the escapes \u003c, \u003e and \u0026 of the valid
+// JSON text b back into "<", ">" and "&" (the same strings, as JSON), in
+// place. Other escapes are kept: each escape is read whole, so the "\\"
+// of an escaped backslash is never taken for the start of another.
+func unescapeHTML(b []byte) []byte {
+	if !bytes.Contains(b, []byte(`\u00`)) {
+		return b
+	}
+	out := b[:0]
+	for i := 0; i < len(b); {
+		c := b[i]
+		if c != '\\' || i+1 >= len(b) {
+			out = append(out, c)
+			i++
+			continue
+		}
+		if b[i+1] == 'u' && i+6 <= len(b) {
+			switch string(b[i+2 : i+6]) {
+			case "003c", "003C":
+				out, i = append(out, '<'), i+6
+				continue
+			case "003e", "003E":
+				out, i = append(out, '>'), i+6
+				continue
+			case "0026":
+				out, i = append(out, '&'), i+6
+				continue
+			}
+		}
+		out = append(out, c, b[i+1]) // an escape of two bytes, or the start of a longer one
+		i += 2
+	}
+	return out
+}
+
 // resultFrame is a JSON-RPC response carrying result (a value to encode,
 // or json.RawMessage), without a trailing newline.
 func resultFrame(id json.RawMessage, result any) []byte {
 	raw, ok := result.(json.RawMessage)
 	if !ok {
 		var err error
-		if raw, err = json.Marshal(result); err != nil {
+		if raw, err = encode(result); err != nil {
 			return errorFrame(id, &RPCError{Code: mcpgo.INTERNAL_ERROR, Message: "Internal error: the result could not be encoded"})
 		}
 	}
@@ -251,7 +301,7 @@ func errorFrame(id json.RawMessage, e *RPCError) []byte {
 	var data []byte
 	if e.Data != nil {
 		var err error
-		if data, err = json.Marshal(e.Data); err != nil {
+		if data, err = encode(e.Data); err != nil {
 			code, data = 0, nil
 		}
 	}
@@ -264,7 +314,7 @@ func errorFrame(id json.RawMessage, e *RPCError) []byte {
 	out = append(out, `,"error":{"code":`...)
 	out = strconv.AppendInt(out, int64(code), 10)
 	out = append(out, `,"message":`...)
-	msg, _ := json.Marshal(e.Message)
+	msg, _ := encode(e.Message)
 	out = append(out, msg...)
 	if data != nil {
 		out = append(out, `,"data":`...)
@@ -276,7 +326,7 @@ func errorFrame(id json.RawMessage, e *RPCError) []byte {
 // notificationFrame is a JSON-RPC notification, without a trailing
 // newline.
 func notificationFrame(method string, params any) []byte {
-	b, _ := json.Marshal(struct {
+	b, _ := encode(struct {
 		JSONRPC string `json:"jsonrpc"`
 		Method  string `json:"method"`
 		Params  any    `json:"params,omitempty"`

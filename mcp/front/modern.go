@@ -60,13 +60,17 @@ func unsupportedVersion(version string) *RPCError {
 	return &RPCError{Code: e.Code, Message: e.Message, Data: e.Data}
 }
 
-// discover answers server/discover.
+// discover answers server/discover: the versions the front speaks and
+// its capabilities, not to be cached (the tools, and so what a client
+// learns here, can change at any time).
 func (f *Front) discover(x *exchange) json.RawMessage {
-	b, _ := json.Marshal(struct {
+	b, _ := encode(struct {
 		SupportedVersions []string                 `json:"supportedVersions"`
 		Capabilities      mcpgo.ServerCapabilities `json:"capabilities"`
-	}{supportedVersions, serverCapabilities})
-	return f.modernResult(b, "", nil)
+		TTLMs             int64                    `json:"ttlMs"`
+		CacheScope        string                   `json:"cacheScope"`
+	}{supportedVersions, serverCapabilities, 0, "private"})
+	return f.modernResult(json.RawMessage(b), "", nil)
 }
 
 // modernResult is result (a value, or its JSON object) with what
@@ -74,10 +78,13 @@ func (f *Front) discover(x *exchange) json.RawMessage {
 // and the server's identity in _meta. With key set, value (JSON) is added
 // as that member, unread (the tools of tools/list).
 func (f *Front) modernResult(result any, key string, value json.RawMessage) json.RawMessage {
-	raw, ok := result.(json.RawMessage)
-	if !ok {
+	var raw []byte
+	switch r := result.(type) {
+	case json.RawMessage:
+		raw = r
+	default:
 		var err error
-		if raw, err = json.Marshal(result); err != nil {
+		if raw, err = encode(result); err != nil {
 			raw = json.RawMessage("{}")
 		}
 	}
@@ -91,13 +98,13 @@ func (f *Front) modernResult(result any, key string, value json.RawMessage) json
 		_ = json.Unmarshal(m, &meta)
 	}
 	if _, ok := meta[mcpgo.MetaKeyServerInfo]; !ok {
-		meta[mcpgo.MetaKeyServerInfo], _ = json.Marshal(mcpgo.Implementation{Name: f.name, Version: f.version})
+		meta[mcpgo.MetaKeyServerInfo], _ = encode(mcpgo.Implementation{Name: f.name, Version: f.version})
 	}
-	members["_meta"], _ = json.Marshal(meta)
+	members["_meta"], _ = encode(meta)
 	if key != "" {
 		members[key] = value
 	}
-	out, _ := json.Marshal(members)
+	out, _ := encode(members)
 	return out
 }
 
@@ -121,7 +128,7 @@ func inputRequired(required mcpgo.URLElicitationRequiredError) json.RawMessage {
 		}
 		requests[key] = inputRequest{Method: string(mcpgo.MethodElicitationCreate), Params: e}
 	}
-	b, _ := json.Marshal(struct {
+	b, _ := encode(struct {
 		Content       []mcpgo.Content         `json:"content"`
 		InputRequests map[string]inputRequest `json:"inputRequests"`
 		ResultType    mcpgo.ResultType        `json:"resultType"`
@@ -151,11 +158,21 @@ func (f *Front) listen(ctx context.Context, m *message, x *exchange) []byte {
 		map[string]any{"_meta": tag, "notifications": allowed}))
 	if allowed.ToolsListChanged {
 		tagged := notificationFrame(mcpgo.MethodNotificationToolsListChanged, map[string]any{"_meta": tag})
+		ctx, cancel := context.WithCancelCause(ctx)
+		defer cancel(nil)
+		if x.calls != nil { // notifications/cancelled ends it too
+			key := x.scope + idKey(m.id)
+			x.calls.begin(key, cancel)
+			defer x.calls.end(key)
+		}
+		if x.life != nil {
+			defer context.AfterFunc(x.life, func() { cancel(errFrontShutdown) })()
+		}
 		remove := f.changes.add(func([]byte) { x.notify(tagged) })
 		<-ctx.Done()
 		remove()
 	}
-	res, _ := json.Marshal(map[string]any{"_meta": tag})
+	res, _ := encode(map[string]any{"_meta": tag})
 	return f.answer(m, f.modernResult(json.RawMessage(res), "", nil), nil)
 }
 

@@ -31,9 +31,13 @@ const (
 func (f *Front) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) error {
 	life, expire := context.WithCancel(context.Background())
 	defer expire()
+	// A subscriptions/listen stream ends with the input: no one reads it.
+	streams, endStreams := context.WithCancel(context.WithoutCancel(ctx))
+	defer endStreams()
 	var once sync.Once
 	drain := func() {
 		once.Do(func() {
+			endStreams()
 			if f.grace < 0 {
 				expire()
 			} else {
@@ -96,10 +100,14 @@ func (f *Front) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) err
 			w.write(errorFrame(nil, failure))
 			continue
 		}
-		switch mcpgo.MCPMethod(m.method) {
+		switch method := mcpgo.MCPMethod(m.method); method {
 		case mcpgo.MethodToolsCall, mcpgo.MethodSubscriptionsListen:
+			jobCtx := context.WithoutCancel(ctx)
+			if method == mcpgo.MethodSubscriptionsListen {
+				jobCtx = streams
+			}
 			job := func() {
-				if frame := f.serve(context.WithoutCancel(ctx), m, x.forMessage()); frame != nil {
+				if frame := f.serve(jobCtx, m, x.forMessage()); frame != nil {
 					w.write(frame)
 				}
 			}

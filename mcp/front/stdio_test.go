@@ -182,3 +182,32 @@ func TestFrontStdioCallsRunSideBySide(t *testing.T) {
 		}
 	}
 }
+
+// A 2026-07-28 subscriptions/listen stream over stdio ends with the
+// input: ServeStdio returns at EOF without waiting for the grace period
+// (an hour here), and the stream's listener is gone.
+func TestFrontStdioListenEndsAtEOF(t *testing.T) {
+	f, _ := testFront(t, &Options{StdioGrace: time.Hour})
+	c := startFrontStdio(t, context.Background(), f)
+	c.send(t, 1, "subscriptions/listen", `{"notifications":{"toolsListChanged":true},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}`)
+	for deadline := time.Now().Add(wait); len(c.d.notifications()) == 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no notifications/subscriptions/acknowledged")
+		}
+	}
+	c.in.Close()
+	select {
+	case err := <-c.done:
+		if err != nil {
+			t.Fatalf("ServeStdio: %v", err)
+		}
+		c.done <- nil // for the cleanup
+	case <-time.After(wait):
+		t.Fatal("ServeStdio still runs after EOF: the listen stream held it")
+	}
+	f.changes.mu.Lock()
+	defer f.changes.mu.Unlock()
+	if n := len(f.changes.set); n != 0 {
+		t.Errorf("%d listeners left", n)
+	}
+}
