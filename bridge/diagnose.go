@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/mcpotc/mcpotc/otc"
@@ -141,6 +142,9 @@ func neighbour(target, path string) string {
 // server at base, as the MCP front reports it in its log and /health.
 func explainOTCListing(ctx context.Context, base string, err error) error {
 	var se *otc.StatusError
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		return fmt.Errorf("%w; nothing listens at %s: start the OTC server there (the built-in sample: `mcpotc sample-otc`), or give its URL to --otc (url in the config file)", err, redactURL(base))
+	}
 	if !errors.As(err, &se) {
 		return err
 	}
@@ -160,9 +164,38 @@ func explainOTCListing(ctx context.Context, base string, err error) error {
 		}
 	}
 	if se.StatusCode == http.StatusNotFound {
-		return fmt.Errorf("%w; is %s the OTC server's base URL? The bridge appends /tools and /tools/call to it", err, redactURL(base))
+		if up := otcAncestor(ctx, base); up != "" {
+			return fmt.Errorf("%w; the OTC server's base URL is %s (it answers GET %s/tools): give that to --otc (url in the config file); the bridge appends /tools and /tools/call to it", err, up, up)
+		}
+		return fmt.Errorf("%w; is %s the OTC server's base URL? The bridge appends /tools and /tools/call to it, and no shorter path of it answers GET /tools", err, redactURL(base))
 	}
 	return err
+}
+
+// maxAncestors bounds how many shorter paths of a URL otcAncestor probes.
+const maxAncestors = 4
+
+// otcAncestor is the nearest URL above base (its path cut one segment at a
+// time, up to the root; at most maxAncestors probes) that answers as an OTC
+// server, redacted; "" when none does.
+func otcAncestor(ctx context.Context, base string) string {
+	u, err := url.Parse(base)
+	if err != nil {
+		return ""
+	}
+	u.User, u.RawQuery, u.Fragment, u.RawPath = nil, "", "", ""
+	p := strings.TrimSuffix(u.Path, "/")
+	for range maxAncestors {
+		if p == "" {
+			return ""
+		}
+		p = p[:strings.LastIndex(p, "/")]
+		u.Path = p
+		if probeOTC(ctx, u.String()) {
+			return u.String()
+		}
+	}
+	return ""
 }
 
 // diagnoseMCPURL says what answers near an MCP URL whose initialize got an

@@ -1,7 +1,10 @@
 package bridge
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -62,6 +65,14 @@ func realOTCServer(t *testing.T, opts *otc.Options) *httptest.Server {
 func TestMCPFrontExplainsWrongOTCURLs(t *testing.T) {
 	mcpSrv := realMCPServer(t)
 	keyed := realOTCServer(t, &otc.Options{APIKey: "k"})
+	open := realOTCServer(t, nil)
+	// A loopback port nothing listens on (it was free a moment ago).
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := "http://" + ln.Addr().String()
+	ln.Close()
 	tests := []struct {
 		name, url string
 		want      string
@@ -69,7 +80,10 @@ func TestMCPFrontExplainsWrongOTCURLs(t *testing.T) {
 		{"an MCP endpoint", mcpSrv.URL + "/mcp", "404 Not Found; " + mcpSrv.URL + "/mcp is an MCP server, not an OTC one: MCP hosts use it directly, and `mcpotc serve-otc --mcp " + mcpSrv.URL + "/mcp` serves it to OTC clients"},
 		{"an MCP server's root", mcpSrv.URL, mcpSrv.URL + " is an MCP server's address (MCP answers at " + mcpSrv.URL + "/mcp), not an OTC one"},
 		{"a legacy SSE endpoint", mcpSrv.URL + "/sse", mcpSrv.URL + "/sse is an MCP server, not an OTC one"},
-		{"a wrong path", keyed.URL + "/v1", "is " + keyed.URL + "/v1 the OTC server's base URL? The bridge appends /tools and /tools/call to it"},
+		{"a wrong path", keyed.URL + "/v1", "is " + keyed.URL + "/v1 the OTC server's base URL? The bridge appends /tools and /tools/call to it, and no shorter path of it answers GET /tools"},
+		{"a path below the base URL", open.URL + "/api", "404 Not Found: not found: GET /api/tools (OTC serves GET /health, GET /ready, GET /tools, POST /tools/call); the OTC server's base URL is " + open.URL + " (it answers GET " + open.URL + "/tools): give that to --otc (url in the config file)"},
+		{"two segments below", open.URL + "/api/v1/?q=1", "the OTC server's base URL is " + open.URL + " (it answers GET " + open.URL + "/tools)"},
+		{"nothing listening", closed, "connection refused; nothing listens at " + closed + ": start the OTC server there (the built-in sample: `mcpotc sample-otc`), or give its URL to --otc"},
 		{"no credentials", keyed.URL, "401 Unauthorized: Unauthorized: send the API key in the OXP-API-Key header or a bearer token; the OTC server refused the bridge's credentials: give them with api_key_env"},
 	}
 	for _, tt := range tests {
@@ -124,5 +138,82 @@ func TestOTCFrontExplainsWrongMCPURLs(t *testing.T) {
 				t.Errorf("reason = %q\nwant it to contain %q", reason, tt.want)
 			}
 		})
+	}
+}
+
+// TestMCPFrontSaysWhenAnUpstreamServesNothing: an upstream that was never
+// listed serves no tool, and the log says so at error level (with the URL
+// and what to do); one that was listed and then fails keeps its tools, at
+// warn.
+func TestMCPFrontSaysWhenAnUpstreamServesNothing(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := "http://" + ln.Addr().String()
+	ln.Close()
+	lines := func(buf *bytes.Buffer) []map[string]any {
+		var out []map[string]any
+		for _, l := range bytes.Split(bytes.TrimSpace(buf.Bytes()), []byte("\n")) {
+			var m map[string]any
+			if json.Unmarshal(l, &m) == nil {
+				out = append(out, m)
+			}
+		}
+		return out
+	}
+
+	var buf bytes.Buffer
+	client, err := otc.NewClient(dead, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := NewMCPFront(context.Background(), []OTCUpstream{{Name: "u", Client: client}}, &MCPFrontOptions{Logger: zerolog.New(&buf)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(f.upstreams[0].tools); n != 0 {
+		t.Fatalf("%d tools from a dead upstream", n)
+	}
+	found := false
+	for _, l := range lines(&buf) {
+		if l["upstream"] == "u" && strings.Contains(l["message"].(string), "catalog unavailable") {
+			found = true
+			want := "upstream catalog unavailable: none of its tools is served until it answers GET /tools (asked again every 30s)"
+			if l["level"] != "error" || l["message"] != want || l["url"] != dead || !strings.Contains(l["error"].(string), "nothing listens at "+dead) {
+				t.Errorf("the line about a dead upstream: %v\nwant level error, message %q, url %s, and an error saying nothing listens there", l, want, dead)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("no log line about the dead upstream: %s", buf.String())
+	}
+
+	// Listed once, then down: its tools are kept, and the line says so.
+	srv := realOTCServer(t, nil)
+	buf.Reset()
+	client, err = otc.NewClient(srv.URL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err = NewMCPFront(context.Background(), []OTCUpstream{{Name: "u", Client: client}}, &MCPFrontOptions{Logger: zerolog.New(&buf)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Close()
+	if err := f.refresh(context.Background(), false); err != nil {
+		t.Fatal(err)
+	}
+	found = false
+	for _, l := range lines(&buf) {
+		if l["upstream"] == "u" && strings.Contains(l["message"].(string), "catalog unavailable") {
+			found = true
+			if l["level"] != "warn" || l["message"] != "upstream catalog unavailable; keeping its last tools" {
+				t.Errorf("the line about an upstream that was listed: %v", l)
+			}
+		}
+	}
+	if !found || len(f.upstreams[0].tools) == 0 {
+		t.Errorf("an upstream listed once, then down: %d tools kept; log %s", len(f.upstreams[0].tools), buf.String())
 	}
 }

@@ -1,5 +1,3 @@
-// Package bridge runs the two fronts as services: catalogs of upstream tools
-// and their refresh, call routing, timeouts, cancellation and logging.
 package bridge
 
 import (
@@ -77,6 +75,11 @@ type OTCUpstream struct {
 	// that must never reach a log line, should an upstream echo them;
 	// Secrets and Tokens values are redacted too. Zero: only those.
 	Credentials []string
+	// Configure, when set, replaces "configure it for upstream NAME" in
+	// the error of a call refused for a secret or user id this upstream
+	// was not given: how it can be given one (the built-in sample, which
+	// takes no configuration, says how to try such a tool). Zero: that.
+	Configure string
 }
 
 // MCPFrontOptions configure an MCPFront. A nil *MCPFrontOptions is the zero value.
@@ -97,6 +100,11 @@ type MCPFrontOptions struct {
 	// Tracer starts a span per call and per OTC request. Nil: no spans
 	// (trace context still flows from the host to the OTC server).
 	Tracer trace.Tracer
+	// IdempotencyTTL is how long the answer of a call made with an
+	// idempotency_key argument is kept for its repeats (IdempotencyKeyArg),
+	// in this process. Zero: DefaultIdempotencyTTL; negative: the argument
+	// is an ordinary one, passed on as it is.
+	IdempotencyTTL time.Duration
 }
 
 // MCPFront serves the tools of OTC upstreams to MCP clients.
@@ -108,6 +116,7 @@ type MCPFront struct {
 	front     *front.Front
 
 	draining atomic.Bool // Drain was called: /ready is 503
+	idem     *idemStore  // answers of calls with an idempotency_key; nil: off
 
 	mu          sync.Mutex // guards fingerprint and each upstream's tools on refresh
 	fingerprint [32]byte
@@ -146,6 +155,9 @@ type frontTool struct {
 	// versions maps every listed version's exact id to its definition:
 	// an OTC front further on may name one (mapping.MetaOTCRequest).
 	versions map[string]*otc.ToolDefinition
+	// ownIdemKey: the tool's input schema declares IdempotencyKeyArg, an
+	// argument of its own then, passed on as it is.
+	ownIdemKey bool
 }
 
 // NewMCPFront lists every upstream once and fails when two of them expose
@@ -161,6 +173,12 @@ func NewMCPFront(ctx context.Context, upstreams []OTCUpstream, opts *MCPFrontOpt
 	}
 	if f.opts.Refresh <= 0 {
 		f.opts.Refresh = DefaultRefresh
+	}
+	switch {
+	case f.opts.IdempotencyTTL == 0:
+		f.idem = newIdemStore(DefaultIdempotencyTTL, nil)
+	case f.opts.IdempotencyTTL > 0:
+		f.idem = newIdemStore(f.opts.IdempotencyTTL, nil)
 	}
 	f.tracer = f.opts.Tracer
 	if f.tracer == nil {
@@ -322,6 +340,11 @@ func (f *MCPFront) refresh(ctx context.Context, atStart bool) error {
 			r.err = r.clash
 		}
 		switch {
+		case r.err != nil && u.err == nil && len(u.tools) == 0:
+			// Nothing to keep: the host sees no tool of it, and this
+			// line is the only place that says why.
+			f.log.Error().Str("upstream", u.Name).Str("url", redactURL(u.Client.BaseURL())).Err(r.err).
+				Msgf("upstream catalog unavailable: none of its tools is served until it answers GET /tools (asked again every %s)", f.opts.Refresh)
 		case r.err != nil && u.err == nil:
 			f.log.Warn().Str("upstream", u.Name).Err(r.err).Msg("upstream catalog unavailable; keeping its last tools")
 		case r.err == nil && u.err != nil:
@@ -397,7 +420,8 @@ func latestTools(u *otcUpstream, defs []otc.ToolDefinition) (map[string]*frontTo
 		if prev, ok := tools[name]; ok {
 			return nil, fmt.Errorf("upstream %s lists two tools named %q: %s and %s", u.Name, name, prev.def.ID, d.ID)
 		}
-		ft := &frontTool{MCPTool: mapping.MCPToolFromOTC(d, name, u.Prefix, versions), up: u, def: d, versions: map[string]*otc.ToolDefinition{}}
+		ft := &frontTool{MCPTool: mapping.MCPToolFromOTC(d, name, u.Prefix, versions), up: u, def: d, versions: map[string]*otc.ToolDefinition{},
+			ownIdemKey: declaresProperty(d.InputSchema, IdempotencyKeyArg)}
 		for _, v := range versions {
 			ft.versions[exactID(v)] = v
 		}
@@ -457,6 +481,17 @@ func (f *MCPFront) handler(t *frontTool) front.ToolHandler {
 		if id, ok := front.RequestID(ctx); ok {
 			span.SetAttributes(tracing.KeyRequestID.String(requestIDString(id)))
 		}
+		// An idempotency_key the tool does not take is the host's: it
+		// becomes the call_id (README, What MCP hosts see).
+		idemKey := ""
+		if f.idem != nil && !t.ownIdemKey {
+			if key, rest, problem, ok := takeIdempotencyKey(callReq.Input); ok {
+				if problem != "" {
+					return mcpgo.NewToolResultError(problem), nil
+				}
+				idemKey, callReq.Input = key, rest
+			}
+		}
 		def := t.def
 		var forwarded *otc.CallContext
 		var carrier mapping.OTCRequestMeta
@@ -490,6 +525,9 @@ func (f *MCPFront) handler(t *frontTool) front.ToolHandler {
 			failed(span, metrics.AuthRequired)
 			return mcpgo.NewToolResultError(msg), nil
 		}
+		if idemKey != "" && carrier.CallID == "" {
+			callReq.CallID = front.ScopedCallID(ctx, idemKey)
+		}
 		callReq.Context = t.up.callContext(ctx, def.Requirements, forwarded)
 		// An OTC front deferred the requirements to this side: the
 		// upstream's own answer (a 400 naming what is missing) goes back.
@@ -499,7 +537,11 @@ func (f *MCPFront) handler(t *frontTool) front.ToolHandler {
 				Str("missing", missing).Msg("call refused: requirement not configured")
 			f.opts.Metrics.Call(metrics.FrontMCP, t.up.Name, t.Tool.Name, metrics.AuthRequired, time.Since(start))
 			failed(span, metrics.AuthRequired)
-			return nil, &front.RPCError{Code: mapping.CodeInternal, Message: fmt.Sprintf("the OTC tool %s needs %s: configure it for upstream %s", t.OTCID, missing, t.up.Name)}
+			how := "configure it for upstream " + t.up.Name
+			if t.up.Configure != "" {
+				how = t.up.Configure
+			}
+			return nil, &front.RPCError{Code: mapping.CodeInternal, Message: fmt.Sprintf("the OTC tool %s needs %s: %s", t.OTCID, missing, how)}
 		}
 		timeout := t.up.CallTimeout
 		if timeout <= 0 {
@@ -517,8 +559,20 @@ func (f *MCPFront) handler(t *frontTool) front.ToolHandler {
 		}
 		f.log.Debug().Str("call_id", cutID(callReq.CallID)).Str("tool_id", callReq.ToolID).Str("upstream", t.up.Name).
 			Str("dialect", string(t.up.Client.Dialect())).Dur("timeout", timeout).Msg("POST /tools/call")
-		resp, err := t.up.Client.Call(cctx, callReq)
+		var resp *otc.CallToolResponse
+		var err error
+		replayed := false
+		if idemKey != "" {
+			resp, replayed, err = f.idem.do(cctx, callReq.CallID, idemPrincipal(ctx), idemPrint(callReq), func() (*otc.CallToolResponse, error) {
+				return t.up.Client.Call(cctx, callReq)
+			})
+		} else {
+			resp, err = t.up.Client.Call(cctx, callReq)
+		}
 		ev := f.log.Info().Str("call_id", cutID(callReq.CallID)).Str("tool", t.Tool.Name).Str("tool_id", callReq.ToolID).Str("upstream", t.up.Name)
+		if replayed {
+			ev = ev.Bool("replayed", true)
+		}
 		if id := tracing.TraceID(ctx); id != "" {
 			ev = ev.Str("trace_id", id)
 		} else if callReq.TraceID != "" {
@@ -546,6 +600,19 @@ func (f *MCPFront) handler(t *frontTool) front.ToolHandler {
 		}
 		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
 			err = ctx.Err() // the host's own deadline or cancellation, not ours
+		}
+		var reused *otc.StatusError
+		switch {
+		case idemKey == "":
+		case errors.Is(err, errIdemKeyReused),
+			errors.As(err, &reused) && reused.StatusCode == 400 && reused.Message == otc.CallIDReusedMessage:
+			// Here, or at an OTC server that keeps call_ids (another replica
+			// of this front may have run the first call).
+			ev = ev.Str("outcome", "idempotency_key used for another call")
+			return idemKeyReused(idemKey, f.idem.ttl), nil
+		case errors.Is(err, errIdemBusy):
+			ev = ev.Str("outcome", "too many calls with an idempotency_key running")
+			return idemBusy(), nil
 		}
 		if errors.Is(err, context.Canceled) {
 			ev = ev.Str("outcome", "cancelled by the client")
@@ -585,6 +652,10 @@ func callOutcome(resp *otc.CallToolResponse, err error) string {
 		return metrics.Cancelled
 	case errors.Is(err, context.DeadlineExceeded):
 		return metrics.Timeout
+	case errors.Is(err, errIdemKeyReused):
+		return metrics.InvalidInput
+	case errors.Is(err, errIdemBusy):
+		return metrics.Unavailable
 	case !errors.As(err, &se):
 		return metrics.Unavailable // unreachable, or an unreadable answer
 	case errors.Is(se, otc.ErrValidation), errors.Is(se, otc.ErrBadRequest) && len(se.ParameterErrors) > 0:

@@ -110,7 +110,7 @@ type OTCFront struct {
 
 type mcpUpstream struct {
 	MCPUpstream
-	up     *upstream.Upstream
+	up     *upstream.Upstream // set by NewOTCFront before any connects; never changes after
 	mu     sync.Mutex
 	tools  []json.RawMessage // the latest raw tools/list
 	served bool              // its tools are in the served catalog
@@ -188,60 +188,58 @@ func NewOTCFront(ctx context.Context, upstreams []MCPUpstream, opts *OTCFrontOpt
 		mux.Handle("/", h)
 		f.serve = mux
 	}
+	// Every upstream is built and recorded before any connects: its
+	// callbacks (a tool list can arrive before Connect returns) find the
+	// front whole, and u.up never changes after.
 	for _, u := range f.ups {
-		cfg := u.Config
-		if u.OAuth != nil {
-			if f.oauth == nil || cfg.URL == "" {
-				_ = f.Close(context.Background())
-				return nil, fmt.Errorf("MCP server %s: OAuth needs an HTTP server and the bridge's OAuth options", cfg.Name)
-			}
-			oc := *u.OAuth
-			oc.Upstream, oc.ServerURL = cfg.Name, cfg.URL
-			client, err := f.oauth.Client(oc)
-			if err != nil {
-				_ = f.Close(context.Background())
-				return nil, fmt.Errorf("MCP server %s: %w", cfg.Name, err)
-			}
-			cfg.Auth = client
+		if u.up, err = f.newUpstream(u, o.Version); err != nil {
+			return nil, err
 		}
-		up, err := upstream.Start(ctx, &cfg, &upstream.Options{
-			Logger:        slogLogger(f.log),
-			ClientName:    "mcpotc",
-			ClientVersion: o.Version,
-			OnToolsChanged: func(tools []json.RawMessage) {
-				f.metrics.Refreshed(metrics.FrontOTC, f.upstreamName(u), nil)
-				f.toolsChanged(u, tools)
-			},
-			OnListFailed: func(err error) {
-				f.metrics.Refreshed(metrics.FrontOTC, f.upstreamName(u), err)
-			},
-			Diagnose: diagnoseMCPURL,
-			OnElicitation: func(e upstream.Elicitation) {
-				f.log.Warn().Str("upstream", e.Upstream).Str("mode", e.Mode).Str("url", e.URL).Str("answer", e.Action).
-					Msg("upstream asked for an elicitation during a call; OTC cannot carry it, so it was refused")
-			},
-		})
-		if err != nil {
-			_ = f.Close(context.Background())
-			return nil, fmt.Errorf("MCP server %s: %w", cfg.Name, err)
-		}
-		f.mu.Lock() // rebuild, run by the upstream's goroutine, reads u.up
-		u.up = up
-		f.mu.Unlock()
 	}
 	f.metrics.Watch(metrics.FrontOTC, f.upstreamMetrics)
-	// A tool list that arrived before its upstream was recorded above was
-	// skipped by that rebuild: build again.
 	for _, u := range f.ups {
-		u.mu.Lock()
-		early := u.tools != nil
-		u.mu.Unlock()
-		if early {
-			f.rebuild()
-			break
-		}
+		u.up.Connect(ctx)
 	}
 	return f, nil
+}
+
+// newUpstream builds u's connection, not started yet, with the callbacks
+// that feed the catalog.
+func (f *OTCFront) newUpstream(u *mcpUpstream, version string) (*upstream.Upstream, error) {
+	cfg := u.Config
+	if u.OAuth != nil {
+		if f.oauth == nil || cfg.URL == "" {
+			return nil, fmt.Errorf("MCP server %s: OAuth needs an HTTP server and the bridge's OAuth options", cfg.Name)
+		}
+		oc := *u.OAuth
+		oc.Upstream, oc.ServerURL = cfg.Name, cfg.URL
+		client, err := f.oauth.Client(oc)
+		if err != nil {
+			return nil, fmt.Errorf("MCP server %s: %w", cfg.Name, err)
+		}
+		cfg.Auth = client
+	}
+	up, err := upstream.New(&cfg, &upstream.Options{
+		Logger:        slogLogger(f.log),
+		ClientName:    "mcpotc",
+		ClientVersion: version,
+		OnToolsChanged: func(tools []json.RawMessage) {
+			f.metrics.Refreshed(metrics.FrontOTC, u.name(), nil)
+			f.toolsChanged(u, tools)
+		},
+		OnListFailed: func(err error) {
+			f.metrics.Refreshed(metrics.FrontOTC, u.name(), err)
+		},
+		Diagnose: diagnoseMCPURL,
+		OnElicitation: func(e upstream.Elicitation) {
+			f.log.Warn().Str("upstream", e.Upstream).Str("mode", e.Mode).Str("url", e.URL).Str("answer", e.Action).
+				Msg("upstream asked for an elicitation during a call; OTC cannot carry it, so it was refused")
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("MCP server %s: %w", cfg.Name, err)
+	}
+	return up, nil
 }
 
 // Handler serves OTC, and the /oauth/ routes with OTCFrontOptions.OAuth.
@@ -256,7 +254,7 @@ func (f *OTCFront) authorized(name, user string) {
 		return
 	}
 	for _, u := range f.ups {
-		if u.Config.Name == name && u.up != nil {
+		if u.Config.Name == name {
 			u.up.Retry()
 		}
 	}
@@ -269,9 +267,6 @@ func (f *OTCFront) Close(ctx context.Context) error {
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	for _, u := range f.ups {
-		if u.up == nil {
-			continue
-		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -288,20 +283,7 @@ func (f *OTCFront) Close(ctx context.Context) error {
 
 // name is the upstream's name in logs and health: the configured one, else
 // the server's serverInfo.name (upstream.Config.Name).
-func (u *mcpUpstream) name() string {
-	if u.up != nil {
-		return u.up.Name()
-	}
-	return u.Config.Name
-}
-
-// upstreamName is u.name() for the upstream's own callbacks, which can
-// run before NewOTCFront records u.up (under f.mu).
-func (f *OTCFront) upstreamName(u *mcpUpstream) string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return u.name()
-}
+func (u *mcpUpstream) name() string { return u.up.Name() }
 
 // health answers GET /health: 200 when every upstream is ready, else 503
 // naming the ones that are not and why.
@@ -404,7 +386,7 @@ func (f *OTCFront) ready(ctx context.Context) (bool, any) {
 // the tool may well exist once it is.
 func (f *OTCFront) unknown(id otc.ToolID) *otc.ServerErrorResponse {
 	for _, u := range f.ups {
-		if u.up == nil || u.up.Ready() {
+		if u.up.Ready() {
 			continue
 		}
 		s := u.up.Status()
@@ -443,9 +425,6 @@ func (f *OTCFront) rebuild() {
 	toolkits := map[string]string{} // toolkit → upstream, for clashes
 	ids := map[string]string{}      // tool id → upstream
 	for _, u := range f.ups {
-		if u.up == nil {
-			continue
-		}
 		u.mu.Lock()
 		raw := u.tools
 		u.mu.Unlock()
@@ -528,6 +507,10 @@ func (f *OTCFront) otcTools(u *mcpUpstream, toolkit, version string, raw []json.
 				Msg("recursive or remote $refs replaced by {} in the OTC schema")
 		}
 		for _, t := range tools {
+			// The x-mcp-tool carrier is listed only to callers that read
+			// it (an MCP front: README, "Round trips").
+			var carriers otc.Extensions
+			t.Def.InputSchema, carriers = mapping.SchemaCarriers(t.Def.InputSchema)
 			// One tool whose schema cannot be compiled must not withhold the rest.
 			if err := f.handler.CheckInputSchema(t.Def.ID, t.Def.InputSchema); err != nil {
 				if f.notes.fresh("schema " + u.name() + " " + t.Def.ID + " " + err.Error()) {
@@ -535,7 +518,7 @@ func (f *OTCFront) otcTools(u *mcpUpstream, toolkit, version string, raw []json.
 				}
 				continue
 			}
-			tool := otc.Tool{Definition: t.Def, Func: f.call(u, id.MCPName, t), DeferRequirements: t.Restored}
+			tool := otc.Tool{Definition: t.Def, Func: f.call(u, id.MCPName, t), DeferRequirements: t.Restored, SchemaCarriers: carriers}
 			if u.perUser() {
 				// Each user's own authorization: the tool says so, and its
 				// function checks (the vault may hold the user's token).
@@ -636,7 +619,13 @@ func (f *OTCFront) call(u *mcpUpstream, mcpName string, t mapping.OTCTool) otc.T
 			failed(span, classifyToolErr(err))
 			return nil, err
 		}
-		out, err := mapping.OTCResultFor(raw, shape)
+		// The x-mcp-result carrier (a second copy of the result) only
+		// for a caller that reads it.
+		mapResult := mapping.OTCResultPlain
+		if c.ReadsCarriers(mapping.CarriersFamily) {
+			mapResult = mapping.OTCResultFor
+		}
+		out, err := mapResult(raw, shape)
 		switch {
 		case err != nil:
 			return nil, &otc.ToolError{Message: "The tool server sent an unreadable result", DeveloperMessage: err.Error()}
@@ -799,13 +788,8 @@ func (f *OTCFront) measure(rec *otc.CallRecord) {
 
 // upstreamMetrics is the state of every upstream, for a scrape.
 func (f *OTCFront) upstreamMetrics() []metrics.UpstreamState {
-	f.mu.Lock() // NewOTCFront sets each u.up under it
-	defer f.mu.Unlock()
 	out := make([]metrics.UpstreamState, 0, len(f.ups))
 	for _, u := range f.ups {
-		if u.up == nil {
-			continue
-		}
 		s := u.up.Status()
 		u.mu.Lock()
 		st := metrics.UpstreamState{Name: u.name(), Up: s.Ready && u.served, Tools: len(u.tools), Restarts: int64(s.Restarts)}

@@ -48,6 +48,29 @@ const (
 	XMCPError = "x-mcp-error"
 )
 
+// CarriersFamily is the family of the carriers an OTC front writes
+// (XMCPTool, XMCPResult, XMCPContent, XMCPError): an MCP front names it in
+// the otc.CarriersHeader of its requests, and only such a caller gets them
+// (README, "Round trips").
+const CarriersFamily = "x-mcp"
+
+// SchemaCarriers takes the XMCPTool keyword out of an input schema that
+// OTCToolsFromMCP made: the schema every OTC caller is shown, and the
+// keyword as the otc.Tool's SchemaCarriers, shown only to a caller that
+// reads CarriersFamily (nil when the schema has none).
+func SchemaCarriers(inputSchema json.RawMessage) (json.RawMessage, otc.Extensions) {
+	if !bytes.Contains(inputSchema, []byte(`"`+XMCPTool+`"`)) {
+		return inputSchema, nil
+	}
+	var top map[string]json.RawMessage
+	if json.Unmarshal(inputSchema, &top) != nil || top[XMCPTool] == nil {
+		return inputSchema, nil
+	}
+	ext := otc.Extensions{XMCPTool: top[XMCPTool]}
+	delete(top, XMCPTool)
+	return encode(top), ext
+}
+
 // OTCToolMeta is the MetaOTCTool carrier.
 type OTCToolMeta struct {
 	ID           string            `json:"id"`

@@ -220,6 +220,17 @@ func otcResult(raw json.RawMessage, outputSchema json.RawMessage) (OTCOutcome, e
 // is needed; the property that decision keeps (MCPResult of the outcome is
 // the result again) is tested over random results in results_prop_test.go.
 func OTCResultFor(raw json.RawMessage, s OTCResultShape) (OTCOutcome, error) {
+	return otcResultFor(raw, s, true)
+}
+
+// OTCResultPlain is OTCResultFor for a caller that does not read the
+// x-mcp carriers (otc.CarriersHeader): the same value or error, with no
+// Ext, and without the copy of the result that XMCPResult would hold.
+func OTCResultPlain(raw json.RawMessage, s OTCResultShape) (OTCOutcome, error) {
+	return otcResultFor(raw, s, false)
+}
+
+func otcResultFor(raw json.RawMessage, s OTCResultShape, carriers bool) (OTCOutcome, error) {
 	r, err := readMCPResult(raw)
 	if err != nil {
 		return OTCOutcome{}, fmt.Errorf("malformed CallToolResult: %w", err)
@@ -259,11 +270,15 @@ func OTCResultFor(raw json.RawMessage, s OTCResultShape) (OTCOutcome, error) {
 	default:
 		out.Value = encode(r.Content)
 		if r.onlyContent() {
-			out.Ext = otc.Extensions{XMCPContent: json.RawMessage("true")}
+			if carriers {
+				out.Ext = otc.Extensions{XMCPContent: json.RawMessage("true")}
+			}
 			return out, nil
 		}
 	}
-	out.Ext = otc.Extensions{XMCPResult: compactJSON(raw)}
+	if carriers {
+		out.Ext = otc.Extensions{XMCPResult: compactJSON(raw)}
+	}
 	return out, nil
 }
 

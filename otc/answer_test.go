@@ -39,7 +39,8 @@ func TestResultAnswerMatchesWriteJSON(t *testing.T) {
 					}{schema, resp})
 				}
 				got := httptest.NewRecorder()
-				rp := &reply{w: got, schema: schema, flat: flat}
+				// A caller that reads every family of carriers the answers hold.
+				rp := &reply{w: got, schema: schema, flat: flat, carriers: []string{"x-a", "x-b", "x-mcp"}}
 				rp.result(resp)
 				if got.Code != want.Code || got.Body.String() != want.Body.String() || !reflect.DeepEqual(got.Header(), want.Header()) {
 					t.Errorf("flat=%v schema=%s resp=%+v:\n got %d %v %.300s\nwant %d %v %.300s", flat, schema, resp,

@@ -2,17 +2,16 @@ package otc
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"net/http"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/mcpotc/mcpotc/internal/httpguard"
 )
 
 // Caller identities (see authorized).
@@ -72,14 +71,14 @@ func (h *Handler) authorized(rp *reply) (Caller, bool) {
 // With transport auth off every request passes, unauthenticated. For
 // routes served beside the handler (the bridge's OAuth confirmation).
 func (h *Handler) Authenticate(r *http.Request) (Caller, string) {
-	c := Caller{Addr: hostOnly(r.RemoteAddr)}
+	c := Caller{Addr: httpguard.HostOnly(r.RemoteAddr)}
 	if h.opts.APIKey == "" && len(h.opts.JWTSecret) == 0 {
 		return c, ""
 	}
 	if h.opts.APIKey != "" {
 		for _, name := range []string{APIKeyHeader, oldAPIKeyHeader, rfcAPIKeyHeader} {
 			if v := r.Header.Get(name); v != "" {
-				if equalSecret(v, h.opts.APIKey) {
+				if httpguard.EqualSecret(v, h.opts.APIKey) {
 					c.ID, c.Authenticated = CallerAPIKey, true
 					return c, ""
 				}
@@ -87,7 +86,7 @@ func (h *Handler) Authenticate(r *http.Request) (Caller, string) {
 			}
 		}
 	}
-	bearer, hasBearer := bearerToken(r)
+	bearer, hasBearer := httpguard.Bearer(r.Header.Get("Authorization"))
 	if !hasBearer {
 		if h.opts.APIKey != "" {
 			return c, "send the API key in the OXP-API-Key header or a bearer token"
@@ -95,7 +94,7 @@ func (h *Handler) Authenticate(r *http.Request) (Caller, string) {
 		return c, "send a bearer JWT in the Authorization header"
 	}
 	// OXP SDK clients send their API key as a bearer token.
-	if h.opts.APIKey != "" && equalSecret(bearer, h.opts.APIKey) {
+	if h.opts.APIKey != "" && httpguard.EqualSecret(bearer, h.opts.APIKey) {
 		c.ID, c.Authenticated = CallerAPIKey, true
 		return c, ""
 	}
@@ -190,22 +189,6 @@ func audience(claims jwt.MapClaims) (aud []string, present, ok bool) {
 		return aud, true, true
 	}
 	return nil, true, false
-}
-
-func bearerToken(r *http.Request) (string, bool) {
-	v := r.Header.Get("Authorization")
-	scheme, token, ok := strings.Cut(v, " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return "", false
-	}
-	token = strings.TrimSpace(token)
-	return token, token != ""
-}
-
-// equalSecret compares in constant time, also with respect to length.
-func equalSecret(a, b string) bool {
-	ha, hb := sha256.Sum256([]byte(a)), sha256.Sum256([]byte(b))
-	return subtle.ConstantTimeCompare(ha[:], hb[:]) == 1
 }
 
 // NewJWTSource returns a BearerTokenFunc that signs HS256 JWTs with secret,

@@ -3,6 +3,7 @@ package otc
 import (
 	"bytes"
 	"encoding/json"
+	"net/http"
 	"sort"
 	"strings"
 )
@@ -65,8 +66,10 @@ func withExtensions(obj []byte, ext Extensions) ([]byte, error) {
 
 // marshalWith encodes p, a wire type's plain twin (the same fields
 // without the methods, so that encoding does not recurse), and appends ext.
+// Like every answer of the package, without HTML escaping: a value's <, >
+// and & stay one byte each, as the tool wrote them.
 func marshalWith[P any](p P, ext Extensions) ([]byte, error) {
-	b, err := json.Marshal(p)
+	b, err := marshal(p)
 	if err != nil {
 		return nil, err
 	}
@@ -120,4 +123,123 @@ func (e ValidationErrorResponse) MarshalJSON() ([]byte, error) {
 func (e *ValidationErrorResponse) UnmarshalJSON(data []byte) error {
 	type plain ValidationErrorResponse
 	return unmarshalWith(data, (*plain)(e), &e.Ext)
+}
+
+// CarriersHeader is the request header by which a client says which
+// families of "x-" members (carriers) it reads: a comma-separated list such
+// as "x-mcp", the family of x-mcp-tool, x-mcp-result, x-mcp-content and
+// x-mcp-error. A Handler writes a carrier (in an answer, an error body, or
+// a listed input_schema: Tool.SchemaCarriers) only to a caller that names
+// its family; every other caller gets plain OTC. An MCP front in front of an
+// OTC front sends it (README, "Round trips"); an OTC client has no use for
+// the carriers and need not pay for them.
+const CarriersHeader = "Mcpotc-Carriers"
+
+// Bounds on what CarriersHeader is read of: a longer list or family is
+// ignored past them.
+const (
+	maxCarrierFamilies  = 8
+	maxCarrierFamilyLen = 64
+)
+
+// carrierFamilies reads the families a request's CarriersHeader names:
+// lower-cased, each starting with "x-"; nil when none.
+func carrierFamilies(h http.Header) []string {
+	var out []string
+	for _, line := range h.Values(CarriersHeader) {
+		for f := range strings.SplitSeq(line, ",") {
+			f = strings.ToLower(strings.TrimSpace(f))
+			if len(out) == maxCarrierFamilies {
+				return out
+			}
+			if len(f) > len("x-") && len(f) <= maxCarrierFamilyLen && strings.HasPrefix(f, "x-") {
+				out = append(out, f)
+			}
+		}
+	}
+	return out
+}
+
+// inFamilies reports whether the member name belongs to one of families:
+// it is the family's name, or starts with it and a "-".
+func inFamilies(name string, families []string) bool {
+	name = strings.ToLower(name)
+	for _, f := range families {
+		if rest, ok := strings.CutPrefix(name, f); ok && (rest == "" || rest[0] == '-') {
+			return true
+		}
+	}
+	return false
+}
+
+// only returns the members of ext in one of families (ext itself when all
+// are; nil when none).
+func (ext Extensions) only(families []string) Extensions {
+	kept := 0
+	for k := range ext {
+		if inFamilies(k, families) {
+			kept++
+		}
+	}
+	switch kept {
+	case len(ext):
+		return ext
+	case 0:
+		return nil
+	}
+	out := make(Extensions, kept)
+	for k, v := range ext {
+		if inFamilies(k, families) {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// ReadsCarriers reports whether the caller of this call reads the carriers
+// of family (such as "x-mcp"): a tool function need not work out carriers
+// that would not be sent (the Handler leaves out the others anyway).
+func (c *Call) ReadsCarriers(family string) bool {
+	return c.HTTP != nil && inFamilies(family, carrierFamilies(c.HTTP.Header))
+}
+
+// forCaller returns a copy of an answer whose carriers are only those of
+// families (resp itself when nothing is left out).
+func (r *CallToolResponse) forCaller(families []string) *CallToolResponse {
+	ext := r.Ext.only(families)
+	var errExt Extensions
+	if r.Error != nil {
+		errExt = r.Error.Ext.only(families)
+	}
+	if len(ext) == len(r.Ext) && (r.Error == nil || len(errExt) == len(r.Error.Ext)) {
+		return r
+	}
+	c := *r
+	c.Ext = ext
+	if r.Error != nil {
+		e := *r.Error
+		e.Ext = errExt
+		c.Error = &e
+	}
+	return &c
+}
+
+// errorForCaller returns a 400 / 422 body whose carriers are only those of
+// families (body itself when nothing is left out).
+func errorForCaller(body any, families []string) any {
+	switch b := body.(type) {
+	case *ServerErrorResponse:
+		if ext := b.Ext.only(families); len(ext) != len(b.Ext) {
+			c := *b
+			c.Ext = ext
+			return &c
+		}
+	case *ValidationErrorResponse:
+		if ext := b.Ext.only(families); len(ext) != len(b.Ext) {
+			c := *b
+			c.Ext = ext
+			return &c
+		}
+	}
+	return body
 }

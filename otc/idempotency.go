@@ -180,10 +180,14 @@ func writeContext(h hash.Hash, field func([]byte), cc *CallContext) {
 	field([]byte(cc.UserID))
 }
 
+// CallIDReusedMessage is the message of the 400 that answers a repeat of
+// a call_id whose call differs (a client may recognize it).
+const CallIDReusedMessage = "This call_id was already used for a different call"
+
 // errCallIDReused answers a repeat of a call_id whose call differs.
 func errCallIDReused(callID string) *ServerErrorResponse {
 	return &ServerErrorResponse{
-		Message: "This call_id was already used for a different call",
+		Message: CallIDReusedMessage,
 		DeveloperMessage: "call_id " + callID + " is an idempotency key: send a new call_id for a different tool, input or context " +
 			"(or from another caller)",
 	}

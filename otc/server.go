@@ -10,9 +10,7 @@ import (
 	"fmt"
 	"io"
 	"mime"
-	"net"
 	"net/http"
-	"os"
 	"reflect"
 	"runtime/debug"
 	"sort"
@@ -21,6 +19,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/mcpotc/mcpotc/internal/httpguard"
 )
 
 // StatusClientClosed is the status a CallRecord reports for a call whose
@@ -73,6 +73,12 @@ type Tool struct {
 	// bridge whose upstream checks them and answers with its own
 	// challenges). Zero: the handler checks them before the tool runs.
 	DeferRequirements bool
+	// SchemaCarriers are "x-" keywords added to the top of the tool's
+	// input_schema in a GET /tools answer to a caller that reads their
+	// family (CarriersHeader); the definition's InputSchema, which calls
+	// are validated against and every other caller is shown, has none of
+	// them. Nil: none.
+	SchemaCarriers Extensions
 }
 
 // Options configure a Handler. A nil *Options is the zero value.
@@ -168,7 +174,8 @@ type Options struct {
 	AllowedHosts []string
 	// AllowedOrigins are browser origins ("https://app.example.com", or
 	// "*" for any) that the DNS-rebinding protection accepts in Origin:
-	// those a CORS setting admits (see OriginListed). The CORS headers
+	// those a CORS setting admits (scheme, host and port, compared
+	// case-insensitively; a trailing slash ignored). The CORS headers
 	// themselves are not this handler's.
 	AllowedOrigins []string
 	// DisableLocalhostProtection turns off DNS-rebinding protection. By
@@ -272,8 +279,9 @@ type Handler struct {
 	maxBody     int64
 	callTimeout time.Duration
 	bodyTimeout time.Duration
-	idem        *idempotency       // nil when off or shared
-	shared      *sharedIdempotency // nil unless IdempotencyStore
+	rebinding   *httpguard.Rebinding // Options.AllowedHosts and AllowedOrigins
+	idem        *idempotency         // nil when off or shared
+	shared      *sharedIdempotency   // nil unless IdempotencyStore
 	catalog     atomic.Pointer[catalog]
 	mux         *http.ServeMux
 
@@ -289,6 +297,17 @@ type catalog struct {
 	// JSON Schemas for OXP callers, the {"parameters": …} wrapper for
 	// otc-1.0 callers (each spec requires its own).
 	toolsPlain, toolsWrapped json.RawMessage
+	// The same with every tool's SchemaCarriers, for callers that read
+	// all of them (nil when no tool has any); carrierKeys are their names.
+	toolsPlainCarried, toolsWrappedCarried json.RawMessage
+	carrierKeys                            []string
+	// suggest offers served ids for a call to one nobody serves.
+	suggest suggestIndex
+	// What a caller that reads some of the carriers only is answered
+	// from, encoded for it (seldom: one family is in use).
+	defs     []ToolDefinition
+	plains   []json.RawMessage
+	carriers []Extensions
 }
 
 type toolVersions struct {
@@ -345,6 +364,7 @@ func NewHandler(tools []Tool, opts *Options) (*Handler, error) {
 	if h.bodyTimeout <= 0 {
 		h.bodyTimeout = DefaultBodyReadTimeout
 	}
+	h.rebinding = httpguard.NewRebinding(h.opts.AllowedHosts, h.opts.AllowedOrigins)
 	switch {
 	case h.opts.IdempotencyTTL > 0 && h.opts.IdempotencyStore != nil:
 		h.shared = newSharedIdempotency(h.opts.IdempotencyStore, h.opts.IdempotencyTTL, h.callTimeout, h.opts.IdempotencyMaxRunning, h.opts.IdempotencyMaxBytes)
@@ -389,6 +409,8 @@ func (h *Handler) SetTools(tools []Tool) error {
 	c := &catalog{byKey: map[string]*toolVersions{}}
 	defs := make([]ToolDefinition, 0, len(tools))
 	plains := make([]json.RawMessage, 0, len(tools)) // PlainInputSchema of each, from its validator
+	carriers := make([]Extensions, 0, len(tools))
+	keys := map[string]bool{}
 	for i := range tools {
 		t := tools[i]
 		d := &t.Definition
@@ -429,19 +451,74 @@ func (h *Handler) SetTools(tools []Tool) error {
 		tv.versions = append(tv.versions, d.Version)
 		defs = append(defs, *d)
 		plains = append(plains, v.plain)
+		for k := range t.SchemaCarriers {
+			if !strings.HasPrefix(k, "x-") {
+				return fmt.Errorf("tool %s: schema carrier %q does not start with x-", d.ID, k)
+			}
+			keys[k] = true
+		}
+		carriers = append(carriers, t.SchemaCarriers)
 	}
 	c.resolveVersions()
+	served := make([]string, 0, len(c.byKey))
+	for k := range c.byKey {
+		served = append(served, k)
+	}
+	c.suggest = newSuggestIndex(served)
 	var err error
-	if c.toolsPlain, err = marshal(withInputSchemas(defs, plains, false)); err != nil {
+	if c.toolsPlain, err = marshal(withInputSchemas(defs, plains, nil, false)); err != nil {
 		return err
 	}
-	if c.toolsWrapped, err = marshal(withInputSchemas(defs, plains, true)); err != nil {
+	if c.toolsWrapped, err = marshal(withInputSchemas(defs, plains, nil, true)); err != nil {
 		return err
 	}
 	// Kept for as long as the catalog: no spare capacity.
 	c.toolsPlain, c.toolsWrapped = bytes.Clone(c.toolsPlain), bytes.Clone(c.toolsWrapped)
+	if len(keys) > 0 {
+		if c.toolsPlainCarried, err = marshal(withInputSchemas(defs, plains, carriers, false)); err != nil {
+			return err
+		}
+		if c.toolsWrappedCarried, err = marshal(withInputSchemas(defs, plains, carriers, true)); err != nil {
+			return err
+		}
+		c.toolsPlainCarried, c.toolsWrappedCarried = bytes.Clone(c.toolsPlainCarried), bytes.Clone(c.toolsWrappedCarried)
+		for k := range keys {
+			c.carrierKeys = append(c.carrierKeys, k)
+		}
+		c.defs, c.plains, c.carriers = defs, plains, carriers
+	}
 	h.catalog.Store(c)
 	return nil
+}
+
+// listing is the encoded ToolDefinition array a caller that reads the
+// carrier families gets (see CarriersHeader).
+func (c *catalog) listing(families []string, wrapped bool) json.RawMessage {
+	read := 0
+	for _, k := range c.carrierKeys {
+		if inFamilies(k, families) {
+			read++
+		}
+	}
+	switch {
+	case read == 0 && wrapped:
+		return c.toolsWrapped
+	case read == 0:
+		return c.toolsPlain
+	case read == len(c.carrierKeys) && wrapped:
+		return c.toolsWrappedCarried
+	case read == len(c.carrierKeys):
+		return c.toolsPlainCarried
+	}
+	some := make([]Extensions, len(c.carriers))
+	for i, ext := range c.carriers {
+		some[i] = ext.only(families)
+	}
+	b, err := marshal(withInputSchemas(c.defs, c.plains, some, wrapped))
+	if err != nil {
+		return c.toolsPlain
+	}
+	return b
 }
 
 // resolveVersions sorts each tool's versions and works out what calls
@@ -585,10 +662,13 @@ type reply struct {
 	flat   bool   // oxp-flat: bare bodies
 	schema string // envelope $schema
 	header string // OXP-Version answered (1.0) when the caller sent one
+	// carriers are the families of "x-" members the caller reads
+	// (CarriersHeader); the others are left out of the answer.
+	carriers []string
 }
 
 func (h *Handler) newReply(w http.ResponseWriter, r *http.Request) (*reply, bool) {
-	rp := &reply{w: w, r: r, schema: SchemaOXP10}
+	rp := &reply{w: w, r: r, schema: SchemaOXP10, carriers: carrierFamilies(r.Header)}
 	if vals := r.Header.Values(VersionHeader); len(vals) > 0 {
 		rp.header = HeaderVersion10
 		rp.flat = true
@@ -615,6 +695,7 @@ func (rp *reply) error(status int, body any) {
 	if b, ok := body.(*ServerErrorResponse); ok && b.RetryAfter > 0 {
 		setRetryHeaders(rp.w.Header(), b.RetryAfter)
 	}
+	body = errorForCaller(body, rp.carriers)
 	if !rp.flat {
 		switch b := body.(type) {
 		case *ServerErrorResponse:
@@ -636,6 +717,7 @@ func (rp *reply) error(status int, body any) {
 // which costs as much as the first for a large value.
 func (rp *reply) result(resp *CallToolResponse) {
 	rp.headers()
+	resp = resp.forCaller(rp.carriers)
 	body, err := resp.MarshalJSON()
 	if err != nil {
 		writeJSON(rp.w, http.StatusOK, resp) // answers 500, as for any answer that does not encode
@@ -663,8 +745,7 @@ func (h *Handler) serveTools(w http.ResponseWriter, r *http.Request) {
 		var body struct {
 			Schema string `json:"$schema"`
 		}
-		rc := http.NewResponseController(w)
-		bounded := rc.SetReadDeadline(time.Now().Add(h.bodyTimeout)) == nil
+		lift := httpguard.ReadDeadline(w, h.bodyTimeout)
 		data, err := io.ReadAll(io.LimitReader(r.Body, 64<<10))
 		if isTimeout(err) {
 			w.Header().Set("Connection", "close")
@@ -674,9 +755,7 @@ func (h *Handler) serveTools(w http.ResponseWriter, r *http.Request) {
 			})
 			return
 		}
-		if bounded {
-			_ = rc.SetReadDeadline(time.Time{})
-		}
+		lift()
 		if len(bytes.TrimSpace(data)) > 0 && json.Unmarshal(data, &body) == nil && body.Schema != "" {
 			if _, known := dialectOfSchema(body.Schema); !known {
 				rp.error(http.StatusBadRequest, &ServerErrorResponse{Message: "Unsupported OTC version", DeveloperMessage: fmt.Sprintf("$schema %q is not supported", body.Schema)})
@@ -686,10 +765,11 @@ func (h *Handler) serveTools(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	c := h.catalog.Load()
-	tools := c.toolsPlain
+	wrapped := false
 	if d, _ := dialectOfSchema(rp.schema); d == DialectOTC10 {
-		tools = c.toolsWrapped
+		wrapped = true
 	}
+	tools := c.listing(rp.carriers, wrapped)
 	rp.headers()
 	// The catalog was encoded by SetTools (compact, as writeJSON writes
 	// it): its bytes are written as they are, in place, not encoded again.
@@ -755,37 +835,15 @@ func checkContentType(r *http.Request) *ServerErrorResponse {
 }
 
 // readBody reads a call's body within the body read timeout (when the
-// ResponseWriter supports read deadlines), then lifts the deadline so that
-// the server's watch for a closed connection is not cut by it.
+// ResponseWriter supports read deadlines) and the body limit, then lifts
+// the deadline so that the server's watch for a closed connection is not
+// cut by it.
 func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	rc := http.NewResponseController(w)
-	bounded := rc.SetReadDeadline(time.Now().Add(h.bodyTimeout)) == nil
-	body := http.MaxBytesReader(w, r.Body, h.maxBody)
-	var data []byte
-	var err error
-	if n := r.ContentLength; n > 0 && n <= h.maxBody {
-		// One buffer of the announced size (net/http ends the body there).
-		data = make([]byte, n)
-		var got int
-		got, err = io.ReadFull(body, data)
-		data = data[:got]
-	} else {
-		data, err = io.ReadAll(body)
-	}
-	if bounded && !isTimeout(err) {
-		_ = rc.SetReadDeadline(time.Time{})
-	}
-	return data, err
+	return httpguard.ReadBody(w, r, h.maxBody, h.bodyTimeout)
 }
 
 // isTimeout reports whether err is a read deadline that passed.
-func isTimeout(err error) bool {
-	if errors.Is(err, os.ErrDeadlineExceeded) {
-		return true
-	}
-	var ne net.Error
-	return errors.As(err, &ne) && ne.Timeout()
-}
+var isTimeout = httpguard.TimedOut
 
 // decodeCall reads and checks the request body. On failure it returns the
 // status and body to answer with; the request (possibly partial) is returned
@@ -923,7 +981,7 @@ func (h *Handler) call(rp *reply, r *http.Request, req *CallToolRequest, caller 
 	c := h.catalog.Load()
 	id, err := ParseToolID(req.ToolID)
 	if err != nil {
-		failure := &ServerErrorResponse{Message: fmt.Sprintf("Tool '%s' was not found", req.ToolID), DeveloperMessage: err.Error()}
+		failure := &ServerErrorResponse{Message: fmt.Sprintf("Tool '%s' was not found%s", req.ToolID, didYouMean(c.suggest.suggest(req.ToolID))), DeveloperMessage: err.Error()}
 		rp.error(http.StatusBadRequest, failure)
 		h.observeUnknown(r.Context(), req, start, failure)
 		return
@@ -945,10 +1003,13 @@ func (h *Handler) call(rp *reply, r *http.Request, req *CallToolRequest, caller 
 	}
 	if st == nil {
 		dev := fmt.Sprintf("no tool %s is served", id.Key())
+		hint := ""
 		if tv != nil {
 			dev = fmt.Sprintf("%s is not available; available versions of %s: %s", id, id.Key(), strings.Join(tv.versions, ", "))
+		} else {
+			hint = didYouMean(c.suggest.suggest(req.ToolID))
 		}
-		failure := &ServerErrorResponse{Message: fmt.Sprintf("Tool '%s' was not found", req.ToolID), DeveloperMessage: dev}
+		failure := &ServerErrorResponse{Message: fmt.Sprintf("Tool '%s' was not found%s", req.ToolID, hint), DeveloperMessage: dev}
 		rp.error(http.StatusBadRequest, failure)
 		h.observeUnknown(r.Context(), req, start, failure)
 		return
@@ -1335,11 +1396,17 @@ func describeJSONError(data []byte, err error) string {
 
 // withInputSchemas returns copies of defs whose input schemas are all plain
 // JSON Schemas (plains[i] is PlainInputSchema of defs[i]), or all wrapped
-// in {"parameters": …}.
-func withInputSchemas(defs []ToolDefinition, plains []json.RawMessage, wrapped bool) []ToolDefinition {
+// in {"parameters": …}; with carriers (nil: none), carriers[i] added to
+// the top of plains[i].
+func withInputSchemas(defs []ToolDefinition, plains []json.RawMessage, carriers []Extensions, wrapped bool) []ToolDefinition {
 	out := make([]ToolDefinition, len(defs))
 	for i, d := range defs {
 		plain := plains[i]
+		if carriers != nil && len(carriers[i]) > 0 && len(plain) > 0 && plain[0] == '{' {
+			if with, err := withExtensions(plain, carriers[i]); err == nil {
+				plain = with
+			}
+		}
 		if wrapped {
 			plain = append(append(json.RawMessage(`{"parameters":`), plain...), '}')
 		}

@@ -1,19 +1,3 @@
-// Command mcpotc-bench measures mcpotc's two fronts on loopback, side by
-// side in one run: each front against the same upstream called directly, a
-// bare loopback HTTP round trip (the floor of one hop), Node peers doing
-// the same hop (supergateway, @ivotoby/openapi-mcp-server) when Node is
-// available, payloads of 1 KiB to 1 MiB, bursts of 1,000 calls, idle MCP
-// sessions and catalogs of 10,000 tools.
-//
-// It builds cmd/mcpotc (or runs --mcpotc), starts everything it measures
-// as processes of its own (peak RSS is each measured process's VmHWM),
-// warms up, then makes a fixed number of calls per row and prints a table;
-// --json FILE (or --json - for stdout) writes the same figures as JSON.
-// It exits 1 when a measured call failed, 2 on a usage error.
-//
-//	go run ./cmd/mcpotc-bench                    # the full run (1–2 minutes on 2 cores)
-//	go run ./cmd/mcpotc-bench --calls 500 --only hops,baseline
-//	go run ./cmd/mcpotc-bench --json bench.json --pprof /tmp/prof
 package main
 
 import (

@@ -96,17 +96,40 @@ func (r *report) find(key string, conc int) *row {
 // rows of this run: every figure is a ratio against a baseline measured in
 // the same run, or a bound.
 func (r *report) targets() {
-	var ts []target
-	add := func(name string, ok bool, detail string) {
-		ts = append(ts, target{Name: name, Status: verdict(ok), Detail: detail})
-	}
-	unknown := func(name, why string) { ts = append(ts, target{Name: name, Status: "unknown", Detail: why}) }
+	var l targetList
+	r.speedTargets(&l)
+	r.scaleTargets(&l)
+	r.Targets = l
+}
 
+// targetList collects the targets' verdicts.
+type targetList []target
+
+func (l *targetList) add(name string, ok bool, detail string) {
+	*l = append(*l, target{Name: name, Status: verdict(ok), Detail: detail})
+}
+
+func (l *targetList) unknown(name, why string) {
+	*l = append(*l, target{Name: name, Status: "unknown", Detail: why})
+}
+
+// ratio is figure m of row f over that of row d; ok is false where
+// either row, or its figure, is missing.
+func ratio(f, d *row, m func(*row) float64) (fv, dv, x float64, ok bool) {
+	if f == nil || d == nil || m(f) == 0 || m(d) == 0 {
+		return 0, 0, 0, false
+	}
+	return m(f), m(d), m(f) / m(d), true
+}
+
+// speedTargets are the targets of one call: the overhead at c=1, the
+// throughput at c=64 and the 1 MiB echo.
+func (r *report) speedTargets(l *targetList) {
 	base := r.find("baseline", 1)
 	overhead := func(name, bridged, direct string) {
 		b, d := r.find(bridged, 1), r.find(direct, 1)
 		if b == nil || d == nil || base == nil || b.P50us == 0 || d.P50us == 0 || base.P50us == 0 {
-			unknown(name, "not measured")
+			l.unknown(name, "not measured")
 			return
 		}
 		x := (b.P50us - d.P50us) / base.P50us
@@ -115,28 +138,19 @@ func (r *report) targets() {
 		if b.CPUusPerCall > 0 && base.CPUusPerCall > 0 {
 			detail += fmt.Sprintf("; CPU per call: bridge %s, bare echo server %s", fmtDur(fromUS(b.CPUusPerCall)), fmtDur(fromUS(base.CPUusPerCall)))
 		}
-		add(name, x <= 1, detail)
+		l.add(name, x <= 1, detail)
 	}
 	overhead("overhead at c=1 ÷ bare loopback HTTP p50, OTC front ≤ 1.0×", "otc-front", "mcp-direct-stdio")
 	overhead("overhead at c=1 ÷ bare loopback HTTP p50, MCP front over stdio ≤ 1.0×", "mcp-front-stdio", "otc-direct")
 	overhead("overhead at c=1 ÷ bare loopback HTTP p50, MCP front over streamable HTTP ≤ 1.0×", "mcp-front-http", "otc-direct")
 
-	// ratio is figure m of row f over that of row d; ok is false where
-	// either row, or its figure, is missing.
-	ratio := func(f, d *row, m func(*row) float64) (fv, dv, x float64, ok bool) {
-		if f == nil || d == nil || m(f) == 0 || m(d) == 0 {
-			return 0, 0, 0, false
-		}
-		return m(f), m(d), m(f) / m(d), true
-	}
-
 	throughput := func(name, front, direct string) {
 		f, d, x, ok := ratio(r.find(front, 64), r.find(direct, 64), func(rw *row) float64 { return rw.CallsPerSec })
 		if !ok {
-			unknown(name, "not measured (needs concurrency 64)")
+			l.unknown(name, "not measured (needs concurrency 64)")
 			return
 		}
-		add(name, x >= 0.6, fmt.Sprintf("%.0f ÷ %.0f calls/s = %.2f", f, d, x))
+		l.add(name, x >= 0.6, fmt.Sprintf("%.0f ÷ %.0f calls/s = %.2f", f, d, x))
 	}
 	throughput("throughput at c=64 ÷ the direct call, OTC front ≥ 0.6", "otc-front", "mcp-direct-stdio")
 	throughput("throughput at c=64 ÷ the direct call, MCP front over streamable HTTP ≥ 0.6", "mcp-front-http", "otc-direct")
@@ -145,18 +159,22 @@ func (r *report) targets() {
 	const mib = "1 MiB"
 	f, d, x, ok := ratio(r.findNamed("payload-mcp-front", mib), r.findNamed("payload-otc-direct", mib), func(rw *row) float64 { return rw.MBPerSec })
 	if name := "1 MiB echo at c=1, MB/s ÷ the direct call, MCP front ≥ 0.5"; !ok {
-		unknown(name, "not measured")
+		l.unknown(name, "not measured")
 	} else {
-		add(name, x >= 0.5, fmt.Sprintf("%.1f ÷ %.1f MB/s = %.2f", f, d, x))
+		l.add(name, x >= 0.5, fmt.Sprintf("%.1f ÷ %.1f MB/s = %.2f", f, d, x))
 	}
+}
 
+// scaleTargets are the targets of size: listing 10,000 tools, a burst of
+// 1,000 calls, idle sessions.
+func (r *report) scaleTargets(l *targetList) {
 	list := func(name, key string) {
-		l := r.find(key, 0)
-		if l == nil || l.P50us == 0 {
-			unknown(name, "not measured")
+		rw := r.find(key, 0)
+		if rw == nil || rw.P50us == 0 {
+			l.unknown(name, "not measured")
 			return
 		}
-		add(name, l.P50us < 20_000, fmt.Sprintf("p50 %s, p99 %s", fmtDur(fromUS(l.P50us)), fmtDur(fromUS(l.P99us))))
+		l.add(name, rw.P50us < 20_000, fmt.Sprintf("p50 %s, p99 %s", fmtDur(fromUS(rw.P50us)), fmtDur(fromUS(rw.P99us))))
 	}
 	list("tools/list of 10,000 tools p50 < 20 ms, MCP front", "catalog-mcp-list")
 	list("tools/list of 10,000 tools p50 < 20 ms, OTC front", "catalog-otc-list")
@@ -164,22 +182,21 @@ func (r *report) targets() {
 	burst := func(name, front, direct string) {
 		f, d, x, ok := ratio(r.find(front, 0), r.find(direct, 0), func(rw *row) float64 { return rw.P99us })
 		if !ok {
-			unknown(name, "not measured")
+			l.unknown(name, "not measured")
 			return
 		}
-		add(name, x <= 2, fmt.Sprintf("p99 %s ÷ direct %s = %.2f×", fmtDur(fromUS(f)), fmtDur(fromUS(d)), x))
+		l.add(name, x <= 2, fmt.Sprintf("p99 %s ÷ direct %s = %.2f×", fmtDur(fromUS(f)), fmtDur(fromUS(d)), x))
 	}
 	burst("burst of 1,000 calls at once, p99 ≤ 2× the direct call's, MCP front", "burst-mcp-front", "burst-otc-direct")
 	burst("burst of 1,000 calls at once, p99 ≤ 2× the direct call's, OTC front", "burst-otc-front", "burst-mcp-direct")
 
 	if s := r.find("sessions", 0); s != nil && s.Extra != nil {
 		per := s.Extra["rss_per_session_kib"]
-		add("memory per idle MCP session < 64 KiB", per < 64,
+		l.add("memory per idle MCP session < 64 KiB", per < 64,
 			fmt.Sprintf("%.1f KiB per session (RSS %+.0f KiB over %d sessions)", per, s.Extra["rss_delta_kib"], s.Calls))
 	} else {
-		unknown("memory per idle MCP session < 64 KiB", "not measured")
+		l.unknown("memory per idle MCP session < 64 KiB", "not measured")
 	}
-	r.Targets = ts
 }
 
 // findNamed is the measured row of key whose name ends with suffix.

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/netip"
@@ -33,9 +35,16 @@ func (d *durationValue) Set(s string) error {
 
 // durationFlag defines a duration flag with the error of durationValue.
 func durationFlag(fs *flag.FlagSet, name string, def time.Duration, usage string) *time.Duration {
-	v := durationValue(def)
-	fs.Var(&v, name, usage)
-	return (*time.Duration)(&v)
+	p := new(time.Duration)
+	durationVar(fs, p, name, def, usage)
+	return p
+}
+
+// durationVar defines a duration flag stored in p, with the error of
+// durationValue.
+func durationVar(fs *flag.FlagSet, p *time.Duration, name string, def time.Duration, usage string) {
+	*p = def
+	fs.Var((*durationValue)(p), name, usage)
 }
 
 // headerList is the repeatable --header 'Name: value' flag.
@@ -234,4 +243,32 @@ func (l *corsOriginList) Set(s string) error {
 	}
 	*l = append(*l, s)
 	return nil
+}
+
+// commandHint is what follows "unknown command NAME": the nearest command
+// by spelling (serve-mpc: serve-mcp), or "".
+func commandHint(name string) string {
+	var names []string
+	for _, c := range commands() {
+		names = append(names, c.name)
+	}
+	if near := nearest(name, names); near != "" {
+		return fmt.Sprintf(": did you mean %q?", near)
+	}
+	return ""
+}
+
+// printFlags is fs.PrintDefaults with each flag written --name, as the
+// README and the error messages write them (the flag package reads both).
+func printFlags(w io.Writer, fs *flag.FlagSet) {
+	var buf bytes.Buffer
+	fs.SetOutput(&buf)
+	fs.PrintDefaults()
+	fs.SetOutput(io.Discard)
+	for line := range strings.Lines(buf.String()) {
+		if rest, ok := strings.CutPrefix(line, "  -"); ok {
+			line = "  --" + rest
+		}
+		_, _ = io.WriteString(w, line)
+	}
 }

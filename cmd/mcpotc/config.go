@@ -210,32 +210,7 @@ func decodeStrict(p *problems, file, path string, data []byte, v reflect.Value) 
 	}
 	switch v.Kind() {
 	case reflect.Struct:
-		var obj map[string]json.RawMessage
-		if err := json.Unmarshal(data, &obj); err != nil || obj == nil {
-			fail("want an object")
-			return
-		}
-		fields := map[string]reflect.Value{}
-		var names []string
-		for i := 0; i < v.NumField(); i++ {
-			tag, _, _ := strings.Cut(v.Type().Field(i).Tag.Get("json"), ",")
-			if tag != "" && tag != "-" {
-				fields[tag] = v.Field(i)
-				names = append(names, tag)
-			}
-		}
-		for _, k := range sortedKeys(obj) {
-			f, ok := fields[k]
-			if !ok {
-				reason := "unknown key (known: " + strings.Join(names, ", ") + ")"
-				if near := nearest(k, names); near != "" {
-					reason = fmt.Sprintf("unknown key: did you mean %q? (known: %s)", near, strings.Join(names, ", "))
-				}
-				p.add(file, join(path, k), reason)
-				continue
-			}
-			decodeStrict(p, file, join(path, k), obj[k], f)
-		}
+		decodeStruct(p, file, path, data, v)
 	case reflect.Slice:
 		var items []json.RawMessage
 		if err := json.Unmarshal(data, &items); err != nil {
@@ -271,6 +246,37 @@ func decodeStrict(p *problems, file, path string, data []byte, v reflect.Value) 
 		if err := json.Unmarshal(data, v.Addr().Interface()); err != nil {
 			fail("want " + kindName(v.Kind()))
 		}
+	}
+}
+
+// decodeStruct is decodeStrict for a struct: its JSON object's keys are
+// the fields' json tags; any other key is a problem that names the nearest.
+func decodeStruct(p *problems, file, path string, data []byte, v reflect.Value) {
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(data, &obj); err != nil || obj == nil {
+		p.add(file, path, "want an object")
+		return
+	}
+	fields := map[string]reflect.Value{}
+	var names []string
+	for i := 0; i < v.NumField(); i++ {
+		tag, _, _ := strings.Cut(v.Type().Field(i).Tag.Get("json"), ",")
+		if tag != "" && tag != "-" {
+			fields[tag] = v.Field(i)
+			names = append(names, tag)
+		}
+	}
+	for _, k := range sortedKeys(obj) {
+		f, ok := fields[k]
+		if !ok {
+			reason := "unknown key (known: " + strings.Join(names, ", ") + ")"
+			if near := nearest(k, names); near != "" {
+				reason = fmt.Sprintf("unknown key: did you mean %q? (known: %s)", near, strings.Join(names, ", "))
+			}
+			p.add(file, join(path, k), reason)
+			continue
+		}
+		decodeStrict(p, file, join(path, k), obj[k], f)
 	}
 }
 

@@ -1,5 +1,3 @@
-// Command mcpotc bridges MCP and OTC (Open Tool Calling / OXP) in both
-// directions. See README.md.
 package main
 
 import (

@@ -90,7 +90,7 @@ func (m *Main) Run(ctx context.Context, args []string) int {
 			}
 		}
 	}
-	fmt.Fprintf(m.Stderr, "mcpotc: unknown command %q\n\n", name)
+	fmt.Fprintf(m.Stderr, "mcpotc: unknown command %q%s\n\n", name, commandHint(name))
 	m.usage(m.Stderr)
 	return 2
 }
@@ -168,9 +168,7 @@ func (m *Main) parse(fs *flag.FlagSet, args []string) error {
 			if n > 0 {
 				fmt.Fprintln(m.Stdout, "\nFlags:")
 			}
-			fs.SetOutput(m.Stdout)
-			fs.PrintDefaults()
-			fs.SetOutput(io.Discard)
+			printFlags(m.Stdout, fs)
 			if ex := examples[commandOf(fs)]; len(ex) > 0 {
 				fmt.Fprintln(m.Stdout, "\nExamples:")
 				for _, e := range ex {
@@ -249,7 +247,7 @@ func (m *Main) help(_ context.Context, args []string) error {
 			return c.run(m, context.Background(), []string{"-h"})
 		}
 	}
-	return fmt.Errorf("%w: unknown command %q", errUsage, args[0])
+	return fmt.Errorf("%w: unknown command %q%s", errUsage, args[0], commandHint(args[0]))
 }
 
 func (m *Main) sampleOTC(ctx context.Context, args []string) error {

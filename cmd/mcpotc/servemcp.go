@@ -69,200 +69,302 @@ func (l *stringList) Set(s string) error { *l = append(*l, s); return nil }
 const stdioHint = "mcpotc serve-mcp speaks MCP (JSON-RPC) on stdin/stdout, for an MCP host that starts it (see README, Claude Desktop); " +
 	"to try it by hand, serve it over HTTP: mcpotc serve-mcp --transport http (then http://127.0.0.1:8090/mcp). Ctrl-D stops it."
 
+// serveMCPFlags are serve-mcp's flags as the command line gives them:
+// nothing is read from the environment or a file yet. A flag is added in
+// parseServeMCP, checked in check (which turns the flags into an
+// mcpFrontSetup), and used in readMCPFrontSetup or runMCPFront.
+type serveMCPFlags struct {
+	otcURLs              stringList
+	headers              headerList
+	otcKeyEnv            string
+	configPath           string
+	transport            string
+	listen               string
+	dialect              string
+	callTimeout          time.Duration
+	refresh              time.Duration
+	inputErrors          string
+	acceptContext        bool
+	bearerEnv            string
+	oauthIssuers         stringList
+	oauthResource        string
+	oauthScopes          stringList
+	oauthForwarders      stringList
+	introspectionURL     string
+	oauthClientIDEnv     string
+	oauthClientSecretEnv string
+	oauthAllowNetworks   stringList
+	oauthAllowUntyped    bool
+	idleTTL              time.Duration
+	maxSessions          int
+	maxPerClient         int
+	trustedProxies       prefixList
+	stateless            bool
+	sessionKeyEnv        string
+	bodyTimeout          time.Duration
+	allowedHosts         allowedHostList
+	corsOrigins          corsOriginList
+	drainDelay           time.Duration
+	metricsListen        string
+	logger               func() (zerolog.Logger, error)
+	set                  map[string]bool // the flags the command line gave
+}
+
+// mcpFrontSetup is what serve-mcp serves, built from its flags (check),
+// then the environment and its config file (readMCPFrontSetup): the HTTP
+// transports' options and the OTC upstreams, every secret read. It holds
+// no listener and starts nothing, so the same flags build it again.
+type mcpFrontSetup struct {
+	http      *front.HTTPOptions  // the HTTP transports' options, but the bearer token, the resource and the probes
+	dialect   otc.Dialect         // of the --otc upstreams
+	resource  *front.ResourceAuth // --oauth-issuer; nil without
+	bearer    string              // --bearer-token-env's token; "" without
+	upstreams []bridge.OTCUpstream
+}
+
+// serveMCP is serve-mcp: its flags (parseServeMCP, then check, which
+// turns them into an mcpFrontSetup), what they name read into it
+// (readMCPFrontSetup), then the front wired and served (runMCPFront).
 func (m *Main) serveMCP(ctx context.Context, args []string) error {
-	fs := m.flags("serve-mcp", "[--otc URL]... [--config FILE] [--transport stdio|http|sse] [--listen ADDR] [flags]")
-	var otcURLs stringList
-	fs.Var(&otcURLs, "otc", "URL of an OTC tool server (repeatable); none and no --config: the built-in sample toolkit")
-	var headers headerList
-	fs.Var(&headers, "header", "header 'Name: value' sent to the one --otc server, ${VAR} read from the environment (repeatable)")
-	otcKeyEnv := fs.String("otc-api-key-env", "", "environment variable holding the API key of the one --otc server (sent in OXP-API-Key)")
-	configPath := fs.String("config", "", "JSON config file with OTC upstreams (see README)")
-	transport := fs.String("transport", "stdio", "MCP transport: stdio, http (streamable HTTP at /mcp) or sse (legacy SSE at /sse)")
-	listen := fs.String("listen", "127.0.0.1:8090", "address for the http and sse transports")
-	dialect := fs.String("otc-dialect", "auto", "OTC dialect of --otc upstreams: auto, otc-1.0, oxp-1.0 or oxp-flat")
-	callTimeout := durationFlag(fs, "call-timeout", bridge.DefaultCallTimeout, "bound on each tool call (JSON-RPC -32001 when exceeded)")
-	refresh := durationFlag(fs, "refresh", bridge.DefaultRefresh, "how often upstream catalogs are listed again")
-	inputErrors := fs.String("input-errors", "jsonrpc", "input validation failures as a JSON-RPC -32602 error (jsonrpc) or an isError result (result)")
-	acceptContext := fs.Bool("accept-otc-context", false, "use the OTC context (tokens, secrets, user id) an mcpotc OTC front forwards with a call, for --otc upstreams (see README, Round trips)")
-	bearerEnv := fs.String("bearer-token-env", "", "environment variable holding a bearer token that HTTP clients must send (http and sse transports)")
-	var oauthIssuers, oauthScopes stringList
-	fs.Var(&oauthIssuers, "oauth-issuer", "an authorization server whose tokens HTTP clients must send: serve-mcp is an OAuth 2.1 protected resource (repeatable; see README)")
-	oauthResource := fs.String("oauth-resource", "", "the resource identifier tokens must be issued for (default: http://LISTEN/mcp)")
-	fs.Var(&oauthScopes, "oauth-scope", "a scope every token must grant (repeatable)")
-	var oauthForwarders stringList
-	fs.Var(&oauthForwarders, "oauth-forwarder", "an OAuth caller trusted to forward an OTC caller's context (accept_forwarded_context): its token's ISSUER#SUBJECT, or SUBJECT with one --oauth-issuer (repeatable; see README, Forwarded context)")
-	introspectionURL := fs.String("oauth-introspection-url", "", "the authorization server's token introspection endpoint (RFC 7662), for opaque tokens (JWTs are checked against the issuers' keys)")
-	oauthClientIDEnv := fs.String("oauth-client-id-env", "", "environment variable holding the client id serve-mcp authenticates with at the introspection endpoint")
-	oauthClientSecretEnv := fs.String("oauth-client-secret-env", "", "environment variable holding that client's secret")
-	var oauthAllowNetworks stringList
-	fs.Var(&oauthAllowNetworks, "oauth-allow-network", "a network (CIDR) the JWKS and introspection fetches may reach though it is private, loopback or link-local; the issuers' and introspection URL's own hosts always may (repeatable)")
-	oauthAllowUntyped := fs.Bool("oauth-allow-untyped-jwt", false, "accept JWT access tokens without typ at+jwt (RFC 9068), for issuers that omit it")
-	idleTTL := durationFlag(fs, "session-idle-ttl", front.DefaultSessionIdleTTL, "end HTTP sessions idle that long (http and sse transports); 0: never")
-	maxSessions := fs.Int("max-sessions", front.DefaultMaxSessions, "most HTTP sessions held at once; when full, the oldest session that never made a call is ended for a new one, and when all made calls initialize gets 503 (http and sse transports); 0: no bound")
-	maxPerClient := fs.Int("max-sessions-per-client", front.DefaultMaxSessionsPerClient, "most HTTP sessions one client holds (with --oauth-issuer its token's issuer and subject, else its address); beyond it its initialize gets 503 (http and sse transports); 0: no bound")
-	var trustedProxies prefixList
-	fs.Var(&trustedProxies, "trusted-proxy", "address or CIDR of a reverse proxy whose X-Forwarded-For names the client (repeatable; by default X-Forwarded-For is ignored)")
-	stateless := fs.Bool("stateless", false, "serve streamable HTTP without sessions: no Mcp-Session-Id, no standalone GET stream (http transport)")
-	sessionKeyEnv := fs.String("session-key-env", "", "environment variable holding the key (32 bytes or more; several, comma-separated, to rotate: the first signs) that signs session ids, so that replicas sharing it serve each other's sessions (http transport)")
-	bodyTimeout := durationFlag(fs, "body-timeout", front.DefaultBodyTimeout, "bound on receiving a request body; a slower one gets 408 (http and sse transports)")
-	var allowedHosts allowedHostList
-	fs.Var(&allowedHosts, "allowed-host", allowedHostUsage)
-	var corsOrigins corsOriginList
-	fs.Var(&corsOrigins, "cors-origin", corsOriginUsage)
-	drainDelay := durationFlag(fs, "drain-delay", 0, "at SIGTERM, how long GET /ready answers 503 before the server stops taking requests (http and sse transports)")
-	metricsListen := fs.String("metrics-listen", "", metricsUsage)
-	logOpts := m.logFlags(fs)
-	if err := m.parse(fs, args); err != nil {
-		return err
-	}
-	log, err := logOpts()
+	f, err := m.parseServeMCP(args)
 	if err != nil {
 		return err
 	}
-	if err := oneOf("--transport", "", *transport, "stdio", "http", "sse"); err != nil {
+	log, err := f.logger()
+	if err != nil {
+		return err
+	}
+	s, err := f.check()
+	if err != nil {
+		return err
+	}
+	if err := m.readMCPFrontSetup(s, f, log); err != nil {
+		return err
+	}
+	return m.runMCPFront(ctx, log, f, s)
+}
+
+// parseServeMCP defines serve-mcp's flags and parses args.
+func (m *Main) parseServeMCP(args []string) (*serveMCPFlags, error) {
+	fs := m.flags("serve-mcp", "[--otc URL]... [--config FILE] [--transport stdio|http|sse] [--listen ADDR] [flags]")
+	f := &serveMCPFlags{}
+	fs.Var(&f.otcURLs, "otc", "URL of an OTC tool server (repeatable); none and no --config: the built-in sample toolkit")
+	fs.Var(&f.headers, "header", "header 'Name: value' sent to the one --otc server, ${VAR} read from the environment (repeatable)")
+	fs.StringVar(&f.otcKeyEnv, "otc-api-key-env", "", "environment variable holding the API key of the one --otc server (sent in OXP-API-Key)")
+	fs.StringVar(&f.configPath, "config", "", "JSON config file with OTC upstreams (see README)")
+	fs.StringVar(&f.transport, "transport", "stdio", "MCP transport: stdio, http (streamable HTTP at /mcp) or sse (legacy SSE at /sse)")
+	fs.StringVar(&f.listen, "listen", "127.0.0.1:8090", "address for the http and sse transports")
+	fs.StringVar(&f.dialect, "otc-dialect", "auto", "OTC dialect of --otc upstreams: auto, otc-1.0, oxp-1.0 or oxp-flat")
+	durationVar(fs, &f.callTimeout, "call-timeout", bridge.DefaultCallTimeout, "bound on each tool call (JSON-RPC -32001 when exceeded)")
+	durationVar(fs, &f.refresh, "refresh", bridge.DefaultRefresh, "how often upstream catalogs are listed again")
+	fs.StringVar(&f.inputErrors, "input-errors", "jsonrpc", "input validation failures as a JSON-RPC -32602 error (jsonrpc) or an isError result (result)")
+	fs.BoolVar(&f.acceptContext, "accept-otc-context", false, "use the OTC context (tokens, secrets, user id) an mcpotc OTC front forwards with a call, for --otc upstreams (see README, Round trips)")
+	fs.StringVar(&f.bearerEnv, "bearer-token-env", "", "environment variable holding a bearer token that HTTP clients must send (http and sse transports)")
+	fs.Var(&f.oauthIssuers, "oauth-issuer", "an authorization server whose tokens HTTP clients must send: serve-mcp is an OAuth 2.1 protected resource (repeatable; see README)")
+	fs.StringVar(&f.oauthResource, "oauth-resource", "", "the resource identifier tokens must be issued for (default: http://LISTEN/mcp)")
+	fs.Var(&f.oauthScopes, "oauth-scope", "a scope every token must grant (repeatable)")
+	fs.Var(&f.oauthForwarders, "oauth-forwarder", "an OAuth caller trusted to forward an OTC caller's context (accept_forwarded_context): its token's ISSUER#SUBJECT, or SUBJECT with one --oauth-issuer (repeatable; see README, Forwarded context)")
+	fs.StringVar(&f.introspectionURL, "oauth-introspection-url", "", "the authorization server's token introspection endpoint (RFC 7662), for opaque tokens (JWTs are checked against the issuers' keys)")
+	fs.StringVar(&f.oauthClientIDEnv, "oauth-client-id-env", "", "environment variable holding the client id serve-mcp authenticates with at the introspection endpoint")
+	fs.StringVar(&f.oauthClientSecretEnv, "oauth-client-secret-env", "", "environment variable holding that client's secret")
+	fs.Var(&f.oauthAllowNetworks, "oauth-allow-network", "a network (CIDR) the JWKS and introspection fetches may reach though it is private, loopback or link-local; the issuers' and introspection URL's own hosts always may (repeatable)")
+	fs.BoolVar(&f.oauthAllowUntyped, "oauth-allow-untyped-jwt", false, "accept JWT access tokens without typ at+jwt (RFC 9068), for issuers that omit it")
+	durationVar(fs, &f.idleTTL, "session-idle-ttl", front.DefaultSessionIdleTTL, "end HTTP sessions idle that long (http and sse transports); 0: never")
+	fs.IntVar(&f.maxSessions, "max-sessions", front.DefaultMaxSessions, "most HTTP sessions held at once; when full, the oldest session that never made a call is ended for a new one, and when all made calls initialize gets 503 (http and sse transports); 0: no bound")
+	fs.IntVar(&f.maxPerClient, "max-sessions-per-client", front.DefaultMaxSessionsPerClient, "most HTTP sessions one client holds (with --oauth-issuer its token's issuer and subject, else its address); beyond it its initialize gets 503 (http and sse transports); 0: no bound")
+	fs.Var(&f.trustedProxies, "trusted-proxy", "address or CIDR of a reverse proxy whose X-Forwarded-For names the client (repeatable; by default X-Forwarded-For is ignored)")
+	fs.BoolVar(&f.stateless, "stateless", false, "serve streamable HTTP without sessions: no Mcp-Session-Id, no standalone GET stream (http transport)")
+	fs.StringVar(&f.sessionKeyEnv, "session-key-env", "", "environment variable holding the key (32 bytes or more; several, comma-separated, to rotate: the first signs) that signs session ids, so that replicas sharing it serve each other's sessions (http transport)")
+	durationVar(fs, &f.bodyTimeout, "body-timeout", front.DefaultBodyTimeout, "bound on receiving a request body; a slower one gets 408 (http and sse transports)")
+	fs.Var(&f.allowedHosts, "allowed-host", allowedHostUsage)
+	fs.Var(&f.corsOrigins, "cors-origin", corsOriginUsage)
+	durationVar(fs, &f.drainDelay, "drain-delay", 0, "at SIGTERM, how long GET /ready answers 503 before the server stops taking requests (http and sse transports)")
+	fs.StringVar(&f.metricsListen, "metrics-listen", "", metricsUsage)
+	f.logger = m.logFlags(fs)
+	if err := m.parse(fs, args); err != nil {
+		return nil, err
+	}
+	f.set = flagsSet(fs)
+	return f, nil
+}
+
+// check refuses, as usage errors, the flags that are wrong in themselves
+// or together, the first one met, and turns the others into the setup's
+// options.
+func (f *serveMCPFlags) check() (*mcpFrontSetup, error) {
+	if err := f.checkValues(); err != nil {
+		return nil, err
+	}
+	s := &mcpFrontSetup{}
+	var err error
+	if s.http, err = mcpHTTPOptions(f.transport, f.idleTTL, f.maxSessions, f.maxPerClient, f.stateless, f.bodyTimeout, f.allowedHosts); err != nil {
+		return nil, fmt.Errorf("%w: %v", errUsage, err)
+	}
+	s.http.AllowedOrigins = f.corsOrigins
+	s.http.TrustedProxies = f.trustedProxies
+	if s.dialect, err = otc.ParseDialect(f.dialect); err != nil {
+		return nil, fmt.Errorf("%w: --otc-dialect: %v", errUsage, err)
+	}
+	for _, u := range f.otcURLs {
+		if reason := urlProblem(u); reason != "" {
+			return nil, fmt.Errorf("%w: --otc %s", errUsage, reason)
+		}
+	}
+	if s.resource, err = f.resourceAuth(s.http); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (f *serveMCPFlags) checkValues() error {
+	if err := oneOf("--transport", "", f.transport, "stdio", "http", "sse"); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
-	if err := oneOf("--input-errors", "", *inputErrors, "jsonrpc", "result"); err != nil {
+	if err := oneOf("--input-errors", "", f.inputErrors, "jsonrpc", "result"); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
-	if *callTimeout <= 0 || *refresh <= 0 {
+	if f.callTimeout <= 0 || f.refresh <= 0 {
 		return fmt.Errorf("%w: --call-timeout and --refresh must be positive", errUsage)
 	}
-	if *drainDelay < 0 {
+	if f.drainDelay < 0 {
 		return fmt.Errorf("%w: --drain-delay must not be negative", errUsage)
 	}
-	set := flagsSet(fs)
 	for _, err := range []error{
-		needs(set, *transport != "stdio", "--transport http or sse (stdio serves on stdin/stdout)",
+		needs(f.set, f.transport != "stdio", "--transport http or sse (stdio serves on stdin/stdout)",
 			"listen", "bearer-token-env", "session-idle-ttl", "max-sessions", "max-sessions-per-client", "trusted-proxy", "body-timeout", "allowed-host", "cors-origin", "oauth-issuer", "drain-delay"),
-		needs(set, len(oauthIssuers) > 0, "--oauth-issuer (serve-mcp as an OAuth protected resource)",
+		needs(f.set, len(f.oauthIssuers) > 0, "--oauth-issuer (serve-mcp as an OAuth protected resource)",
 			"oauth-resource", "oauth-scope", "oauth-introspection-url", "oauth-client-id-env", "oauth-client-secret-env",
 			"oauth-allow-network", "oauth-allow-untyped-jwt", "oauth-forwarder"),
-		needs(set, *oauthClientIDEnv != "", "--oauth-client-id-env", "oauth-client-secret-env"),
-		needs(set, *transport == "http" && !*stateless, "--transport http with sessions (signed session ids are streamable HTTP's; --stateless has none)", "session-key-env"),
-		needs(set, len(otcURLs) > 0, "--otc URL (in a config file, set it per upstream: dialect, accept_forwarded_context, headers, api_key_env)",
+		needs(f.set, f.oauthClientIDEnv != "", "--oauth-client-id-env", "oauth-client-secret-env"),
+		needs(f.set, f.transport == "http" && !f.stateless, "--transport http with sessions (signed session ids are streamable HTTP's; --stateless has none)", "session-key-env"),
+		needs(f.set, len(f.otcURLs) > 0, "--otc URL (in a config file, set it per upstream: dialect, accept_forwarded_context, headers, api_key_env)",
 			"otc-dialect", "accept-otc-context", "header", "otc-api-key-env"),
-		needs(set, len(otcURLs) < 2, "exactly one --otc: for several servers, use a config file (headers and api_key_env per upstream)", "header", "otc-api-key-env"),
+		needs(f.set, len(f.otcURLs) < 2, "exactly one --otc: for several servers, use a config file (headers and api_key_env per upstream)", "header", "otc-api-key-env"),
 	} {
 		if err != nil {
 			return err
 		}
 	}
-	if *transport != "stdio" {
-		if err := checkListen("--listen", *listen); err != nil {
+	if f.transport != "stdio" {
+		if err := checkListen("--listen", f.listen); err != nil {
 			return err
 		}
 	}
-	if *metricsListen != "" {
-		if err := checkListen("--metrics-listen", *metricsListen); err != nil {
-			return err
-		}
+	if f.metricsListen != "" {
+		return checkListen("--metrics-listen", f.metricsListen)
 	}
-	httpOpts, err := mcpHTTPOptions(*transport, *idleTTL, *maxSessions, *maxPerClient, *stateless, *bodyTimeout, allowedHosts)
-	if err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
-	}
-	httpOpts.AllowedOrigins = corsOrigins
-	httpOpts.TrustedProxies = trustedProxies
-	d, err := otc.ParseDialect(*dialect)
-	if err != nil {
-		return fmt.Errorf("%w: --otc-dialect: %v", errUsage, err)
-	}
-	for _, u := range otcURLs {
-		if reason := urlProblem(u); reason != "" {
-			return fmt.Errorf("%w: --otc %s", errUsage, reason)
-		}
-	}
+	return nil
+}
 
-	var resource *front.ResourceAuth
-	if len(oauthIssuers) > 0 && *bearerEnv != "" {
-		return fmt.Errorf("%w: --bearer-token-env and --oauth-issuer are exclusive: one static token for one user, or OAuth", errUsage)
+// resourceAuth is serve-mcp as an OAuth protected resource (--oauth-issuer;
+// nil without), its token check still to be set; the forwarders go to
+// httpOpts.
+func (f *serveMCPFlags) resourceAuth(httpOpts *front.HTTPOptions) (*front.ResourceAuth, error) {
+	if len(f.oauthIssuers) > 0 && f.bearerEnv != "" {
+		return nil, fmt.Errorf("%w: --bearer-token-env and --oauth-issuer are exclusive: one static token for one user, or OAuth", errUsage)
 	}
-	if len(oauthIssuers) > 0 {
-		for _, u := range append(slices.Clone(oauthIssuers), *introspectionURL, *oauthResource) {
-			if u != "" && urlProblem(u) != "" {
-				return fmt.Errorf("%w: %s: %s", errUsage, u, urlProblem(u))
-			}
-		}
-		if _, err := networks(oauthAllowNetworks); err != nil {
-			return fmt.Errorf("%w: --oauth-allow-network %v", errUsage, err)
-		}
-		res := *oauthResource
-		if res == "" {
-			res = "http://" + *listen + front.StreamablePath
-		}
-		resource = &front.ResourceAuth{Resource: res, AuthorizationServers: oauthIssuers, Scopes: oauthScopes}
-		for _, name := range oauthForwarders {
-			fw, err := forwarder(oauthIssuers, name)
-			if err != nil {
-				return fmt.Errorf("%w: --oauth-forwarder %s", errUsage, err)
-			}
-			httpOpts.Forwarders = append(httpOpts.Forwarders, fw)
+	if len(f.oauthIssuers) == 0 {
+		return nil, nil
+	}
+	for _, u := range append(slices.Clone(f.oauthIssuers), f.introspectionURL, f.oauthResource) {
+		if u != "" && urlProblem(u) != "" {
+			return nil, fmt.Errorf("%w: %s: %s", errUsage, u, urlProblem(u))
 		}
 	}
+	if _, err := networks(f.oauthAllowNetworks); err != nil {
+		return nil, fmt.Errorf("%w: --oauth-allow-network %v", errUsage, err)
+	}
+	res := f.oauthResource
+	if res == "" {
+		res = "http://" + f.listen + front.StreamablePath
+	}
+	for _, name := range f.oauthForwarders {
+		fw, err := forwarder(f.oauthIssuers, name)
+		if err != nil {
+			return nil, fmt.Errorf("%w: --oauth-forwarder %s", errUsage, err)
+		}
+		httpOpts.Forwarders = append(httpOpts.Forwarders, fw)
+	}
+	return &front.ResourceAuth{Resource: res, AuthorizationServers: f.oauthIssuers, Scopes: f.oauthScopes}, nil
+}
 
-	// From here on every problem is collected and reported in one message.
+// readMCPFrontSetup reads what the flags name — secrets in the
+// environment, the config file — into s, and reports every problem in one
+// error (README, Config errors).
+func (m *Main) readMCPFrontSetup(s *mcpFrontSetup, f *serveMCPFlags, log zerolog.Logger) error {
 	var p problems
-	var requiredBearer string
-	if *bearerEnv != "" {
-		requiredBearer = p.env(m.Getenv, "--bearer-token-env", "", *bearerEnv)
+	if f.bearerEnv != "" {
+		s.bearer = p.env(m.Getenv, "--bearer-token-env", "", f.bearerEnv)
 	}
-	if *sessionKeyEnv != "" {
-		if v := p.env(m.Getenv, "--session-key-env", "", *sessionKeyEnv); v != "" {
-			httpOpts.SessionKeys = sessionKeys(&p, *sessionKeyEnv, v)
+	if f.sessionKeyEnv != "" {
+		if v := p.env(m.Getenv, "--session-key-env", "", f.sessionKeyEnv); v != "" {
+			s.http.SessionKeys = sessionKeys(&p, f.sessionKeyEnv, v)
 		}
 	}
-	if resource != nil {
-		var id, secret string
-		if *oauthClientIDEnv != "" {
-			id = p.env(m.Getenv, "--oauth-client-id-env", "", *oauthClientIDEnv)
-		}
-		if *oauthClientSecretEnv != "" {
-			secret = p.env(m.Getenv, "--oauth-client-secret-env", "", *oauthClientSecretEnv)
-		}
-		// One hardened client for the issuers' metadata and keys and the
-		// introspection endpoint: their own hosts pass its dial guard.
-		nets, _ := networks(oauthAllowNetworks)
-		hc := oauth.NewHTTPClient(&oauth.FetchOptions{Hosts: append(slices.Clone(oauthIssuers), *introspectionURL), AllowNetworks: nets})
-		var intro *oauth.Introspector
-		var introIssuer string
-		if *introspectionURL != "" {
-			intro = oauth.NewIntrospector(*introspectionURL, id, secret, hc)
-			if introIssuer = introspectionIssuer(oauthIssuers, *introspectionURL); introIssuer == "" {
-				log.Warn().Str("url", *introspectionURL).Msg("--oauth-introspection-url is under none of the --oauth-issuer URLs: an introspection answer must name its iss, else the token is refused")
-			}
-		}
-		jwts := oauth.NewJWTVerifier(oauthIssuers, hc)
-		if *oauthAllowUntyped {
-			jwts.AllowUntyped()
-		}
-		resource.Verify = tokenVerifier(jwts, intro, introIssuer)
+	if s.resource != nil {
+		s.resource.Verify = m.resourceVerifier(&p, f, log)
 	}
 	var cfg mcpFrontConfig
-	if *configPath != "" {
-		if err := loadConfig(*configPath, &cfg); err != nil {
-			p.addErr(*configPath, "", err)
+	if f.configPath != "" {
+		if err := loadMCPFrontConfig(f.configPath, &cfg); err != nil {
+			p.addErr(f.configPath, "", err)
 		} else if len(cfg.Upstreams) == 0 {
-			p.add(*configPath, "upstreams", "lists no OTC server: add one ({\"url\": \"http://127.0.0.1:8081\"}), or run serve-mcp without --config for the built-in sample toolkit")
+			p.add(f.configPath, "upstreams", "lists no OTC server: add one ({\"url\": \"http://127.0.0.1:8081\"}), or run serve-mcp without --config for the built-in sample toolkit")
 		}
 	}
-	upstreams := m.otcUpstreams(&p, log, *configPath, cfg.Upstreams, *transport != "stdio")
-	for _, u := range otcURLs {
-		c := otcUpstreamConfig{URL: u, Dialect: string(d), AcceptForwardedContext: *acceptContext, APIKeyEnv: *otcKeyEnv}
-		up, ok := m.otcUpstream(&p, log, "--otc", "", c, false, headers.header(&p, m.Getenv))
-		if ok {
-			upstreams = append(upstreams, up)
+	s.upstreams = m.otcUpstreams(&p, log, f.configPath, cfg.Upstreams, f.transport != "stdio")
+	for _, u := range f.otcURLs {
+		c := otcUpstreamConfig{URL: u, Dialect: string(s.dialect), AcceptForwardedContext: f.acceptContext, APIKeyEnv: f.otcKeyEnv}
+		if up, ok := m.otcUpstream(&p, log, "--otc", "", c, false, f.headers.header(&p, m.Getenv)); ok {
+			s.upstreams = append(s.upstreams, up)
 		}
 	}
 	if err := p.err(); err != nil {
 		return err
 	}
-	if err := uniqueNames(upstreams); err != nil {
+	if err := uniqueNames(s.upstreams); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
-	if slices.ContainsFunc(upstreams, func(u bridge.OTCUpstream) bool { return u.AcceptContext }) {
-		warnForwarding(log, *transport, *listen, requiredBearer != "", resource != nil, len(oauthForwarders))
+	if slices.ContainsFunc(s.upstreams, func(u bridge.OTCUpstream) bool { return u.AcceptContext }) {
+		warnForwarding(log, f.transport, f.listen, s.bearer != "", s.resource != nil, len(f.oauthForwarders))
 	}
+	return nil
+}
+
+// resourceVerifier reads the introspection client's secrets and returns
+// the token check of --oauth-issuer; problems go to p.
+func (m *Main) resourceVerifier(p *problems, f *serveMCPFlags, log zerolog.Logger) func(context.Context, string) (*front.Identity, error) {
+	var id, secret string
+	if f.oauthClientIDEnv != "" {
+		id = p.env(m.Getenv, "--oauth-client-id-env", "", f.oauthClientIDEnv)
+	}
+	if f.oauthClientSecretEnv != "" {
+		secret = p.env(m.Getenv, "--oauth-client-secret-env", "", f.oauthClientSecretEnv)
+	}
+	// One hardened client for the issuers' metadata and keys and the
+	// introspection endpoint: their own hosts pass its dial guard.
+	nets, _ := networks(f.oauthAllowNetworks)
+	hc := oauth.NewHTTPClient(&oauth.FetchOptions{Hosts: append(slices.Clone(f.oauthIssuers), f.introspectionURL), AllowNetworks: nets})
+	var intro *oauth.Introspector
+	var introIssuer string
+	if f.introspectionURL != "" {
+		intro = oauth.NewIntrospector(f.introspectionURL, id, secret, hc)
+		if introIssuer = introspectionIssuer(f.oauthIssuers, f.introspectionURL); introIssuer == "" {
+			log.Warn().Str("url", f.introspectionURL).Msg("--oauth-introspection-url is under none of the --oauth-issuer URLs: an introspection answer must name its iss, else the token is refused")
+		}
+	}
+	jwts := oauth.NewJWTVerifier(f.oauthIssuers, hc)
+	if f.oauthAllowUntyped {
+		jwts.AllowUntyped()
+	}
+	return tokenVerifier(jwts, intro, introIssuer)
+}
+
+// runMCPFront wires the running parts — the built-in sample toolkit when
+// no upstream is named, the metrics listener, the tracer, the front and
+// its catalog refresh — and serves s over the transport until ctx ends.
+func (m *Main) runMCPFront(ctx context.Context, log zerolog.Logger, f *serveMCPFlags, s *mcpFrontSetup) error {
+	upstreams := s.upstreams
 	if len(upstreams) == 0 {
 		stop, u, err := startSample(ctx, log)
 		if err != nil {
@@ -271,11 +373,10 @@ func (m *Main) serveMCP(ctx context.Context, args []string) error {
 		defer stop()
 		upstreams = []bridge.OTCUpstream{u}
 	}
-
 	var mt *metrics.Metrics
-	if *metricsListen != "" {
+	if f.metricsListen != "" {
 		mt = metrics.New()
-		if err := m.serveMetrics(ctx, log, *metricsListen, mt); err != nil {
+		if err := m.serveMetrics(ctx, log, f.metricsListen, mt); err != nil {
 			return err
 		}
 	}
@@ -284,10 +385,10 @@ func (m *Main) serveMCP(ctx context.Context, args []string) error {
 		return err
 	}
 	defer stopTracing()
-	front, err := bridge.NewMCPFront(ctx, upstreams, &bridge.MCPFrontOptions{
-		CallTimeout:         *callTimeout,
-		Refresh:             *refresh,
-		InputErrorsAsResult: *inputErrors == "result",
+	mcpFront, err := bridge.NewMCPFront(ctx, upstreams, &bridge.MCPFrontOptions{
+		CallTimeout:         f.callTimeout,
+		Refresh:             f.refresh,
+		InputErrorsAsResult: f.inputErrors == "result",
 		Logger:              log,
 		Version:             buildVersion(),
 		Metrics:             mt,
@@ -298,30 +399,41 @@ func (m *Main) serveMCP(ctx context.Context, args []string) error {
 	}
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	go front.Run(rctx)
-
-	if *transport == "stdio" {
-		if m.terminal(m.Stdin) {
-			// A person typed the command: stdin is meant for an MCP host.
-			fmt.Fprintln(m.Stderr, stdioHint)
-		}
-		log.Info().Int("upstreams", len(upstreams)).Msg("serving MCP over stdio")
-		err := front.Front().ServeStdio(ctx, m.Stdin, m.Stdout)
-		if errors.Is(err, context.Canceled) {
-			return nil
-		}
-		return err
+	go mcpFront.Run(rctx)
+	if f.transport == "stdio" {
+		return m.serveMCPStdio(ctx, log, mcpFront, len(upstreams))
 	}
-	httpOpts.BearerToken = requiredBearer
-	httpOpts.Resource = resource
-	httpOpts.Health, httpOpts.Ready = front.Health, front.Ready
-	h, sessions, what := front.Front().StreamableHTTPHandler(httpOpts), "MCP sessions open (streamable HTTP).", "MCP over streamable HTTP at /mcp"
-	if *transport == "sse" {
-		h, sessions, what = front.Front().SSEHandler(httpOpts), "MCP sessions open (legacy SSE streams).", "MCP over SSE at /sse"
+	return m.serveMCPHTTP(ctx, log, f, s, mcpFront, mt)
+}
+
+// serveMCPStdio serves MCP on stdin and stdout until either ends.
+func (m *Main) serveMCPStdio(ctx context.Context, log zerolog.Logger, mcpFront *bridge.MCPFront, upstreams int) error {
+	if m.terminal(m.Stdin) {
+		// A person typed the command: stdin is meant for an MCP host.
+		fmt.Fprintln(m.Stderr, stdioHint)
+	}
+	log.Info().Int("upstreams", upstreams).Msg("serving MCP over stdio")
+	err := mcpFront.Front().ServeStdio(ctx, m.Stdin, m.Stdout)
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
+// serveMCPHTTP serves MCP over streamable HTTP or legacy SSE on --listen
+// until ctx ends, then drains.
+func (m *Main) serveMCPHTTP(ctx context.Context, log zerolog.Logger, f *serveMCPFlags, s *mcpFrontSetup, mcpFront *bridge.MCPFront, mt *metrics.Metrics) error {
+	httpOpts := *s.http
+	httpOpts.BearerToken = s.bearer
+	httpOpts.Resource = s.resource
+	httpOpts.Health, httpOpts.Ready = mcpFront.Health, mcpFront.Ready
+	h, sessions, what := mcpFront.Front().StreamableHTTPHandler(&httpOpts), "MCP sessions open (streamable HTTP).", "MCP over streamable HTTP at /mcp"
+	if f.transport == "sse" {
+		h, sessions, what = mcpFront.Front().SSEHandler(&httpOpts), "MCP sessions open (legacy SSE streams).", "MCP over SSE at /sse"
 	}
 	mt.GaugeFunc("mcpotc_mcp_sessions", sessions, func() float64 { return float64(h.Sessions()) })
-	return m.serveHTTPWith(ctx, log, *listen, bridge.CORS(corsOrigins, bridge.LogRefusals(log, h)), what,
-		draining(log, *drainDelay, front.Drain, h.Shutdown))
+	return m.serveHTTPWith(ctx, log, f.listen, bridge.CORS(f.corsOrigins, bridge.LogRefusals(log, h)), what,
+		draining(log, f.drainDelay, mcpFront.Drain, h.Shutdown))
 }
 
 // tokenVerifier is the MCP front's token check: a JWT against its
@@ -542,6 +654,35 @@ func (m *Main) otcUpstream(p *problems, log zerolog.Logger, file, key string, c 
 	if name == "" {
 		name = u.Host
 	}
+	opts := &otc.ClientOptions{Dialect: checkOTCUpstreamValues(p, file, where, c), Header: chainHeader()}
+	file, credentials := m.otcCredentials(p, file, where, c, opts, extra)
+	up := bridge.OTCUpstream{Name: name, Prefix: c.Prefix, UserID: c.UserID, UserIDFromToken: c.UserIDFromToken, UserIDClaim: c.UserIDClaim, CallTimeout: time.Duration(c.CallTimeout),
+		Secrets: map[string]string{}, Tokens: map[string]string{}, AcceptContext: c.AcceptForwardedContext}
+	for _, id := range sortedKeys(c.Secrets) {
+		up.Secrets[id] = p.env(m.Getenv, file, where("secrets."+id), c.Secrets[id])
+	}
+	for _, id := range sortedKeys(c.Authorization) {
+		up.Tokens[id] = p.env(m.Getenv, file, where("authorization."+id), c.Authorization[id])
+	}
+	if len(c.ForwardCallerToken) > 0 && !httpTransport {
+		p.add(file, where("forward_caller_token"), "needs an HTTP transport (--transport http or sse): stdio callers have no bearer token")
+	}
+	up.CallerTokenProviders = c.ForwardCallerToken
+	if len(p.list) > before {
+		return bridge.OTCUpstream{}, false
+	}
+	client, err := otc.NewClient(base, opts)
+	if err != nil {
+		p.add(file, urlKey, err.Error())
+		return bridge.OTCUpstream{}, false
+	}
+	up.Client, up.Credentials = client, credentials
+	return up, true
+}
+
+// checkOTCUpstreamValues checks an upstream's values that are wrong in
+// themselves (dialect, prefix, user_id_claim) and returns its dialect.
+func checkOTCUpstreamValues(p *problems, file string, where func(string) string, c otcUpstreamConfig) otc.Dialect {
 	dialect, err := otc.ParseDialect(c.Dialect)
 	if err != nil {
 		p.add(file, where("dialect"), err.Error())
@@ -554,7 +695,15 @@ func (m *Main) otcUpstream(p *problems, log zerolog.Logger, file, key string, c 
 	} else if c.UserIDClaim != "" && !c.UserIDFromToken {
 		p.add(file, where("user_id_claim"), "goes with user_id_from_token: true")
 	}
-	opts := &otc.ClientOptions{Dialect: dialect, Header: http.Header{}}
+	return dialect
+}
+
+// otcCredentials reads an upstream's transport credentials into opts — the
+// API key, the JWT secret, headers with their ${VAR}s, and extra (--header)
+// — and returns the values to keep out of its answers. The file it returns
+// names the problems met after it: --otc-api-key-env for an --otc upstream
+// with an API key.
+func (m *Main) otcCredentials(p *problems, file string, where func(string) string, c otcUpstreamConfig, opts *otc.ClientOptions, extra http.Header) (string, []string) {
 	var credentials []string
 	if c.APIKeyEnv != "" {
 		k := where("api_key_env")
@@ -588,28 +737,7 @@ func (m *Main) otcUpstream(p *problems, log zerolog.Logger, file, key string, c 
 		opts.Header[h] = vs
 		credentials = append(credentials, vs...)
 	}
-	up := bridge.OTCUpstream{Name: name, Prefix: c.Prefix, UserID: c.UserID, UserIDFromToken: c.UserIDFromToken, UserIDClaim: c.UserIDClaim, CallTimeout: time.Duration(c.CallTimeout),
-		Secrets: map[string]string{}, Tokens: map[string]string{}, AcceptContext: c.AcceptForwardedContext}
-	for _, id := range sortedKeys(c.Secrets) {
-		up.Secrets[id] = p.env(m.Getenv, file, where("secrets."+id), c.Secrets[id])
-	}
-	for _, id := range sortedKeys(c.Authorization) {
-		up.Tokens[id] = p.env(m.Getenv, file, where("authorization."+id), c.Authorization[id])
-	}
-	if len(c.ForwardCallerToken) > 0 && !httpTransport {
-		p.add(file, where("forward_caller_token"), "needs an HTTP transport (--transport http or sse): stdio callers have no bearer token")
-	}
-	up.CallerTokenProviders = c.ForwardCallerToken
-	if len(p.list) > before {
-		return bridge.OTCUpstream{}, false
-	}
-	client, err := otc.NewClient(base, opts)
-	if err != nil {
-		p.add(file, urlKey, err.Error())
-		return bridge.OTCUpstream{}, false
-	}
-	up.Client, up.Credentials = client, credentials
-	return up, true
+	return file, credentials
 }
 
 // startSample serves the sample OTC toolkit on a loopback port of its own,
@@ -638,7 +766,7 @@ func startSample(ctx context.Context, log zerolog.Logger) (stop func(), up bridg
 		defer cancel()
 		_ = srv.Shutdown(sctx)
 	}
-	return stop, bridge.OTCUpstream{Name: "sample", Client: client, UserID: sampleUserID}, nil
+	return stop, bridge.OTCUpstream{Name: "sample", Client: client, UserID: sampleUserID, Configure: sampleConfigure}, nil
 }
 
 // sampleUserID is the context.user_id sent to the built-in sample toolkit:

@@ -186,247 +186,379 @@ func expandEnv(getenv func(string) string, file, key, s string) (string, error) 
 	return out, nil
 }
 
+// serveOTCFlags are serve-otc's flags as the command line gives them:
+// nothing is read from the environment or a file yet (otcFrontSetup does
+// that). A flag is added in parseServeOTC, checked in check when its value
+// alone can be wrong, and used in otcFrontSetup or runOTCFront.
+type serveOTCFlags struct {
+	listen, configPath string
+	mcpURLs            stringList
+	headers            headerList
+	forceSSE           bool
+	forwardContext     bool
+	name               string
+	callTimeout        time.Duration
+	maxMessage         int64
+	apiKeyEnv          string
+	jwtSecretEnv       string
+	jwtAudiences       string
+	idemTTL            time.Duration
+	idemRunning        int
+	publicURL          string
+	tokenStore         string
+	tokenKeyEnv        string
+	stateURL           string
+	statePasswordEnv   string
+	drainDelay         time.Duration
+	metricsListen      string
+	allowedHosts       allowedHostList
+	corsOrigins        corsOriginList
+	identity           *identityFlags
+	logger             func() (zerolog.Logger, error)
+	command            []string        // after --: the stdio MCP server to start
+	set                map[string]bool // the flags the command line gave
+}
+
+// serveOTC is serve-otc: its flags (parseServeOTC, check), what they name
+// read into an otcFrontSetup, then the front wired and served
+// (runOTCFront).
 func (m *Main) serveOTC(ctx context.Context, args []string) error {
-	fs := m.flags("serve-otc", "[--listen 127.0.0.1:8080] [--config FILE] [--mcp URL]... [flags] [-- COMMAND [ARGS...]]")
-	listen := fs.String("listen", "127.0.0.1:8080", "address to serve OTC on")
-	configPath := fs.String("config", "", "JSON config file with an mcpServers object (see README)")
-	var mcpURLs stringList
-	fs.Var(&mcpURLs, "mcp", "URL of an MCP server over streamable HTTP, or legacy SSE when the path ends in /sse (repeatable)")
-	var headers headerList
-	fs.Var(&headers, "header", "header 'Name: value' sent to the one --mcp server, ${VAR} read from the environment (repeatable)")
-	forceSSE := fs.Bool("mcp-sse", false, "use the legacy SSE transport for every --mcp URL")
-	forwardContext := fs.Bool("forward-context", false, "send each call's OTC context (tokens, secrets, user id) to --mcp servers that are mcpotc MCP fronts (see README, Round trips)")
-	name := fs.String("name", "", "toolkit name of the '-- COMMAND' server (default: its serverInfo.name)")
-	callTimeout := durationFlag(fs, "call-timeout", 60*time.Second, "bound on each tool call")
-	maxMessage := fs.Int64("max-message-bytes", upstream.DefaultMaxMessageBytes, "bound on one message from an MCP server (a stdio line, an HTTP body or event); a longer answer fails its call")
-	apiKeyEnv := fs.String("api-key-env", "", "environment variable holding the API key OTC clients must send (OXP-API-Key or bearer)")
-	jwtSecretEnv := fs.String("jwt-secret-env", "", "environment variable holding the HS256 secret of the bearer JWTs OTC clients may send")
-	jwtAudiences := fs.String("jwt-audience", "", "comma-separated audiences a JWT's aud may name (tokens with aud need one)")
-	idemTTL := durationFlag(fs, "idempotency-ttl", 10*time.Minute, "how long a call_id's answer is kept and replayed (0: off)")
-	idemRunning := fs.Int("idempotency-max-running", otc.DefaultIdempotencyMaxRunning, "bound on calls with a call_id running at once (beyond it: 400 temporarily unavailable, Retry-After)")
-	publicURL := fs.String("public-url", "", "the bridge's base URL as a browser reaches it, for the OAuth authorization links and redirect (default: http://LISTEN)")
-	tokenStore := fs.String("token-store", "memory", "where the OAuth tokens for MCP servers are kept: memory, or file:PATH (encrypted, survives restarts; needs --token-key-env)")
-	tokenKeyEnv := fs.String("token-key-env", "", "environment variable holding the 32-byte key (base64 or hex) that encrypts the OAuth tokens")
-	stateURL := fs.String("state", "", "redis:// (rediss:// for TLS) URL of the Redis that replicas share for call_id answers and OAuth tokens (default: this process's memory)")
-	statePasswordEnv := fs.String("state-password-env", "", "environment variable holding the password of the --state Redis (instead of writing it in the URL)")
-	drainDelay := durationFlag(fs, "drain-delay", 0, "at SIGTERM, how long GET /ready answers 503 before the server stops taking requests (a load balancer's check interval times its fall count)")
-	metricsListen := fs.String("metrics-listen", "", metricsUsage)
-	var allowedHosts allowedHostList
-	fs.Var(&allowedHosts, "allowed-host", allowedHostUsage)
-	var corsOrigins corsOriginList
-	fs.Var(&corsOrigins, "cors-origin", corsOriginUsage)
-	identity := registerIdentityFlags(fs)
-	logOpts := m.logFlags(fs)
-	var command []string
-	if i := slices.Index(args, "--"); i >= 0 {
-		if i == len(args)-1 {
-			return fmt.Errorf("%w: '--' must be followed by the MCP server's command, e.g. -- npx -y @modelcontextprotocol/server-everything", errUsage)
-		}
-		args, command = args[:i], args[i+1:]
-	}
-	if err := m.parse(fs, args); err != nil {
-		return err
-	}
-	log, err := logOpts()
+	f, err := m.parseServeOTC(args)
 	if err != nil {
 		return err
 	}
-	if *callTimeout <= 0 {
-		return fmt.Errorf("%w: --call-timeout must be positive", errUsage)
-	}
-	if *maxMessage <= 0 {
-		return fmt.Errorf("%w: --max-message-bytes must be positive", errUsage)
-	}
-	if *idemRunning <= 0 {
-		return fmt.Errorf("%w: --idempotency-max-running must be positive", errUsage)
-	}
-	if err := checkListen("--listen", *listen); err != nil {
+	log, err := f.logger()
+	if err != nil {
 		return err
 	}
-	if *metricsListen != "" {
-		if err := checkListen("--metrics-listen", *metricsListen); err != nil {
+	if err := f.check(); err != nil {
+		return err
+	}
+	s, err := m.otcFrontSetup(f, log)
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	return m.runOTCFront(ctx, log, f, s)
+}
+
+// parseServeOTC defines serve-otc's flags and parses args: the command of
+// a stdio MCP server comes after --.
+func (m *Main) parseServeOTC(args []string) (*serveOTCFlags, error) {
+	fs := m.flags("serve-otc", "[--listen 127.0.0.1:8080] [--config FILE] [--mcp URL]... [flags] [-- COMMAND [ARGS...]]")
+	f := &serveOTCFlags{}
+	fs.StringVar(&f.listen, "listen", "127.0.0.1:8080", "address to serve OTC on")
+	fs.StringVar(&f.configPath, "config", "", "JSON config file with an mcpServers object (see README)")
+	fs.Var(&f.mcpURLs, "mcp", "URL of an MCP server over streamable HTTP, or legacy SSE when the path ends in /sse (repeatable)")
+	fs.Var(&f.headers, "header", "header 'Name: value' sent to the one --mcp server, ${VAR} read from the environment (repeatable)")
+	fs.BoolVar(&f.forceSSE, "mcp-sse", false, "use the legacy SSE transport for every --mcp URL")
+	fs.BoolVar(&f.forwardContext, "forward-context", false, "send each call's OTC context (tokens, secrets, user id) to --mcp servers that are mcpotc MCP fronts (see README, Round trips)")
+	fs.StringVar(&f.name, "name", "", "toolkit name of the '-- COMMAND' server (default: its serverInfo.name)")
+	durationVar(fs, &f.callTimeout, "call-timeout", 60*time.Second, "bound on each tool call")
+	fs.Int64Var(&f.maxMessage, "max-message-bytes", upstream.DefaultMaxMessageBytes, "bound on one message from an MCP server (a stdio line, an HTTP body or event); a longer answer fails its call")
+	fs.StringVar(&f.apiKeyEnv, "api-key-env", "", "environment variable holding the API key OTC clients must send (OXP-API-Key or bearer)")
+	fs.StringVar(&f.jwtSecretEnv, "jwt-secret-env", "", "environment variable holding the HS256 secret of the bearer JWTs OTC clients may send")
+	fs.StringVar(&f.jwtAudiences, "jwt-audience", "", "comma-separated audiences a JWT's aud may name (tokens with aud need one)")
+	durationVar(fs, &f.idemTTL, "idempotency-ttl", 10*time.Minute, "how long a call_id's answer is kept and replayed (0: off)")
+	fs.IntVar(&f.idemRunning, "idempotency-max-running", otc.DefaultIdempotencyMaxRunning, "bound on calls with a call_id running at once (beyond it: 400 temporarily unavailable, Retry-After)")
+	fs.StringVar(&f.publicURL, "public-url", "", "the bridge's base URL as a browser reaches it, for the OAuth authorization links and redirect (default: http://LISTEN)")
+	fs.StringVar(&f.tokenStore, "token-store", "memory", "where the OAuth tokens for MCP servers are kept: memory, or file:PATH (encrypted, survives restarts; needs --token-key-env)")
+	fs.StringVar(&f.tokenKeyEnv, "token-key-env", "", "environment variable holding the 32-byte key (base64 or hex) that encrypts the OAuth tokens")
+	fs.StringVar(&f.stateURL, "state", "", "redis:// (rediss:// for TLS) URL of the Redis that replicas share for call_id answers and OAuth tokens (default: this process's memory)")
+	fs.StringVar(&f.statePasswordEnv, "state-password-env", "", "environment variable holding the password of the --state Redis (instead of writing it in the URL)")
+	durationVar(fs, &f.drainDelay, "drain-delay", 0, "at SIGTERM, how long GET /ready answers 503 before the server stops taking requests (a load balancer's check interval times its fall count)")
+	fs.StringVar(&f.metricsListen, "metrics-listen", "", metricsUsage)
+	fs.Var(&f.allowedHosts, "allowed-host", allowedHostUsage)
+	fs.Var(&f.corsOrigins, "cors-origin", corsOriginUsage)
+	f.identity = registerIdentityFlags(fs)
+	f.logger = m.logFlags(fs)
+	if i := slices.Index(args, "--"); i >= 0 {
+		if i == len(args)-1 {
+			return nil, fmt.Errorf("%w: '--' must be followed by the MCP server's command, e.g. -- npx -y @modelcontextprotocol/server-everything", errUsage)
+		}
+		args, f.command = args[:i], args[i+1:]
+	}
+	if err := m.parse(fs, args); err != nil {
+		return nil, err
+	}
+	f.set = flagsSet(fs)
+	return f, nil
+}
+
+// check refuses, as usage errors, the flags that are wrong in themselves
+// or together, the first one met: values, then combinations, then the
+// token store.
+func (f *serveOTCFlags) check() error {
+	for _, check := range []func() error{f.checkValues, f.checkCombinations, f.checkTokenStore} {
+		if err := check(); err != nil {
 			return err
 		}
 	}
-	set := flagsSet(fs)
+	return nil
+}
+
+func (f *serveOTCFlags) checkValues() error {
+	if f.callTimeout <= 0 {
+		return fmt.Errorf("%w: --call-timeout must be positive", errUsage)
+	}
+	if f.maxMessage <= 0 {
+		return fmt.Errorf("%w: --max-message-bytes must be positive", errUsage)
+	}
+	if f.idemRunning <= 0 {
+		return fmt.Errorf("%w: --idempotency-max-running must be positive", errUsage)
+	}
+	if err := checkListen("--listen", f.listen); err != nil {
+		return err
+	}
+	if f.metricsListen != "" {
+		return checkListen("--metrics-listen", f.metricsListen)
+	}
+	return nil
+}
+
+func (f *serveOTCFlags) checkCombinations() error {
 	for _, err := range []error{
-		needs(set, len(mcpURLs) > 0, "--mcp URL (in a config file, set type or headers per server)", "mcp-sse", "forward-context", "header"),
-		needs(set, len(mcpURLs) < 2, "exactly one --mcp: for several servers, use a config file (headers per server)", "header"),
-		needs(set, len(command) > 0, "an MCP server's command after --, e.g. --name Everything -- npx -y @modelcontextprotocol/server-everything", "name"),
-		needs(set, *jwtSecretEnv != "", "--jwt-secret-env", "jwt-audience"),
-		needs(set, *stateURL != "", "--state redis://…", "state-password-env"),
+		needs(f.set, len(f.mcpURLs) > 0, "--mcp URL (in a config file, set type or headers per server)", "mcp-sse", "forward-context", "header"),
+		needs(f.set, len(f.mcpURLs) < 2, "exactly one --mcp: for several servers, use a config file (headers per server)", "header"),
+		needs(f.set, len(f.command) > 0, "an MCP server's command after --, e.g. --name Everything -- npx -y @modelcontextprotocol/server-everything", "name"),
+		needs(f.set, f.jwtSecretEnv != "", "--jwt-secret-env", "jwt-audience"),
+		needs(f.set, f.stateURL != "", "--state redis://…", "state-password-env"),
 	} {
 		if err != nil {
 			return err
 		}
 	}
-	for _, u := range mcpURLs {
+	for _, u := range f.mcpURLs {
 		if reason := urlProblem(u); reason != "" {
 			return fmt.Errorf("%w: --mcp %s", errUsage, reason)
 		}
 	}
-	if *publicURL != "" {
-		if u, err := url.Parse(*publicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
-			return fmt.Errorf("%w: --public-url must be an http(s) base URL such as https://bridge.example.com", errUsage)
-		}
+	if f.publicURL != "" && !baseURL(f.publicURL) {
+		return fmt.Errorf("%w: --public-url must be an http(s) base URL such as https://bridge.example.com", errUsage)
 	}
-	if *tokenStore != "memory" && !strings.HasPrefix(*tokenStore, "file:") || *tokenStore == "file:" {
+	return nil
+}
+
+// baseURL tells whether raw is an http(s) URL with a host and neither a
+// query nor a fragment.
+func baseURL(raw string) bool {
+	u, err := url.Parse(raw)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" && u.RawQuery == "" && u.Fragment == ""
+}
+
+func (f *serveOTCFlags) checkTokenStore() error {
+	file := strings.HasPrefix(f.tokenStore, "file:")
+	if f.tokenStore != "memory" && !file || f.tokenStore == "file:" {
 		return fmt.Errorf("%w: --token-store must be memory or file:PATH", errUsage)
 	}
-	if strings.HasPrefix(*tokenStore, "file:") && *tokenKeyEnv == "" {
+	if file && f.tokenKeyEnv == "" {
 		return fmt.Errorf("%w: --token-store file:PATH needs --token-key-env (the tokens are encrypted at rest)", errUsage)
 	}
-	if *stateURL != "" && set["token-store"] {
+	if f.stateURL != "" && f.set["token-store"] {
 		return fmt.Errorf("%w: with --state the OAuth tokens are kept in its Redis: drop --token-store", errUsage)
 	}
-	if *drainDelay < 0 {
+	if f.drainDelay < 0 {
 		return fmt.Errorf("%w: --drain-delay must not be negative", errUsage)
 	}
-	server := otc.Options{IdempotencyTTL: *idemTTL, IdempotencyMaxRunning: *idemRunning, AllowedHosts: allowedHosts, AllowedOrigins: corsOrigins}
+	return nil
+}
 
-	// From here on every problem is collected and reported in one message.
+// otcFrontSetup is what serve-otc serves, built from its flags, the
+// environment and its config file by (*Main).otcFrontSetup: the OTC
+// handler's options and the MCP servers, every secret read. It holds no
+// listener and starts nothing (the --state client connects on first use),
+// so the same flags build it again.
+type otcFrontSetup struct {
+	server otc.Options
+	ups    []bridge.MCPUpstream
+	// own are the variables that hold serve-otc's own secrets: kept from
+	// the children's environment.
+	own      []string
+	tokenKey []byte       // --token-key-env's key; nil without it
+	shared   *state.Redis // --state; nil: this process's memory
+}
+
+// close closes what the setup opened: the --state client.
+func (s *otcFrontSetup) close() {
+	if s.shared != nil {
+		_ = s.shared.Close()
+	}
+}
+
+// otcFrontSetup reads what the flags name — secrets in the environment,
+// the --state store, the config file — and reports every problem in one
+// error (README, Config errors).
+func (m *Main) otcFrontSetup(f *serveOTCFlags, log zerolog.Logger) (*otcFrontSetup, error) {
+	s := &otcFrontSetup{server: otc.Options{IdempotencyTTL: f.idemTTL, IdempotencyMaxRunning: f.idemRunning, AllowedHosts: f.allowedHosts, AllowedOrigins: f.corsOrigins}}
 	var p problems
-	var ownSecrets []string // read here, then kept from the children's environment
-	if *apiKeyEnv != "" {
-		server.APIKey = p.env(m.Getenv, "--api-key-env", "", *apiKeyEnv)
-		ownSecrets = append(ownSecrets, *apiKeyEnv)
+	m.readOTCSecrets(&p, f, s, log)
+	for _, a := range strings.Split(f.jwtAudiences, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			s.server.JWTAudiences = append(s.server.JWTAudiences, a)
+		}
 	}
-	if *jwtSecretEnv != "" {
-		server.JWTSecret = []byte(p.env(m.Getenv, "--jwt-secret-env", "", *jwtSecretEnv))
-		ownSecrets = append(ownSecrets, *jwtSecretEnv)
+	cfg := m.readMCPServers(&p, f, s, log)
+	if err := p.err(); err != nil {
+		s.close()
+		return nil, err
 	}
-	ownSecrets = append(ownSecrets, identity.check(m, &p, set, *listen)...)
-	var tokenKey []byte
-	if *tokenKeyEnv != "" {
-		if v := p.env(m.Getenv, "--token-key-env", "", *tokenKeyEnv); v != "" {
+	if len(f.command) > 0 {
+		// Named by --name or, once it answers, by its serverInfo.name:
+		// never by its command line (README, Logs).
+		s.ups = append(s.ups, bridge.MCPUpstream{Toolkit: f.name, Config: upstream.Config{Name: f.name, Command: f.command[0], Args: f.command[1:], CallTimeout: f.callTimeout}})
+	}
+	if len(s.ups) == 0 {
+		log.Info().Msg("no upstream named: serving the built-in sample MCP server")
+		s.ups = []bridge.MCPUpstream{{Toolkit: "Sample", Config: upstream.Config{Name: "sample", InProcess: mcpsample.NewServer(), CallTimeout: f.callTimeout}}}
+	}
+	for i := range s.ups {
+		c := &s.ups[i].Config
+		c.Unsetenv = childUnsetenv(cfg, c.Name, s.own)
+		if c.MaxMessageBytes == 0 {
+			c.MaxMessageBytes = f.maxMessage
+		}
+		// A call with a call_id runs detached from its client: bound it a
+		// little past the longest upstream call timeout, so that the
+		// upstream's own timeout (which cancels the call there) ends it first.
+		s.server.CallTimeout = max(s.server.CallTimeout, c.CallTimeout+detachedCallGrace)
+	}
+	return s, nil
+}
+
+// readOTCSecrets reads the secrets the flags name (transport auth, the
+// identity flags', the token key, the --state password) and opens the
+// --state client; problems go to p.
+func (m *Main) readOTCSecrets(p *problems, f *serveOTCFlags, s *otcFrontSetup, log zerolog.Logger) {
+	if f.apiKeyEnv != "" {
+		s.server.APIKey = p.env(m.Getenv, "--api-key-env", "", f.apiKeyEnv)
+		s.own = append(s.own, f.apiKeyEnv)
+	}
+	if f.jwtSecretEnv != "" {
+		s.server.JWTSecret = []byte(p.env(m.Getenv, "--jwt-secret-env", "", f.jwtSecretEnv))
+		s.own = append(s.own, f.jwtSecretEnv)
+	}
+	s.own = append(s.own, f.identity.check(m, p, f.set, f.listen)...)
+	if f.tokenKeyEnv != "" {
+		if v := p.env(m.Getenv, "--token-key-env", "", f.tokenKeyEnv); v != "" {
 			var err error
-			if tokenKey, err = vault.ParseKey(v); err != nil {
-				p.add("--token-key-env", "", fmt.Sprintf("%s: %v", *tokenKeyEnv, err))
+			if s.tokenKey, err = vault.ParseKey(v); err != nil {
+				p.add("--token-key-env", "", fmt.Sprintf("%s: %v", f.tokenKeyEnv, err))
 			}
 		}
-		ownSecrets = append(ownSecrets, *tokenKeyEnv)
+		s.own = append(s.own, f.tokenKeyEnv)
 	}
-	var shared *state.Redis
-	if *stateURL != "" {
-		var password string
-		if *statePasswordEnv != "" {
-			password = p.env(m.Getenv, "--state-password-env", "", *statePasswordEnv)
-			ownSecrets = append(ownSecrets, *statePasswordEnv)
-		}
-		// go-redis logs through one process-wide logger (the standard
-		// library's, on stderr, as plain text): send its lines to ours.
-		redis.SetLogger(redisLog{log})
-		var err error
-		if shared, err = state.Open(*stateURL, &state.Options{Password: password}); err != nil {
-			p.add("--state", "", err.Error())
-		} else {
-			defer shared.Close()
-		}
+	if f.stateURL == "" {
+		return
 	}
-	for _, a := range strings.Split(*jwtAudiences, ",") {
-		if a = strings.TrimSpace(a); a != "" {
-			server.JWTAudiences = append(server.JWTAudiences, a)
-		}
+	var password string
+	if f.statePasswordEnv != "" {
+		password = p.env(m.Getenv, "--state-password-env", "", f.statePasswordEnv)
+		s.own = append(s.own, f.statePasswordEnv)
 	}
+	// go-redis logs through one process-wide logger (the standard
+	// library's, on stderr, as plain text): send its lines to ours.
+	redis.SetLogger(redisLog{log})
+	var err error
+	if s.shared, err = state.Open(f.stateURL, &state.Options{Password: password}); err != nil {
+		p.add("--state", "", err.Error())
+	}
+}
 
-	var ups []bridge.MCPUpstream
+// readMCPServers reads the MCP servers of the config file and of --mcp
+// into s.ups, and returns the config file's contents; problems go to p.
+func (m *Main) readMCPServers(p *problems, f *serveOTCFlags, s *otcFrontSetup, log zerolog.Logger) otcFrontConfig {
 	var cfg otcFrontConfig
-	if *configPath != "" {
+	if f.configPath != "" {
 		var warning string
-		cfg, warning, err = loadOTCFrontConfig(*configPath)
+		var err error
+		cfg, warning, err = loadOTCFrontConfig(f.configPath)
 		switch {
 		case err != nil:
-			p.addErr(*configPath, "", err)
+			p.addErr(f.configPath, "", err)
 		case len(cfg.MCPServers) == 0:
-			p.add(*configPath, "mcpServers", "has no server (every one is disabled, or the object is empty): add one, or run serve-otc without --config for the built-in sample MCP server")
+			p.add(f.configPath, "mcpServers", "has no server (every one is disabled, or the object is empty): add one, or run serve-otc without --config for the built-in sample MCP server")
 		default:
-			ups = m.mcpUpstreams(&p, *configPath, cfg, *callTimeout)
+			s.ups = m.mcpUpstreams(p, f.configPath, cfg, f.callTimeout)
 		}
 		if warning != "" {
 			log.Warn().Msg(warning)
 		}
 	}
 	var extra http.Header
-	if len(headers) > 0 {
-		extra = headers.header(&p, m.Getenv)
+	if len(f.headers) > 0 {
+		extra = f.headers.header(p, m.Getenv)
 	}
-	for _, u := range mcpURLs {
-		ups = append(ups, bridge.MCPUpstream{ForwardContext: *forwardContext, Config: upstream.Config{URL: u, SSE: *forceSSE, CallTimeout: *callTimeout, Headers: extra}})
+	for _, u := range f.mcpURLs {
+		s.ups = append(s.ups, bridge.MCPUpstream{ForwardContext: f.forwardContext, Config: upstream.Config{URL: u, SSE: f.forceSSE, CallTimeout: f.callTimeout, Headers: extra}})
 	}
-	if err := p.err(); err != nil {
-		return err
-	}
-	if len(command) > 0 {
-		// Named by --name or, once it answers, by its serverInfo.name:
-		// never by its command line (README, Logs).
-		ups = append(ups, bridge.MCPUpstream{Toolkit: *name, Config: upstream.Config{Name: *name, Command: command[0], Args: command[1:], CallTimeout: *callTimeout}})
-	}
-	if len(ups) == 0 {
-		log.Info().Msg("no upstream named: serving the built-in sample MCP server")
-		ups = []bridge.MCPUpstream{{Toolkit: "Sample", Config: upstream.Config{Name: "sample", InProcess: mcpsample.NewServer(), CallTimeout: *callTimeout}}}
-	}
+	return cfg
+}
 
-	for i := range ups {
-		ups[i].Config.Unsetenv = childUnsetenv(cfg, ups[i].Config.Name, ownSecrets)
-		if ups[i].Config.MaxMessageBytes == 0 {
-			ups[i].Config.MaxMessageBytes = *maxMessage
-		}
-		// A call with a call_id runs detached from its client: bound it a
-		// little past the longest upstream call timeout, so that the
-		// upstream's own timeout (which cancels the call there) ends it first.
-		server.CallTimeout = max(server.CallTimeout, ups[i].Config.CallTimeout+detachedCallGrace)
-	}
+// runOTCFront wires the running parts — the tracer, the metrics listener,
+// the OAuth client, the front — and serves s until ctx ends, then stops
+// the MCP servers once in-flight calls are done.
+func (m *Main) runOTCFront(ctx context.Context, log zerolog.Logger, f *serveOTCFlags, s *otcFrontSetup) error {
 	tracer, stopTracing, err := m.startTracing(ctx, log, "mcpotc serve-otc")
 	if err != nil {
 		return err
 	}
 	defer stopTracing()
-	opts := &bridge.OTCFrontOptions{Server: server, Logger: log, Version: buildVersion(), Tracer: tracer}
-	if *metricsListen != "" {
+	opts := &bridge.OTCFrontOptions{Server: s.server, Logger: log, Version: buildVersion(), Tracer: tracer}
+	if f.metricsListen != "" {
 		opts.Metrics = metrics.New()
-		if err := m.serveMetrics(ctx, log, *metricsListen, opts.Metrics); err != nil {
+		if err := m.serveMetrics(ctx, log, f.metricsListen, opts.Metrics); err != nil {
 			return err
 		}
 	}
-	var tokens vault.Store // nil: --token-store
-	if shared != nil {
-		// The replicas share the call_id answers and the tokens; /ready
-		// says whether this one reaches them.
-		if *idemTTL > 0 {
-			opts.Server.IdempotencyStore = shared
-		}
-		tokens = shared
-		opts.Checks = map[string]func(context.Context) error{"store": shared.Ping}
+	if err := m.otcFrontStores(ctx, f, s, opts); err != nil {
+		return err
 	}
-	if slices.ContainsFunc(ups, func(u bridge.MCPUpstream) bool { return u.OAuth != nil }) {
-		if shared != nil && tokenKey == nil {
-			return fmt.Errorf("%w: --state keeps OAuth tokens in Redis, encrypted: it needs --token-key-env, the same key on every replica", errUsage)
-		}
-		if opts.OAuth, err = oauthOptions(ctx, *publicURL, *listen, *tokenStore, tokens, tokenKey); err != nil {
-			return err
-		}
-	}
-	identity.apply(&opts.Server, opts)
-	warnUnverified(log, ups)
+	f.identity.apply(&opts.Server, opts)
+	warnUnverified(log, s.ups)
 	// The upstreams get a context that the signal does not end: they are
-	// closed by front.Close below, once in-flight calls are done (or the
+	// closed by otcFront.Close below, once in-flight calls are done (or the
 	// grace ran out), not at the signal (README, OTC front).
-	front, err := bridge.NewOTCFront(context.WithoutCancel(ctx), ups, opts)
+	otcFront, err := bridge.NewOTCFront(context.WithoutCancel(ctx), s.ups, opts)
 	if err != nil {
 		return err
 	}
-	serveErr := m.serveHTTPWith(ctx, log, *listen, bridge.CORS(corsOrigins, bridge.LogRefusals(log, front.Handler())), "OTC for MCP servers",
+	serveErr := m.serveHTTPWith(ctx, log, f.listen, bridge.CORS(f.corsOrigins, bridge.LogRefusals(log, otcFront.Handler())), "OTC for MCP servers",
 		// /ready fails first, so that load balancers stop sending
 		// requests; those that still come are served until the shutdown,
 		// which lets in-flight calls end.
-		draining(log, *drainDelay, front.Drain, func(sctx context.Context, srv *http.Server) error { return srv.Shutdown(sctx) }))
+		draining(log, f.drainDelay, otcFront.Drain, func(sctx context.Context, srv *http.Server) error { return srv.Shutdown(sctx) }))
 	// In-flight calls are done (or the grace ran out): stop the upstreams.
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownGrace)
 	defer cancel()
-	if err := front.Close(cctx); err != nil {
+	if err := otcFront.Close(cctx); err != nil {
 		log.Error().Err(err).Msg("stopping MCP servers")
 	}
 	return serveErr
+}
+
+// otcFrontStores sets where the front keeps what outlives a request: the
+// call_id answers and the OAuth tokens, in the --state store when there is
+// one (which GET /ready then checks), and the OAuth client's options.
+func (m *Main) otcFrontStores(ctx context.Context, f *serveOTCFlags, s *otcFrontSetup, opts *bridge.OTCFrontOptions) error {
+	var tokens vault.Store // nil: --token-store
+	if s.shared != nil {
+		// The replicas share the call_id answers and the tokens; /ready
+		// says whether this one reaches them.
+		if f.idemTTL > 0 {
+			opts.Server.IdempotencyStore = s.shared
+		}
+		tokens = s.shared
+		opts.Checks = map[string]func(context.Context) error{"store": s.shared.Ping}
+	}
+	if !slices.ContainsFunc(s.ups, func(u bridge.MCPUpstream) bool { return u.OAuth != nil }) {
+		return nil
+	}
+	if s.shared != nil && s.tokenKey == nil {
+		return fmt.Errorf("%w: --state keeps OAuth tokens in Redis, encrypted: it needs --token-key-env, the same key on every replica", errUsage)
+	}
+	var err error
+	opts.OAuth, err = oauthOptions(ctx, f.publicURL, f.listen, f.tokenStore, tokens, s.tokenKey)
+	return err
 }
 
 // childUnsetenv names the variables a child must not inherit from the
@@ -529,77 +661,102 @@ func (m *Main) mcpUpstreams(p *problems, file string, cfg otcFrontConfig, callTi
 			key = "mcpServers." + n
 		}
 		before := len(p.list)
-		u := bridge.MCPUpstream{Toolkit: c.Toolkit, Version: c.Version, Allow: c.Allow, Deny: c.Deny,
-			ForwardAuthorization: c.ForwardAuthorization, ForwardContext: c.ForwardContext}
-		u.Config = upstream.Config{Name: n, CallTimeout: time.Duration(c.CallTimeout)}
-		if u.Config.CallTimeout == 0 {
-			u.Config.CallTimeout = callTimeout
-		}
-		if c.MaxMessageBytes < 0 {
-			p.add(file, key+".max_message_bytes", "must be a positive number of bytes")
-		}
-		u.Config.MaxMessageBytes = c.MaxMessageBytes // zero: --max-message-bytes
-		if c.Version != "" && !otc.ValidVersion(c.Version) {
-			p.add(file, key+".version", fmt.Sprintf("%q is not x.y.z", c.Version))
-		}
-		if err := oneOf(file, key+".type", c.Type, "", "stdio", "http", "streamable-http", "streamableHttp", "sse"); err != nil {
-			p.addErr(file, key+".type", err)
-		}
-		if c.Protocol != "" {
-			if err := oneOf(file, key+".protocol", c.Protocol, upstream.ProtocolAuto, upstream.ProtocolModern, upstream.ProtocolLegacy); err != nil {
-				p.addErr(file, key+".protocol", err)
-			} else if c.Protocol == upstream.ProtocolModern && c.Type == "sse" {
-				p.add(file, key+".protocol", "2026-07-28 needs streamable HTTP or stdio: legacy SSE carries 2025-11-25 and earlier only")
-			}
-		}
-		u.Config.Protocol = c.Protocol
-		switch {
-		case c.Command != "" && c.URL != "":
-			p.add(file, key, "has both command and url: give one")
-		case c.Command != "":
-			if c.Type != "" && c.Type != "stdio" || len(c.Headers) > 0 {
-				p.add(file, key, "a command server is stdio: type and headers do not apply")
-			}
-			u.Config.Command, u.Config.Args, u.Config.Dir = c.Command, c.Args, c.Cwd
-			for _, k := range sortedKeys(c.Env) {
-				v, err := expandEnv(m.Getenv, file, key+".env."+k, c.Env[k])
-				if err != nil {
-					p.addErr(file, key+".env."+k, err)
-					continue
-				}
-				u.Config.Env = append(u.Config.Env, k+"="+v)
-			}
-		case c.URL != "":
-			if reason := urlProblem(c.URL); reason != "" {
-				p.add(file, key+".url", reason)
-			}
-			if c.Type == "stdio" || len(c.Env) > 0 || len(c.Args) > 0 || c.Cwd != "" {
-				p.add(file, key, "a url server is HTTP: type stdio, args, env and cwd do not apply")
-			}
-			u.Config.URL, u.Config.SSE = c.URL, c.Type == "sse"
-			u.Config.Headers = http.Header{}
-			for _, k := range sortedKeys(c.Headers) {
-				ev, err := expandEnv(m.Getenv, file, key+".headers."+k, c.Headers[k])
-				if err != nil {
-					p.addErr(file, key+".headers."+k, err)
-					continue
-				}
-				u.Config.Headers.Set(k, ev)
-			}
-		default:
-			p.add(file, key, "needs a command (stdio) or a url (HTTP)")
-		}
-		if c.ForwardAuthorization && c.URL == "" {
-			p.add(file, key+".forward_authorization", "needs a url server: a stdio child has no Authorization header")
-		}
-		if c.OAuth != nil {
-			u.OAuth = m.oauthConfig(p, file, key+".oauth", c)
-		}
+		u := m.mcpUpstream(p, file, key, n, c, callTimeout)
 		if len(p.list) == before {
 			out = append(out, u)
 		}
 	}
 	return out
+}
+
+// mcpUpstream checks the MCP server n, at key in file; problems go to p.
+func (m *Main) mcpUpstream(p *problems, file, key, n string, c mcpServerConfig, callTimeout time.Duration) bridge.MCPUpstream {
+	u := bridge.MCPUpstream{Toolkit: c.Toolkit, Version: c.Version, Allow: c.Allow, Deny: c.Deny,
+		ForwardAuthorization: c.ForwardAuthorization, ForwardContext: c.ForwardContext}
+	u.Config = upstream.Config{Name: n, CallTimeout: time.Duration(c.CallTimeout)}
+	if u.Config.CallTimeout == 0 {
+		u.Config.CallTimeout = callTimeout
+	}
+	checkMCPServerValues(p, file, key, c)
+	u.Config.MaxMessageBytes = c.MaxMessageBytes // zero: --max-message-bytes
+	u.Config.Protocol = c.Protocol
+	switch {
+	case c.Command != "" && c.URL != "":
+		p.add(file, key, "has both command and url: give one")
+	case c.Command != "":
+		m.stdioServer(p, file, key, c, &u.Config)
+	case c.URL != "":
+		m.urlServer(p, file, key, c, &u.Config)
+	default:
+		p.add(file, key, "needs a command (stdio) or a url (HTTP)")
+	}
+	if c.ForwardAuthorization && c.URL == "" {
+		p.add(file, key+".forward_authorization", "needs a url server: a stdio child has no Authorization header")
+	}
+	if c.OAuth != nil {
+		u.OAuth = m.oauthConfig(p, file, key+".oauth", c)
+	}
+	return u
+}
+
+// checkMCPServerValues checks a server's values that are wrong in
+// themselves: max_message_bytes, version, type and protocol.
+func checkMCPServerValues(p *problems, file, key string, c mcpServerConfig) {
+	if c.MaxMessageBytes < 0 {
+		p.add(file, key+".max_message_bytes", "must be a positive number of bytes")
+	}
+	if c.Version != "" && !otc.ValidVersion(c.Version) {
+		p.add(file, key+".version", fmt.Sprintf("%q is not x.y.z", c.Version))
+	}
+	if err := oneOf(file, key+".type", c.Type, "", "stdio", "http", "streamable-http", "streamableHttp", "sse"); err != nil {
+		p.addErr(file, key+".type", err)
+	}
+	if c.Protocol == "" {
+		return
+	}
+	if err := oneOf(file, key+".protocol", c.Protocol, upstream.ProtocolAuto, upstream.ProtocolModern, upstream.ProtocolLegacy); err != nil {
+		p.addErr(file, key+".protocol", err)
+	} else if c.Protocol == upstream.ProtocolModern && c.Type == "sse" {
+		p.add(file, key+".protocol", "2026-07-28 needs streamable HTTP or stdio: legacy SSE carries 2025-11-25 and earlier only")
+	}
+}
+
+// stdioServer sets up a command server's child: command, args, cwd and
+// env with its ${VAR}s expanded.
+func (m *Main) stdioServer(p *problems, file, key string, c mcpServerConfig, cfg *upstream.Config) {
+	if c.Type != "" && c.Type != "stdio" || len(c.Headers) > 0 {
+		p.add(file, key, "a command server is stdio: type and headers do not apply")
+	}
+	cfg.Command, cfg.Args, cfg.Dir = c.Command, c.Args, c.Cwd
+	for _, k := range sortedKeys(c.Env) {
+		v, err := expandEnv(m.Getenv, file, key+".env."+k, c.Env[k])
+		if err != nil {
+			p.addErr(file, key+".env."+k, err)
+			continue
+		}
+		cfg.Env = append(cfg.Env, k+"="+v)
+	}
+}
+
+// urlServer sets up a url server's connection: URL, transport and headers
+// with their ${VAR}s expanded.
+func (m *Main) urlServer(p *problems, file, key string, c mcpServerConfig, cfg *upstream.Config) {
+	if reason := urlProblem(c.URL); reason != "" {
+		p.add(file, key+".url", reason)
+	}
+	if c.Type == "stdio" || len(c.Env) > 0 || len(c.Args) > 0 || c.Cwd != "" {
+		p.add(file, key, "a url server is HTTP: type stdio, args, env and cwd do not apply")
+	}
+	cfg.URL, cfg.SSE = c.URL, c.Type == "sse"
+	cfg.Headers = http.Header{}
+	for _, k := range sortedKeys(c.Headers) {
+		ev, err := expandEnv(m.Getenv, file, key+".headers."+k, c.Headers[k])
+		if err != nil {
+			p.addErr(file, key+".headers."+k, err)
+			continue
+		}
+		cfg.Headers.Set(k, ev)
+	}
 }
 
 // oauthConfig checks a server's "oauth" entry and reads its secrets from
@@ -608,6 +765,31 @@ func (m *Main) oauthConfig(p *problems, file, key string, c mcpServerConfig) *oa
 	o := c.OAuth
 	out := &oauth.Config{ClientID: o.ClientID, Scopes: o.Scopes, Grant: o.Grant, PerUser: o.PerUser, UserVerification: o.UserVerification,
 		ClientMetadataURL: o.ClientMetadataURL}
+	checkOAuthEntry(p, file, key, c)
+	if nets, err := networks(o.AllowNetworks); err != nil {
+		p.add(file, key+".allow_networks", err.Error())
+	} else {
+		out.AllowNetworks = nets
+	}
+	if o.ClientSecretEnv != "" {
+		out.ClientSecret = p.env(m.Getenv, file, key+".client_secret_env", o.ClientSecretEnv)
+	}
+	if o.ClientPrivateKeyEnv != "" {
+		if pemText := p.env(m.Getenv, file, key+".client_private_key_env", o.ClientPrivateKeyEnv); pemText != "" {
+			k, err := oauth.ParsePrivateKey([]byte(pemText))
+			if err != nil {
+				p.add(file, key+".client_private_key_env", fmt.Sprintf("%s: %v", o.ClientPrivateKeyEnv, err))
+			}
+			out.PrivateKey = k
+		}
+	}
+	return out
+}
+
+// checkOAuthEntry checks what a server's "oauth" entry says, alone and
+// with the rest of the server's entry.
+func checkOAuthEntry(p *problems, file, key string, c mcpServerConfig) {
+	o := c.OAuth
 	if why := userVerificationProblem(o); why != "" {
 		p.add(file, key+".user_verification", why)
 	}
@@ -637,24 +819,6 @@ func (m *Main) oauthConfig(p *problems, file, key string, c mcpServerConfig) *oa
 			p.add(file, key+".client_metadata_url", "must be an https URL with a path (a client ID metadata document)")
 		}
 	}
-	if nets, err := networks(o.AllowNetworks); err != nil {
-		p.add(file, key+".allow_networks", err.Error())
-	} else {
-		out.AllowNetworks = nets
-	}
-	if o.ClientSecretEnv != "" {
-		out.ClientSecret = p.env(m.Getenv, file, key+".client_secret_env", o.ClientSecretEnv)
-	}
-	if o.ClientPrivateKeyEnv != "" {
-		if pemText := p.env(m.Getenv, file, key+".client_private_key_env", o.ClientPrivateKeyEnv); pemText != "" {
-			k, err := oauth.ParsePrivateKey([]byte(pemText))
-			if err != nil {
-				p.add(file, key+".client_private_key_env", fmt.Sprintf("%s: %v", o.ClientPrivateKeyEnv, err))
-			}
-			out.PrivateKey = k
-		}
-	}
-	return out
 }
 
 // sampleMCP serves the built-in sample MCP server over stdio.

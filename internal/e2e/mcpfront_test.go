@@ -745,7 +745,8 @@ var sampleCallSet = []struct {
 	{"Doorbell_Ring", map[string]any{"doorbell_id": "doorbell42"}},
 	{"System_GetTimestamp", map[string]any{}},
 	{"Gmail_GetEmails", map[string]any{}},
-	{"SMS_Send", map[string]any{"to": "+15550100", "message": "hi"}},
+	// SMS_Send needs a secret neither is given: each says how to give it,
+	// which differs (checked after the set).
 }
 
 // TestE2EMCPFrontUpstream: `serve-mcp --otc URL` in front of a separate
@@ -779,6 +780,16 @@ func TestE2EMCPFrontUpstream(t *testing.T) {
 			if !reflect.DeepEqual(got, want) {
 				t.Errorf("tools/call %s %v:\n got (--otc)    %s\nwant (embedded) %s", c.name, c.args, jsonString(got), jsonString(want))
 			}
+		}
+		// A secret neither was given: the embedded sample, which takes no
+		// configuration, says how to try the tool; --otc names its upstream.
+		sms := map[string]any{"to": "+15550100", "message": "hi"}
+		const needs = `the OTC tool SMS.Send@0.1.2 needs secret "TWILIO_API_KEY" (config: secrets.TWILIO_API_KEY): `
+		if we := wantRPCError(t, ctx, ecs, "SMS_Send", sms, jsonrpc.CodeInternalError); !strings.HasPrefix(we.Message, needs+"the built-in sample toolkit takes no configuration; to try this tool, run `mcpotc sample-otc`") {
+			t.Errorf("SMS_Send, embedded sample: %q", we.Message)
+		}
+		if we := wantRPCError(t, ctx, fcs, "SMS_Send", sms, jsonrpc.CodeInternalError); we.Message != needs+"configure it for upstream "+strings.TrimPrefix(upstream, "http://") {
+			t.Errorf("SMS_Send, --otc: %q", we.Message)
 		}
 
 		// The upstream stops: a clean -32603, at once.

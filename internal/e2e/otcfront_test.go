@@ -501,7 +501,10 @@ func (b *otcfBridge) waitTools(t *testing.T, want []string) {
 // no header → {"$schema":"urn:oxp:1.0","tools":T,"items":T}; OXP-Version →
 // {"items":T} with the header; a {"$schema":"otc://1.0"} body → the same as
 // the first with that $schema and every input_schema wrapped in
-// {"parameters": …}. It returns T.
+// {"parameters": …}. T has no x-mcp-tool carrier; with Mcpotc-Carriers:
+// x-mcp the list is T with one in every input_schema (README, "Round
+// trips"), which is returned: the checks of the mapping read the MCP name
+// there.
 func (b *otcfBridge) tools(t *testing.T) []any {
 	t.Helper()
 	oxp := b.get(t, "/tools", nil, nil)
@@ -538,7 +541,30 @@ func (b *otcfBridge) tools(t *testing.T) []any {
 	if len(T) == 0 {
 		t.Fatalf("GET /tools lists no tool: %s", otcfTrunc(oxp.Raw))
 	}
-	return T
+	carried := b.get(t, "/tools", map[string]string{"Mcpotc-Carriers": "x-mcp"}, nil)
+	C, _ := carried.Body.(map[string]any)["items"].([]any)
+	if carried.Status != http.StatusOK || len(C) != len(T) {
+		t.Fatalf("GET /tools with Mcpotc-Carriers: x-mcp: HTTP %d, %d tools (%d without): %s", carried.Status, len(C), len(T), otcfTrunc(carried.Raw))
+	}
+	for i, tool := range C {
+		plain, _ := T[i].(map[string]any)["input_schema"].(map[string]any)
+		if _, ok := plain["x-mcp-tool"]; ok {
+			t.Errorf("GET /tools lists the x-mcp-tool carrier to a plain OTC client: %s", otcfShow(T[i]))
+		}
+		m := maps.Clone(tool.(map[string]any))
+		in := maps.Clone(m["input_schema"].(map[string]any))
+		if _, ok := in["x-mcp-tool"]; !ok {
+			t.Errorf("GET /tools with Mcpotc-Carriers: x-mcp: no x-mcp-tool carrier: %s", otcfShow(tool))
+		}
+		delete(in, "x-mcp-tool")
+		m["input_schema"] = in
+		want, _ := json.Marshal(T[i])
+		got, _ := json.Marshal(m)
+		if diffs := chainDiff(fmt.Sprint(m["id"]), chainMustDecode(t, want), chainMustDecode(t, got)); len(diffs) > 0 {
+			t.Errorf("GET /tools with the carriers is not the plain list with them:\n  %s", strings.Join(diffs, "\n  "))
+		}
+	}
+	return C
 }
 
 // stop sends SIGTERM to the bridge alone (its children are in their own
@@ -1061,7 +1087,7 @@ func otcfCheckEverything(t *testing.T, b *otcfBridge, upstream string) {
 			b.expect(t, d, map[string]any{"tool_id": otcfEv + "get_sum@9.9.9", "input": map[string]any{"a": 1, "b": 2}}, nil,
 				400, map[string]any{"message": "Tool '" + otcfEv + "get_sum@9.9.9' was not found", "developer_message": "~available versions of " + otcfEv + "get_sum: 2.0.0"})
 			b.expect(t, d, map[string]any{"tool_id": "other_kit.get_sum", "input": map[string]any{"a": 1, "b": 2}}, nil,
-				400, map[string]any{"message": "Tool 'other_kit.get_sum' was not found", "developer_message": "<string>"})
+				400, map[string]any{"message": "Tool 'other_kit.get_sum' was not found; did you mean '" + otcfEv + "get_sum'?", "developer_message": "<string>"})
 
 			// -32042 → 400 with the server's URL elicitation as an
 			// authorization challenge. server-everything (2026.8.31) does

@@ -220,7 +220,7 @@ func readmeFlagsExist(t *testing.T, r *readmeEnv) {
 		t.Fatal(err)
 	}
 	defined := map[string]bool{"help": true, "version": true}
-	flagLine := regexp.MustCompile(`(?m)^  -([a-z0-9-]+)`)
+	flagLine := regexp.MustCompile(`(?m)^  --?([a-z0-9][a-z0-9-]*)`) // mcpotc writes --name, mcpotc-bench -name
 	helps := [][]string{{r.bin, "serve-mcp", "-h"}, {r.bin, "serve-otc", "-h"}, {r.bin, "sample-otc", "-h"}, {r.bin, "sample-mcp", "-h"}, {r.bin, "version", "-h"},
 		{"go", "run", "./cmd/mcpotc-bench", "-h"}}
 	for _, h := range helps {
@@ -674,7 +674,7 @@ func readmeSynopsis(command string) func(t *testing.T, r *readmeEnv, b readmeBlo
 		if err != nil {
 			t.Fatalf("%s -h: %v\n%s", command, err, out)
 		}
-		defined := readmeFlagSet(regexp.MustCompile(`(?m)^  -([a-z0-9-]+)`).FindAllStringSubmatch(string(out), -1))
+		defined := readmeFlagSet(regexp.MustCompile(`(?m)^  --?([a-z0-9][a-z0-9-]*)`).FindAllStringSubmatch(string(out), -1))
 		if !slices.Equal(documented, defined) {
 			t.Errorf("README.md:%d: the synopsis names %v\n%s -h defines %v", b.line, documented, command, defined)
 		}
@@ -926,9 +926,11 @@ func readmeServeOTCPerUser(t *testing.T, r *readmeEnv, b readmeBlock) {
 }
 
 func readmeBench(t *testing.T, r *readmeEnv, b readmeBlock) {
-	prof := "/tmp/prof"
+	// Where the README's commands write: outside the working tree.
+	prof, benchJSON := "/tmp/prof", "/tmp/bench.json"
+	os.Remove(benchJSON)
 	t.Cleanup(func() {
-		os.Remove(filepath.Join(r.root, "bench.json"))
+		os.Remove(benchJSON)
 		os.RemoveAll(prof)
 	})
 	out := readmeShell(t, r, b, readmeShellOpts{timeout: 10 * time.Minute})
@@ -936,8 +938,11 @@ func readmeBench(t *testing.T, r *readmeEnv, b readmeBlock) {
 	var report struct {
 		Rows []json.RawMessage `json:"rows"`
 	}
-	if raw, err := os.ReadFile(filepath.Join(r.root, "bench.json")); err != nil || json.Unmarshal(raw, &report) != nil || len(report.Rows) == 0 {
-		t.Errorf("bench.json: %v, %d rows", err, len(report.Rows))
+	if raw, err := os.ReadFile(benchJSON); err != nil || json.Unmarshal(raw, &report) != nil || len(report.Rows) == 0 {
+		t.Errorf("%s: %v, %d rows", benchJSON, err, len(report.Rows))
+	}
+	if _, err := os.Stat(filepath.Join(r.root, "bench.json")); err == nil {
+		t.Errorf("the bench left bench.json in the working tree")
 	}
 	profiles, _ := filepath.Glob(filepath.Join(prof, "*.cpu.pprof"))
 	if len(profiles) == 0 {

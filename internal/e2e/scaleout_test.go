@@ -112,7 +112,9 @@ func readmeDeployment(t *testing.T, root string) (otcArgs, mcpArgs []string, hap
 		case "replicas":
 			for _, line := range strings.Split(b.text, "\n") {
 				for _, cmd := range []string{"serve-otc", "serve-mcp"} {
-					if _, rest, ok := strings.Cut(line, "mcpotc "+cmd+" "); ok {
+					// The replicas' lines, started on each $port (the
+					// block's MCP server at :3000 is one of its own here).
+					if _, rest, ok := strings.Cut(line, "mcpotc "+cmd+" "); ok && strings.Contains(rest, "$port") {
 						args := append([]string{cmd}, strings.Fields(strings.TrimSuffix(strings.TrimSpace(rest), "&"))...)
 						if cmd == "serve-otc" {
 							otcArgs = args

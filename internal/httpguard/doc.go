@@ -1,6 +1,14 @@
-// Package httpguard owns the HTTP/1.1 message-framing rule that both of
-// mcpotc's fronts (serve-mcp's HTTP transports, serve-otc with its /oauth/
-// routes, and sample-otc) apply before any of their handlers runs: a
+// Package httpguard owns the HTTP hardening that both of mcpotc's fronts
+// (serve-mcp's HTTP transports, serve-otc with its /oauth/ routes, and
+// sample-otc) apply to the requests they serve, and that neither may take
+// from the other (otc and mcp do not import each other): the
+// DNS-rebinding check of Host and Origin on a loopback listener
+// (Rebinding), the bounds on reading a request body (ReadBody,
+// ReadDeadline), bearer tokens read and compared in constant time (Bearer,
+// EqualSecret), and the HTTP/1.1 message-framing rule (Handler). It
+// decides; each front words its own answers.
+//
+// The framing rule applies before any of the fronts' handlers runs: a
 // request whose framing a proxy in front may have read differently is
 // answered, and then its connection is closed (RFC 9112 §6.1, §6.3), so
 // that no byte after it can be taken for a request of its own (request

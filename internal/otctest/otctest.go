@@ -1,5 +1,3 @@
-// Package otctest holds test helpers for OTC servers, shared by the tests
-// of several packages.
 package otctest
 
 import (

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	mcpgo "github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/mcpotc/mcpotc/mcp/internal/jsonscan"
 )
 
 // CodeRequestTimeout reports a call that got no answer in time. It is
@@ -450,17 +452,19 @@ func runHandler(ctx context.Context, h ToolHandler, req mcpgo.CallToolRequest) (
 }
 
 // callRequest decodes the params of a tools/call: its name and _meta; the
-// arguments stay the client's bytes.
+// arguments stay the client's bytes. Params of the wrong shape are -32602
+// Invalid params (JSON-RPC 2.0 §5.1: the request itself is valid), with a
+// message a model can act on.
 func callRequest(params json.RawMessage) (mcpgo.CallToolRequest, *RPCError) {
 	req := mcpgo.CallToolRequest{}
 	req.Method = string(mcpgo.MethodToolsCall)
 	req.Params.RawArguments = json.RawMessage("{}")
 	if params == nil {
-		return req, nil
+		return req, invalidCallParams("params", "an object", params)
 	}
 	members, ok := objectMembers(params)
 	if !ok {
-		return req, &RPCError{Code: mcpgo.INVALID_REQUEST, Message: "unparsable tools/call request: the params must be an object"}
+		return req, invalidCallParams("params", "an object", params)
 	}
 	for _, mb := range members {
 		v := params[mb.start:mb.end]
@@ -468,25 +472,94 @@ func callRequest(params json.RawMessage) (mcpgo.CallToolRequest, *RPCError) {
 		case "name":
 			name, ok := jsonString(v)
 			if !ok {
-				return req, &RPCError{Code: mcpgo.INVALID_REQUEST, Message: "unparsable tools/call request: the name must be a string"}
+				return req, invalidCallParams("params.name", "a string", v)
 			}
 			req.Params.Name = name
 		case "arguments":
-			if string(v) != "null" {
+			switch v[0] {
+			case 'n': // null: none
+				req.Params.RawArguments = json.RawMessage("{}")
+			case '{':
+				if n, bad := hugeNumber(v); bad {
+					return req, &RPCError{Code: mcpgo.INVALID_PARAMS, Message: "invalid arguments: the number " + n +
+						" is out of range: a number must be within ±1.8e308 (a 64-bit float)"}
+				}
 				req.Params.RawArguments = json.RawMessage(v)
+			default:
+				return req, invalidCallParams("params.arguments", "an object", v)
 			}
 		case "_meta":
 			req.Params.Meta = nil
-			if string(v) != "null" {
+			if v[0] == '{' {
 				var meta mcpgo.Meta
 				if err := json.Unmarshal(v, &meta); err != nil {
-					return req, &RPCError{Code: mcpgo.INVALID_REQUEST, Message: "unparsable tools/call request: _meta must be an object"}
+					return req, &RPCError{Code: mcpgo.INVALID_PARAMS, Message: "invalid tools/call params: params._meta: " + err.Error()}
 				}
 				req.Params.Meta = &meta
+			} else if v[0] != 'n' {
+				return req, invalidCallParams("params._meta", "an object", v)
 			}
 		}
 	}
+	if req.Params.Name == "" {
+		return req, &RPCError{Code: mcpgo.INVALID_PARAMS, Message: "invalid tools/call params: params.name is required: the name of a tool from tools/list"}
+	}
 	return req, nil
+}
+
+// invalidCallParams is -32602 for a member of a tools/call's params that
+// is not what it must be.
+func invalidCallParams(what, want string, got json.RawMessage) *RPCError {
+	return &RPCError{Code: mcpgo.INVALID_PARAMS, Message: "invalid tools/call params: " + what + " must be " + want + ", not " + jsonKind(got)}
+}
+
+// jsonKind names the kind of the JSON value v ("a number", …).
+func jsonKind(v json.RawMessage) string {
+	if len(v) == 0 {
+		return "absent"
+	}
+	switch v[0] {
+	case '"':
+		return "a string"
+	case '{':
+		return "an object"
+	case '[':
+		return "an array"
+	case 't', 'f':
+		return "a boolean"
+	case 'n':
+		return "null"
+	}
+	return "a number"
+}
+
+// hugeNumber finds in the valid JSON text v a number beyond float64 (as
+// 1e400): JSON allows it, but no tool behind the front could read it
+// (encoding/json refuses it; OTC servers read float64). Only numbers with
+// an exponent or of 300 digits or more can be; others are passed over
+// without being parsed.
+func hugeNumber(v []byte) (string, bool) {
+	for i := 0; i < len(v); {
+		switch c := v[i]; {
+		case c == '"':
+			i = jsonscan.StringEnd(v, i)
+		case c == '-' || c >= '0' && c <= '9':
+			j, exp := i, false
+			for j < len(v) && (v[j] == '-' || v[j] == '+' || v[j] == '.' || v[j] == 'e' || v[j] == 'E' || v[j] >= '0' && v[j] <= '9') {
+				exp = exp || v[j] == 'e' || v[j] == 'E'
+				j++
+			}
+			if exp || j-i >= 300 {
+				if _, err := strconv.ParseFloat(string(v[i:j]), 64); err != nil {
+					return string(v[i:j]), true
+				}
+			}
+			i = j
+		default:
+			i++
+		}
+	}
+	return "", false
 }
 
 // urlElicitation finds a URLElicitationRequiredError in err's chain,

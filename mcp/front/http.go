@@ -2,26 +2,21 @@ package front
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"mime"
-	"net"
 	"net/http"
 	"net/netip"
-	"net/url"
-	"os"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	mcpgo "github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/mcpotc/mcpotc/internal/httpguard"
 )
 
 // Paths served by an HTTPHandler.
@@ -151,10 +146,10 @@ const DefaultMaxMessageBytes = 4 << 20
 type HTTPHandler struct {
 	f          *Front
 	opts       HTTPOptions
-	serveMCP   bool            // streamable HTTP
-	serveSSE   bool            // legacy SSE
-	allowed    map[string]bool // AllowedHosts, lower case
-	forwarders map[string]bool // the principals of Forwarders
+	serveMCP   bool                 // streamable HTTP
+	serveSSE   bool                 // legacy SSE
+	rebinding  *httpguard.Rebinding // AllowedHosts and AllowedOrigins
+	forwarders map[string]bool      // the principals of Forwarders
 
 	count *sessionIDs // the session count, legacy SSE included
 	ids   *sessionIDs // count, as the streamable HTTP session ids; nil when Stateless
@@ -213,14 +208,7 @@ func (f *Front) newHTTPHandler(opts *HTTPOptions, streamable, sse bool) *HTTPHan
 	if h.opts.BodyTimeout == 0 {
 		h.opts.BodyTimeout = DefaultBodyTimeout
 	}
-	h.allowed = make(map[string]bool, len(h.opts.AllowedHosts))
-	for _, name := range h.opts.AllowedHosts {
-		if _, _, err := net.SplitHostPort(name); err == nil {
-			h.allowed[strings.ToLower(name)] = true // only with this port
-		} else {
-			h.allowed[strings.ToLower(strings.Trim(name, "[]"))] = true
-		}
-	}
+	h.rebinding = httpguard.NewRebinding(h.opts.AllowedHosts, h.opts.AllowedOrigins)
 	h.forwarders = make(map[string]bool, len(h.opts.Forwarders))
 	if a := h.opts.Resource; a != nil {
 		for _, fw := range h.opts.Forwarders {
@@ -367,7 +355,7 @@ func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		a.metadataHandler().ServeHTTP(w, r)
 		return
 	}
-	token, hasToken := bearer(r.Header.Get("Authorization"))
+	token, hasToken := httpguard.Bearer(r.Header.Get("Authorization"))
 	var id *Identity
 	if a := h.opts.Resource; a != nil {
 		client := addrKey(h.clientAddr(r))
@@ -381,7 +369,7 @@ func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if h.opts.BearerToken != "" && (!hasToken || !tokenEqual(token, h.opts.BearerToken)) {
+	if h.opts.BearerToken != "" && (!hasToken || !httpguard.EqualSecret(token, h.opts.BearerToken)) {
 		challenge := `Bearer realm="mcp"`
 		if hasToken {
 			challenge += `, error="invalid_token"`
@@ -409,7 +397,7 @@ func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case r.URL.Path == SSEMessagePath && h.serveSSE:
 		h.serveSSEMessage(w, r)
 	default:
-		http.NotFound(w, r)
+		NotFound(w, r, h.routes())
 	}
 }
 
@@ -422,26 +410,9 @@ func (h *HTTPHandler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, 
 		writeFrame(w, http.StatusBadRequest, errorResponse(mcpgo.PARSE_ERROR, "request body is not valid json"))
 		return nil, false
 	}
-	var rc *http.ResponseController
-	if h.opts.BodyTimeout > 0 {
-		rc = http.NewResponseController(w)
-		if rc.SetReadDeadline(time.Now().Add(h.opts.BodyTimeout)) != nil {
-			rc = nil // not a net/http server connection (a test recorder)
-		}
-	}
-	src := r.Body
-	if h.opts.MaxMessageBytes > 0 {
-		src = http.MaxBytesReader(w, src, h.opts.MaxMessageBytes)
-	}
-	body, err := io.ReadAll(src)
-	if rc != nil {
-		// Clear the deadline at once: net/http's background read, which
-		// watches for the client leaving while the handler runs, would
-		// otherwise fail at the deadline and cancel the request.
-		_ = rc.SetReadDeadline(time.Time{})
-	}
+	body, err := httpguard.ReadBody(w, r, h.opts.MaxMessageBytes, h.opts.BodyTimeout)
 	switch {
-	case err != nil && errors.Is(err, os.ErrDeadlineExceeded):
+	case httpguard.TimedOut(err):
 		h.f.log.Warn("mcp front: request body not received in time", "timeout", h.opts.BodyTimeout.String(), "path", r.URL.Path)
 		w.Header().Set("Connection", "close")
 		http.Error(w, fmt.Sprintf("request timeout: the body was not received within %v", h.opts.BodyTimeout), http.StatusRequestTimeout)
@@ -478,7 +449,8 @@ func (h *HTTPHandler) serveStreamable(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusOK)
 		return
 	default:
-		http.NotFound(w, r)
+		w.Header().Set("Allow", "GET, POST, DELETE")
+		writeText(w, http.StatusMethodNotAllowed, "Method Not Allowed: "+StreamablePath+" serves GET, POST and DELETE")
 		return
 	}
 	if r.Method == http.MethodGet && h.closing.Load() {
@@ -947,22 +919,16 @@ func (h *HTTPHandler) Shutdown(ctx context.Context, srv *http.Server) error {
 // address but names a host in Host or Origin that is neither a loopback
 // host nor one of AllowedHosts (DNS rebinding).
 func (h *HTTPHandler) rejectRebinding(w http.ResponseWriter, r *http.Request) bool {
-	local, _ := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
-	if local == nil || !loopback(local.String()) {
+	refused := h.rebinding.Check(r)
+	if refused == nil {
 		return false
 	}
-	if !h.localHost(r.Host) {
-		http.Error(w, fmt.Sprintf("forbidden: Host %q is not a local host (see --allowed-host)", r.Host), http.StatusForbidden)
-		return true
+	what := "host"
+	if refused.Header == "Origin" {
+		what = "origin"
 	}
-	if origin := r.Header.Get("Origin"); origin != "" && !originListed(h.opts.AllowedOrigins, origin) {
-		u, err := url.Parse(origin)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || !h.localHost(u.Host) {
-			http.Error(w, fmt.Sprintf("forbidden: Origin %q is not a local origin (see --allowed-host)", origin), http.StatusForbidden)
-			return true
-		}
-	}
-	return false
+	http.Error(w, fmt.Sprintf("forbidden: %s %q is not a local %s (see --allowed-host)", refused.Header, refused.Value, what), http.StatusForbidden)
+	return true
 }
 
 // serveProbe answers GET /health or /ready with probe.
@@ -985,62 +951,4 @@ func (h *HTTPHandler) serveProbe(w http.ResponseWriter, r *http.Request, probe f
 		w.WriteHeader(http.StatusServiceUnavailable)
 	}
 	_, _ = w.Write(append(b, '\n'))
-}
-
-// originListed reports whether origin is one of origins (scheme, host and
-// port, compared case-insensitively; a trailing slash ignored) or origins
-// holds "*".
-func originListed(origins []string, origin string) bool {
-	origin = strings.TrimSuffix(origin, "/")
-	for _, o := range origins {
-		if o == "*" || strings.EqualFold(strings.TrimSuffix(o, "/"), origin) {
-			return true
-		}
-	}
-	return false
-}
-
-// localHost reports whether hostport (a host with or without a port) is a
-// loopback host or one of AllowedHosts: a name matches with any port, a
-// name:port only that port, case-insensitively (the OTC front's rule).
-func (h *HTTPHandler) localHost(hostport string) bool {
-	if loopback(hostport) {
-		return true
-	}
-	host, _, err := net.SplitHostPort(hostport)
-	if err != nil {
-		host = hostport
-	}
-	host = strings.ToLower(strings.Trim(host, "[]"))
-	return host != "" && (h.allowed[host] || h.allowed[strings.ToLower(hostport)])
-}
-
-// loopback reports whether hostport (a host with or without a port)
-// is localhost or a loopback IP address.
-func loopback(hostport string) bool {
-	host, _, err := net.SplitHostPort(hostport)
-	if err != nil {
-		host = strings.Trim(hostport, "[]")
-	}
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip, err := netip.ParseAddr(host)
-	return err == nil && ip.IsLoopback()
-}
-
-// bearer returns the token of an "Authorization: Bearer" header.
-func bearer(header string) (string, bool) {
-	scheme, token, ok := strings.Cut(header, " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return "", false
-	}
-	token = strings.TrimSpace(token)
-	return token, token != ""
-}
-
-// tokenEqual compares in constant time, lengths included.
-func tokenEqual(a, b string) bool {
-	ha, hb := sha256.Sum256([]byte(a)), sha256.Sum256([]byte(b))
-	return subtle.ConstantTimeCompare(ha[:], hb[:]) == 1
 }

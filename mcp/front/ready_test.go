@@ -23,7 +23,7 @@ func TestHTTPProbes(t *testing.T) {
 		{"ready falls back to health", HTTPOptions{Health: health, BearerToken: "t"}, "GET", "/ready", 503, `{"status":"unavailable"}` + "\n"},
 		{"ready", HTTPOptions{Health: health, Ready: ready, BearerToken: "t"}, "GET", "/ready", 200, `{"status":"ok"}` + "\n"},
 		{"ready, POST", HTTPOptions{Ready: ready}, "POST", "/ready", 405, `{"message":"POST is not allowed on /ready; use GET"}` + "\n"},
-		{"no probes", HTTPOptions{}, "GET", "/ready", 404, "404 page not found\n"},
+		{"no probes", HTTPOptions{}, "GET", "/ready", 404, `{"message":"not found: GET /ready (this MCP server serves POST, GET and DELETE /mcp (streamable HTTP))"}` + "\n"},
 	} {
 		h := New("t", "0", nil).StreamableHTTPHandler(&tc.opts)
 		w := httptest.NewRecorder()

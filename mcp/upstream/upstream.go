@@ -292,9 +292,9 @@ const (
 func (k connKind) isHTTP() bool { return k == kindStreamable || k == kindSSE }
 
 // Upstream is one MCP server the bridge calls as an MCP client, with the
-// lifecycle of its connection: started by Start, restarted or
-// reconnected with backoff when it goes away, stopped by Close. It is safe
-// for concurrent use.
+// lifecycle of its connection: started by Start (or New, then Connect),
+// restarted or reconnected with backoff when it goes away, stopped by
+// Close. It is safe for concurrent use.
 //
 // The protocol era is negotiated on each connection as Config.Protocol
 // says (era.go): the stateless revision 2026-07-28 when the server speaks
@@ -324,22 +324,23 @@ type Upstream struct {
 	hurryOnce    sync.Once
 	done         chan struct{} // closed when the background goroutines are gone
 	wg           sync.WaitGroup
-	unwatch      func() bool // stops watching Start's context; guarded by mu
+	unwatch      func() bool // stops watching Connect's context; guarded by mu
 
 	relist chan struct{} // one slot: re-read the tool list
 	retry  chan struct{} // one slot: end the current backoff wait (Retry)
 
-	mu       sync.Mutex
-	conn     *connection // the ready connection, nil when not ready
-	reason   string
-	authErr  error // the Authorizer's error of the latest failed connection, if it gives an AuthorizationURL
-	server   ServerInfo
-	protocol string
-	restarts int
-	closing  bool
-	inflight int
-	drained  chan struct{} // made by Close; closed once closing and inflight == 0
-	changed  chan struct{} // closed and replaced on every state change
+	mu        sync.Mutex
+	conn      *connection // the ready connection, nil when not ready
+	reason    string
+	authErr   error // the Authorizer's error of the latest failed connection, if it gives an AuthorizationURL
+	server    ServerInfo
+	protocol  string
+	restarts  int
+	closing   bool
+	connected bool // Connect ran: ctx, stop and the goroutines exist
+	inflight  int
+	drained   chan struct{} // made by Close; closed once closing and inflight == 0
+	changed   chan struct{} // closed and replaced on every state change
 
 	tools atomic.Pointer[[]json.RawMessage]
 }
@@ -347,8 +348,23 @@ type Upstream struct {
 // Start returns at once an Upstream that connects in the background:
 // an upstream that is down at start does not fail the bridge (see Ready and
 // Status). It fails only for an invalid configuration. Cancelling ctx closes
-// the upstream as Close does, without waiting; call Close to wait.
+// the upstream as Close does, without waiting; call Close to wait. It is
+// New, then Connect.
 func Start(ctx context.Context, cfg *Config, opts *Options) (*Upstream, error) {
+	u, err := New(cfg, opts)
+	if err != nil {
+		return nil, err
+	}
+	u.Connect(ctx)
+	return u, nil
+}
+
+// New checks cfg and returns an Upstream that does not connect until
+// Connect: until then no callback of opts runs, so that whoever keeps the
+// Upstream can record it before the first callback (OnToolsChanged may
+// run before Connect returns). Its calls fail as those of an upstream not
+// ready yet. It fails only for an invalid configuration.
+func New(cfg *Config, opts *Options) (*Upstream, error) {
 	if cfg == nil {
 		return nil, errors.New("mcp: upstream config is nil")
 	}
@@ -449,8 +465,24 @@ func Start(ctx context.Context, cfg *Config, opts *Options) (*Upstream, error) {
 		u.headers = u.staticHeaders(c.Headers)
 	}
 
-	u.ctx, u.stop = context.WithCancel(context.WithoutCancel(ctx))
 	u.callsCtx, u.abandonCalls = context.WithCancel(context.Background())
+	return u, nil
+}
+
+// Connect starts connecting in the background (see Start), with the
+// restarts and tool-list reads that follow; the callbacks of Options run
+// from now on. Cancelling ctx closes the upstream as Close does, without
+// waiting. Only the first call does anything, and none after Close.
+func (u *Upstream) Connect(ctx context.Context) {
+	u.mu.Lock()
+	if u.connected || u.closing {
+		u.mu.Unlock()
+		return
+	}
+	u.connected = true
+	u.ctx, u.stop = context.WithCancel(context.WithoutCancel(ctx))
+	u.mu.Unlock()
+	c := u.cfg
 	u.wg.Add(2)
 	go u.supervise()
 	go u.catalog()
@@ -469,7 +501,6 @@ func Start(ctx context.Context, cfg *Config, opts *Options) (*Upstream, error) {
 	u.mu.Lock()
 	u.unwatch = unwatch
 	u.mu.Unlock()
-	return u, nil
 }
 
 func setDefault(d *time.Duration, def time.Duration) {
@@ -603,8 +634,12 @@ func (u *Upstream) Close(ctx context.Context) error {
 		}
 		u.changedLocked()
 	}
-	drained, unwatch := u.drained, u.unwatch
+	drained, unwatch, connected := u.drained, u.unwatch, u.connected
 	u.mu.Unlock()
+	if !connected {
+		u.abandonCalls()
+		return nil // New without Connect: nothing runs
+	}
 	if unwatch != nil {
 		unwatch()
 	}

@@ -1,0 +1,8 @@
+// Package bridge runs the two fronts as services: MCPFront serves OTC tool
+// servers to MCP clients, OTCFront serves MCP servers to OTC clients. It
+// owns what lies between a front's wire (packages otc and mcp/front) and
+// its upstreams (otc.Client, mcp/upstream): the catalogs of upstream tools
+// and their refresh, call routing, timeouts, cancellation, per-user
+// binding, and the logs, metrics and traces of calls; translation is
+// package mapping's.
+package bridge
