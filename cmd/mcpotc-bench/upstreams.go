@@ -36,6 +36,10 @@ func runHidden(mode string, args []string) int {
 		err = serveHTTPEcho()
 	case modeMCPUpstream:
 		err = serveMCPUpstream(args)
+	case modeReverseProxy:
+		err = serveReverseProxy(args)
+	case modeJSONRPCHop:
+		err = serveJSONRPCHop(args)
 	default:
 		err = fmt.Errorf("unknown mode %s", mode)
 	}

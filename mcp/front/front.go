@@ -458,11 +458,11 @@ func runHandler(ctx context.Context, h ToolHandler, req mcpgo.CallToolRequest) (
 func callRequest(params json.RawMessage) (mcpgo.CallToolRequest, *RPCError) {
 	req := mcpgo.CallToolRequest{}
 	req.Method = string(mcpgo.MethodToolsCall)
-	req.Params.RawArguments = json.RawMessage("{}")
 	if params == nil {
 		return req, invalidCallParams("params", "an object", params)
 	}
-	members, ok := objectMembers(params)
+	var room [8]member
+	members, ok := objectMembers(room[:0], params)
 	if !ok {
 		return req, invalidCallParams("params", "an object", params)
 	}
@@ -478,7 +478,7 @@ func callRequest(params json.RawMessage) (mcpgo.CallToolRequest, *RPCError) {
 		case "arguments":
 			switch v[0] {
 			case 'n': // null: none
-				req.Params.RawArguments = json.RawMessage("{}")
+				req.Params.RawArguments = nil
 			case '{':
 				if n, bad := hugeNumber(v); bad {
 					return req, &RPCError{Code: mcpgo.INVALID_PARAMS, Message: "invalid arguments: the number " + n +
@@ -503,6 +503,9 @@ func callRequest(params json.RawMessage) (mcpgo.CallToolRequest, *RPCError) {
 	}
 	if req.Params.Name == "" {
 		return req, &RPCError{Code: mcpgo.INVALID_PARAMS, Message: "invalid tools/call params: params.name is required: the name of a tool from tools/list"}
+	}
+	if req.Params.RawArguments == nil {
+		req.Params.RawArguments = json.RawMessage("{}") // absent or null: none
 	}
 	return req, nil
 }

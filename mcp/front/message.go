@@ -44,7 +44,8 @@ func decode(b []byte) (*message, *RPCError) {
 	if !json.Valid(t) {
 		return nil, &RPCError{Code: mcpgo.PARSE_ERROR, Message: "Parse error: the message is not valid JSON"}
 	}
-	members, ok := objectMembers(t)
+	var room [8]member // a message has at most 4 members of its own: no allocation
+	members, ok := objectMembers(room[:0], t)
 	if !ok {
 		return nil, &RPCError{Code: mcpgo.INVALID_REQUEST, Message: "Invalid Request: a JSON-RPC message is an object"}
 	}
@@ -126,15 +127,14 @@ type member struct {
 	start, end int
 }
 
-// objectMembers returns the members of the valid JSON text b when it is
-// an object, in order, keys unescaped; the last of a key is the one that
-// counts (as encoding/json decides), so callers walk them in order.
-func objectMembers(b []byte) ([]member, bool) {
+// objectMembers appends to members those of the valid JSON text b when it
+// is an object, in order, keys unescaped; the last of a key is the one
+// that counts (as encoding/json decides), so callers walk them in order.
+func objectMembers(members []member, b []byte) ([]member, bool) {
 	i := jsonscan.SkipSpace(b, 0)
 	if i >= len(b) || b[i] != '{' {
 		return nil, false
 	}
-	members := make([]member, 0, 8)
 	i = jsonscan.SkipSpace(b, i+1)
 	if b[i] == '}' {
 		return members, true
@@ -164,7 +164,8 @@ func objectMembers(b []byte) ([]member, bool) {
 // member returns the value of the last member named key of the object
 // b, or nil.
 func memberOf(b []byte, key string) json.RawMessage {
-	members, ok := objectMembers(b)
+	var room [8]member
+	members, ok := objectMembers(room[:0], b)
 	if !ok {
 		return nil
 	}

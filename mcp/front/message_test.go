@@ -60,3 +60,57 @@ func TestUnescapeHTML(t *testing.T) {
 		}
 	}
 }
+
+// A tools/call is read once before its handler runs: the message is
+// checked and its top level walked (decode), the params' top level walked
+// (callRequest), and nothing else; the handler's arguments are the bytes
+// of the message itself, not a copy or a re-encoding.
+func TestFrontReadsToolsCallOnce(t *testing.T) {
+	msg := []byte(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"Calculator_Add","arguments":{"a":2,"b":3}}}`)
+	allocs := testing.AllocsPerRun(100, func() {
+		m, failure := decode(msg)
+		if failure != nil {
+			t.Fatal(failure.Message)
+		}
+		if _, failure := callRequest(m.params); failure != nil {
+			t.Fatal(failure.Message)
+		}
+	})
+	// The envelope and the tool's name: two allocations (the member
+	// lists stay on the stack), none of them of the arguments.
+	if allocs > 2 {
+		t.Errorf("decoding a tools/call allocates %v times, want at most 2", allocs)
+	}
+
+	f := New("once-test", "1.0.0", nil)
+	aliased := false
+	f.SetTools(Tool{Tool: mcpgo.NewTool("Calculator_Add"), Handler: func(_ context.Context, req mcpgo.CallToolRequest) (*mcpgo.CallToolResult, error) {
+		at := bytes.Index(msg, []byte(`{"a":2`))
+		msg[at+2] = 'A' // the message's own bytes: the handler's arguments change with them
+		aliased = string(req.Params.RawArguments) == `{"A":2,"b":3}`
+		msg[at+2] = 'a'
+		return mcpgo.NewToolResultText("ok"), nil
+	}})
+	f.HandleMessage(context.Background(), msg)
+	if !aliased {
+		t.Error("the handler's arguments are not the bytes of the message")
+	}
+}
+
+// BenchmarkFrontToolsCall is one tools/call served in process, from its
+// bytes to the answer's (the handler answers at once).
+func BenchmarkFrontToolsCall(b *testing.B) {
+	f := New("bench", "1.0.0", nil)
+	res := &mcpgo.CallToolResult{Content: []mcpgo.Content{mcpgo.NewTextContent(`{"sum":5}`)}, StructuredContent: map[string]any{"sum": 5}}
+	f.SetTools(Tool{Tool: mcpgo.NewTool("Calculator_Add"), Handler: func(context.Context, mcpgo.CallToolRequest) (*mcpgo.CallToolResult, error) {
+		return res, nil
+	}})
+	msg := []byte(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"Calculator_Add","arguments":{"a":2,"b":3}}}`)
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if f.HandleMessage(ctx, msg) == nil {
+			b.Fatal("no answer")
+		}
+	}
+}
