@@ -262,20 +262,58 @@ func (f *MCPFront) Drain() { f.draining.Store(true) }
 // Front is the MCP server, for its transports.
 func (f *MCPFront) Front() *front.Front { return f.front }
 
-// Run refreshes the catalogs every Refresh until ctx ends.
+// The first listings (Run): an OTC server started beside this one answers
+// 503 (or an empty list) until its own tool servers are up, so an
+// upstream whose listing failed or was empty is listed again sooner than
+// Refresh: after firstListMin, doubling up to firstListMax, for at most
+// firstListWindow after Run starts.
+const (
+	firstListMin    = 100 * time.Millisecond
+	firstListMax    = time.Second
+	firstListWindow = 5 * time.Minute
+)
+
+// Run refreshes the catalogs every Refresh until ctx ends, and sooner at
+// first while an upstream's listing failed or was empty (see
+// firstListWindow).
 func (f *MCPFront) Run(ctx context.Context) {
 	t := time.NewTicker(f.opts.Refresh)
 	defer t.Stop()
+	start := time.Now()
+	wait := firstListMin
+	soon := time.NewTimer(wait)
+	defer soon.Stop()
 	for {
+		var early <-chan time.Time
+		if f.incomplete() && time.Since(start) < firstListWindow {
+			early = soon.C
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if err := f.refresh(ctx, false); err != nil {
-				f.log.Error().Err(err).Msg("catalog not updated")
-			}
+		case <-early:
+			f.log.Debug().Dur("after", wait).Msg("an upstream's first listing failed or was empty: listing again")
+			wait = min(2*wait, firstListMax)
+			soon.Reset(wait)
+		}
+		if err := f.refresh(ctx, false); err != nil {
+			f.log.Error().Err(err).Msg("catalog not updated")
 		}
 	}
+}
+
+// incomplete reports whether an upstream's latest listing failed or gave
+// no tools.
+func (f *MCPFront) incomplete() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, u := range f.upstreams {
+		if u.err != nil || len(u.tools) == 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // refresh lists every upstream (concurrently) and installs the new catalog

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	mcpgo "github.com/mark3labs/mcp-go/mcp"
 	"github.com/rs/zerolog"
 	"go.opentelemetry.io/otel/trace"
 
@@ -82,6 +83,17 @@ type OTCFrontOptions struct {
 	// context.user_id is the caller's assertion (README, Security model);
 	// cmd/mcpotc allows it on a loopback listener only.
 	TrustStatedUserIDs bool
+	// ResumeStore keeps the state of calls an MCP server stopped to have
+	// its user open a URL, for the OTC client's retry (resume.go): the
+	// store the replicas share. Nil: this process's memory.
+	ResumeStore ResumeStore
+	// ResumeTTL is how long such a state waits for its retry. Zero:
+	// DefaultResumeTTL.
+	ResumeTTL time.Duration
+	// PublicURL is the bridge's base URL as OTC clients reach it, for the
+	// check_url of those challenges. Empty: the scheme and Host each call
+	// came with.
+	PublicURL string
 }
 
 // ReadyCheckTimeout bounds each of OTCFrontOptions.Checks in one GET /ready.
@@ -102,6 +114,8 @@ type OTCFront struct {
 	tracer   trace.Tracer
 	// trustStated: OTCFrontOptions.TrustStatedUserIDs.
 	trustStated bool
+	resumes     *resumes
+	started     time.Time
 
 	mu    sync.Mutex   // serializes catalog rebuilds; guards what follows
 	print catalogPrint // the served catalog's fingerprint
@@ -128,7 +142,8 @@ func NewOTCFront(ctx context.Context, upstreams []MCPUpstream, opts *OTCFrontOpt
 	if o.Version == "" {
 		o.Version = "dev"
 	}
-	f := &OTCFront{log: o.Logger, checks: o.Checks, metrics: o.Metrics, tracer: o.Tracer, trustStated: o.TrustStatedUserIDs}
+	f := &OTCFront{log: o.Logger, checks: o.Checks, metrics: o.Metrics, tracer: o.Tracer, trustStated: o.TrustStatedUserIDs,
+		resumes: newResumes(o.ResumeStore, o.ResumeTTL, 0, 0, o.PublicURL), started: time.Now()}
 	if f.tracer == nil {
 		f.tracer = tracing.Tracer(nil)
 	}
@@ -161,11 +176,16 @@ func NewOTCFront(ctx context.Context, upstreams []MCPUpstream, opts *OTCFrontOpt
 	}
 	server.Unknown = f.unknown
 	server.StartCall = f.startCall
+	server.ListNotReady = f.listNotReady
 	h, err := otc.NewHandler(nil, &server)
 	if err != nil {
 		return nil, err
 	}
-	f.handler, f.serve = h, h
+	f.handler = h
+	mux := http.NewServeMux()
+	mux.Handle("GET /elicitation/check/{id}", h.Guard(http.HandlerFunc(f.resumes.serveCheck)))
+	mux.Handle("/", h)
+	f.serve = mux
 	f.metrics.GaugeFunc("mcpotc_idempotency_entries", "serve-otc: call_id answers kept in this process.", func() float64 {
 		n, _ := h.IdempotencyStats()
 		return float64(n)
@@ -182,11 +202,8 @@ func NewOTCFront(ctx context.Context, upstreams []MCPUpstream, opts *OTCFrontOpt
 		if f.oauth, err = oauth.NewManager(&oo); err != nil {
 			return nil, err
 		}
-		mux := http.NewServeMux()
 		mux.Handle("/oauth/", h.Guard(f.oauth))
 		mux.Handle("POST /oauth/confirm", h.Guard(http.HandlerFunc(f.confirm)))
-		mux.Handle("/", h)
-		f.serve = mux
 	}
 	// Every upstream is built and recorded before any connects: its
 	// callbacks (a tool list can arrive before Connect returns) find the
@@ -232,8 +249,22 @@ func (f *OTCFront) newUpstream(u *mcpUpstream, version string) (*upstream.Upstre
 		},
 		Diagnose: diagnoseMCPURL,
 		OnElicitation: func(e upstream.Elicitation) {
-			f.log.Warn().Str("upstream", e.Upstream).Str("mode", e.Mode).Str("url", e.URL).Str("answer", e.Action).
-				Msg("upstream asked for an elicitation during a call; OTC cannot carry it, so it was refused")
+			f.log.Info().Str("upstream", e.Upstream).Str("mode", e.Mode).Str("url", e.URL).Str("answer", e.Action).
+				Msg("upstream's elicitation during a call answered")
+		},
+		OnNotification: func(method string, params json.RawMessage) {
+			if method != string(mcpgo.MethodNotificationElicitationComplete) {
+				return
+			}
+			// The user finished a URL the bridge challenged a caller
+			// with: its check_url says so.
+			if check := f.resumes.completedCheck(u.name(), params); check != "" {
+				go func() {
+					if err := f.resumes.setStatus(context.Background(), check, checkCompleted, ""); err != nil {
+						f.log.Warn().Err(err).Msg("a challenge's completion cannot be recorded")
+					}
+				}()
+			}
 		},
 	})
 	if err != nil {
@@ -260,9 +291,13 @@ func (f *OTCFront) authorized(name, user string) {
 	}
 }
 
-// Close stops every upstream: in-flight calls get a bound, then stdio
-// children are stopped (process groups killed when they do not exit).
+// Close stops every upstream: calls held for a retry are answered
+// "cancel", in-flight calls get a bound, then stdio children are stopped
+// (process groups killed when they do not exit).
 func (f *OTCFront) Close(ctx context.Context) error {
+	// Calls held for a retry that will not come here: let them go now
+	// rather than at the end of the drain.
+	f.resumes.releaseAll()
 	var errs []error
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -380,6 +415,56 @@ func (f *OTCFront) ready(ctx context.Context) (bool, any) {
 		body["status"] = "unavailable"
 	}
 	return ok, body
+}
+
+// ListRetryAfter is the Retry-After of GET /tools while MCP servers are
+// still connecting.
+const ListRetryAfter = time.Second
+
+// listNotReady makes GET /tools answer 503 while the catalog is not
+// complete yet: some MCP server was never listed, and is still
+// connecting — its first attempt runs, or it could not be reached yet but
+// may be starting beside the bridge (upstream.Status.Starting: within its
+// init timeout), or it is connected and its list is being read (for at
+// most its init timeout after the front started). Every other upstream
+// does not hold the list: one that failed otherwise (it answered wrongly,
+// its child exited, it refused the credentials) or waits for an OAuth
+// authorization (the operator's, or a list that needs one) is served
+// without its tools, which come when it is ready.
+func (f *OTCFront) listNotReady(context.Context) *otc.ServerErrorResponse {
+	var connecting []string
+	for _, u := range f.ups {
+		if u.up == nil {
+			continue // NewOTCFront is still starting them
+		}
+		u.mu.Lock()
+		listed := u.served // its tools are in the served catalog
+		u.mu.Unlock()
+		if listed {
+			continue
+		}
+		s := u.up.Status()
+		wait := u.Config.InitTimeout
+		if wait <= 0 {
+			wait = upstream.DefaultInitTimeout
+		}
+		switch {
+		case s.AuthorizationURL != "":
+		case s.Ready && time.Since(f.started) < wait:
+			connecting = append(connecting, u.name()+" (reading the tool list)")
+		case s.Starting:
+			connecting = append(connecting, fmt.Sprintf("%s (%s)", u.name(), s.Reason))
+		}
+	}
+	if len(connecting) == 0 {
+		return nil
+	}
+	slices.Sort(connecting)
+	return &otc.ServerErrorResponse{
+		Message:          fmt.Sprintf("The tool list is not complete yet: %d MCP server(s) still connecting", len(connecting)),
+		DeveloperMessage: "still connecting: " + strings.Join(connecting, "; "),
+		RetryAfter:       ListRetryAfter,
+	}
 }
 
 // unknown explains a call to a toolkit whose MCP server is not ready yet:
@@ -597,6 +682,10 @@ func (f *OTCFront) call(u *mcpUpstream, mcpName string, t mapping.OTCTool) otc.T
 			}
 			header.Set("Authorization", "Bearer "+c.Request.Context.Authorization[0].Token)
 		}
+		user := ""
+		if cc := c.Request.Context; cc != nil {
+			user = cc.UserID
+		}
 		if u.perUser() {
 			// The caller's own token for this upstream, as it is; else the
 			// token of the user the caller's authentication binds, from the
@@ -605,17 +694,27 @@ func (f *OTCFront) call(u *mcpUpstream, mcpName string, t mapping.OTCTool) otc.T
 			if tok := cc.Token(u.Config.Name); tok != "" {
 				ctx = oauth.WithToken(ctx, tok)
 			} else {
-				user, failure := f.boundUser(c.Caller, cc, c.Tool.ID)
+				bound, failure := f.boundUser(c.Caller, cc, c.Tool.ID)
 				if failure != nil {
 					return nil, failure
 				}
+				user = bound
 				ctx = oauth.WithCaller(oauth.WithUser(ctx, user), c.Caller.Principal())
 			}
 		}
 		ctx = upstream.WithRequestIDs(ctx, func(id int64) { span.SetAttributes(tracing.KeyRequestID.Int64(id)) })
-		raw, err := u.up.CallTool(ctx, mcpName, c.Request.Input, meta, header)
+		// A retry of a call the server stopped to have the user open a
+		// URL takes what it kept, when it is the same caller's, for the
+		// same user, tool, input and call_id (resume.go).
+		callID := ""
+		if c.CallIDGiven {
+			callID = c.Request.CallID
+		}
+		site := &callSite{f: f, u: u, c: c, mcpName: mcpName, principal: c.Caller.Principal(), meta: meta, header: header,
+			key: callKey(c.Caller.Principal(), user, u.name(), c.Tool.ID, callID, c.Request.Input)}
+		raw, err := site.run(ctx)
 		if err != nil {
-			err := mapping.OTCError(err)
+			err := otcError(err)
 			failed(span, classifyToolErr(err))
 			return nil, err
 		}
@@ -635,6 +734,17 @@ func (f *OTCFront) call(u *mcpUpstream, mcpName string, t mapping.OTCTool) otc.T
 		c.Ext = out.Ext
 		return out.Value, nil
 	}
+}
+
+// otcError is mapping.OTCError, for an error not already mapped.
+func otcError(err error) error {
+	var se *otc.ServerErrorResponse
+	var ve *otc.ValidationErrorResponse
+	var te *otc.ToolError
+	if errors.As(err, &se) || errors.As(err, &ve) || errors.As(err, &te) {
+		return err
+	}
+	return mapping.OTCError(err)
 }
 
 // boundUser is the user a per-user call acts for (README, Security model):

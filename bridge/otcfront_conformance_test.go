@@ -193,6 +193,11 @@ type otcfServerInfo struct {
 //	elicit            params of an elicitation/create sent (on the call's
 //	                  SSE stream) before answering; elicit_answer is the
 //	                  result the bridge must answer, compared as data
+//	held              with elicit: the bridge must not answer it during
+//	                  this step (whose response is its challenge) but
+//	                  during the next one, a retry that has no N.upstream
+//	                  of its own (no new tools/call may arrive): then the
+//	                  call answers, and that is the retry's outcome
 //	result            answer: this CallToolResult, as written
 //	error             answer: this JSON-RPC error object, as written
 //	http_status       answer (http): this HTTP status with an empty body
@@ -211,6 +216,7 @@ type otcfUpstreamStep struct {
 	Headers          map[string]*string `json:"headers"`
 	Elicit           json.RawMessage    `json:"elicit"`
 	ElicitAnswer     json.RawMessage    `json:"elicit_answer"`
+	Held             bool               `json:"held"`
 	Result           json.RawMessage    `json:"result"`
 	Error            json.RawMessage    `json:"error"`
 	HTTPStatus       int                `json:"http_status"`
@@ -360,7 +366,13 @@ func otcfParseScenario(file string, data []byte) (*otcfScenario, error) {
 				return nil, err
 			}
 		}
+		if prev := len(sc.steps) - 1; prev >= 0 && sc.steps[prev].up != nil && sc.steps[prev].up.Held && st.up != nil {
+			return nil, fmt.Errorf("%d.upstream: step %d held its call: the retry's outcome is that call's, with no tools/call of its own", n, n-1)
+		}
 		sc.steps = append(sc.steps, st)
+	}
+	if last := len(sc.steps) - 1; last >= 0 && sc.steps[last].up != nil && sc.steps[last].up.Held {
+		return nil, fmt.Errorf("step %d holds its call: a retry step must follow", last+1)
 	}
 	for name, at := range captured {
 		if !used[name] {
@@ -447,6 +459,9 @@ func (sc *otcfScenario) parseUpstream(data []byte) (*otcfUpstreamStep, error) {
 	}
 	if u.Elicit != nil && u.Result == nil && u.Error == nil {
 		return nil, errors.New("elicit needs a result or an error to answer afterwards")
+	}
+	if u.Held && u.Elicit == nil {
+		return nil, errors.New("held needs elicit")
 	}
 	if u.Error != nil {
 		var e struct {
@@ -799,7 +814,7 @@ func (r *otcfRun) awaitUnreachable(client *http.Client, base *url.URL) {
 // it lists arrived (and was cancelled when it must be).
 func (r *otcfRun) endStep(st *otcfStep) {
 	deadline := time.Now().Add(otcfHangLimit + time.Second)
-	for {
+	for st.up == nil || !st.up.Held { // a held call runs on into the next step
 		r.mu.Lock()
 		active := r.active
 		r.mu.Unlock()
@@ -1110,6 +1125,7 @@ func (r *otcfRun) elicitHTTP(w http.ResponseWriter, req *http.Request, id json.R
 	ch := make(chan []byte, 1)
 	r.mu.Lock()
 	r.elicits[eid] = ch
+	asked := r.step
 	r.mu.Unlock()
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.WriteHeader(http.StatusOK)
@@ -1120,6 +1136,7 @@ func (r *otcfRun) elicitHTTP(w http.ResponseWriter, req *http.Request, id json.R
 	select {
 	case answer := <-ch:
 		r.checkElicitAnswer(answer, up)
+		r.checkHeld(asked, up)
 	case <-t.C:
 		r.fail("the bridge did not answer elicitation/create within %s", otcfWait)
 	case <-req.Context().Done():
@@ -1128,6 +1145,20 @@ func (r *otcfRun) elicitHTTP(w http.ResponseWriter, req *http.Request, id json.R
 	}
 	fmt.Fprintf(w, "event: message\ndata: %s\n\n", final)
 	flusher.Flush()
+}
+
+// checkHeld checks when the bridge answered an elicitation asked during
+// step asked: during the next step when it is held, else during it.
+func (r *otcfRun) checkHeld(asked *otcfStep, up *otcfUpstreamStep) {
+	r.mu.Lock()
+	now := r.step
+	r.mu.Unlock()
+	switch {
+	case up.Held && now == asked:
+		r.fail("step %d: the bridge answered the held elicitation before the retry", asked.n)
+	case !up.Held && now != asked:
+		r.fail("step %d: the bridge answered the elicitation only in step %d", asked.n, now.n)
+	}
 }
 
 func (r *otcfRun) checkElicitAnswer(answer []byte, up *otcfUpstreamStep) {
@@ -1242,12 +1273,16 @@ func (r *otcfRun) inProcessCall(ctx context.Context, _ mcpgo.CallToolRequest) (*
 		if err := json.Unmarshal(up.Elicit, &p); err != nil {
 			r.fail("elicit: mcp-go cannot take %s: %v", up.Elicit, err)
 		}
+		r.mu.Lock()
+		asked := r.step
+		r.mu.Unlock()
 		res, err := mcpserver.ServerFromContext(ctx).RequestElicitation(ctx, mcpgo.ElicitationRequest{Params: p})
 		if err != nil {
 			r.fail("in-process elicitation/create failed: %v", err)
 		} else {
 			b, _ := json.Marshal(res)
 			r.checkElicitAnswer([]byte(`{"result":`+string(b)+`}`), up)
+			r.checkHeld(asked, up)
 		}
 	}
 	switch {

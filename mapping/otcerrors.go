@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -20,6 +21,9 @@ import (
 //	-32602                                 422, parameter_errors from data when present
 //	-32601, or -32602 "tool not found"     400
 //	-32042 URL elicitation required        400, missing_requirements.authorization [{id, url}]
+//	input_required, URL elicitations only  the same (the bridge adds check_url and keeps the requestState)
+//	input_required asking for anything else 200 success:false naming what was asked (OTC carries no form)
+//	-32021 missing client capability       the same, naming the capability (a form, which the bridge does not declare)
 //	other JSON-RPC codes                   200 success:false, developer_message code + message
 //	OAuth authorization needed (mcp/oauth) 400, missing_requirements.authorization [{id, url, check_url}]
 //	  … the operator's (shared mode)     400 "temporarily unavailable", no URL (it is in the log)
@@ -43,7 +47,10 @@ func OTCError(err error) error {
 	var ue *upstream.Error
 	var tooLarge *upstream.TooLargeError
 	var authz *oauth.AuthorizationRequired
+	var ir *upstream.InputRequiredError
 	switch {
+	case errors.As(err, &ir) && len(ir.URLs) == 0:
+		return InputNotCarried(ir.Asked, err.Error())
 	case errors.As(err, &authz) && authz.Operator:
 		// The bridge's own identity waits for the operator: the URL is the
 		// operator's (in the bridge's log), never a caller's to open.
@@ -88,6 +95,17 @@ func OTCError(err error) error {
 		}
 	default:
 		return &otc.ToolError{Message: "The tool failed", DeveloperMessage: err.Error()}
+	}
+}
+
+// InputNotCarried is the answer to a call whose MCP server asked for input
+// OTC cannot carry (a form, a sampling, the roots): success:false naming
+// each request asked (asked) so that a user or a model learns what the
+// tool wanted; detail goes to developer_message.
+func InputNotCarried(asked []string, detail string) *otc.ToolError {
+	return &otc.ToolError{
+		Message:          "The tool asked for input that cannot be given over OTC: " + strings.Join(asked, "; "),
+		DeveloperMessage: detail,
 	}
 }
 
@@ -137,8 +155,46 @@ func otcErrorFromRPC(ue *upstream.Error) error {
 			DeveloperMessage:    rpcDetail(ue),
 			MissingRequirements: mr,
 		}
+	case codeMissingCapability:
+		// A 2026-07-28 server that would ask for input the bridge did not
+		// declare it can give (a form): it says so instead of asking.
+		detail := rpcDetail(ue)
+		if caps := capabilityPaths(ue.Data); len(caps) > 0 {
+			detail += " (needs the client capability " + strings.Join(caps, ", ") + ")"
+		}
+		return InputNotCarried([]string{ue.Message}, detail)
 	}
 	return &otc.ToolError{Message: "The tool failed", DeveloperMessage: rpcDetail(ue)}
+}
+
+// codeMissingCapability is MCP 2026-07-28's -32021: the request lacks a
+// client capability the server needs for it (data.requiredCapabilities).
+const codeMissingCapability = -32021
+
+// capabilityPaths names the capabilities of a -32021's
+// data.requiredCapabilities as dotted paths ("elicitation.form"), sorted.
+func capabilityPaths(data json.RawMessage) []string {
+	var d struct {
+		Required map[string]any `json:"requiredCapabilities"`
+	}
+	if json.Unmarshal(data, &d) != nil {
+		return nil
+	}
+	var out []string
+	var walk func(prefix string, m map[string]any)
+	walk = func(prefix string, m map[string]any) {
+		for k, v := range m {
+			sub, ok := v.(map[string]any)
+			if ok && len(sub) > 0 && len(prefix) < 200 {
+				walk(prefix+k+".", sub)
+				continue
+			}
+			out = append(out, prefix+k)
+		}
+	}
+	walk("", d.Required)
+	slices.Sort(out)
+	return out
 }
 
 // rpcDetail is "MCP error CODE: message", for developer_message (the

@@ -53,6 +53,9 @@ type Call struct {
 	HTTP *http.Request
 	// Caller is who the request's transport authentication established.
 	Caller Caller
+	// CallIDGiven is set when the caller sent Request.CallID (it was not
+	// generated).
+	CallIDGiven bool
 	// Ext, set by the tool function, adds "x-" members (carriers) to a
 	// 200 answer.
 	Ext Extensions
@@ -117,6 +120,12 @@ type Options struct {
 	// returns is the call's (its tool function's, CallRecord.Context): a
 	// tracer starts the call's span there, Observe ends it.
 	StartCall func(ctx context.Context, r *http.Request, req *CallToolRequest) context.Context
+	// ListNotReady, when set, is asked before GET /tools is answered: a
+	// non-nil answer means the catalog is not complete yet (its tool
+	// servers are still starting), and GET /tools answers 503 with that
+	// body (and Retry-After from its RetryAfter) instead of a partial
+	// list. Nil: GET /tools always answers the catalog.
+	ListNotReady func(ctx context.Context) *ServerErrorResponse
 	// Unknown, when set, may explain a call to a tool id the catalog does
 	// not hold (for example: its server is still starting) with its own
 	// 400 body; nil from it, or a nil Unknown, answers "was not found".
@@ -764,6 +773,12 @@ func (h *Handler) serveTools(w http.ResponseWriter, r *http.Request) {
 			rp.schema = body.Schema
 		}
 	}
+	if h.opts.ListNotReady != nil {
+		if failure := h.opts.ListNotReady(r.Context()); failure != nil {
+			rp.error(http.StatusServiceUnavailable, failure)
+			return
+		}
+	}
 	c := h.catalog.Load()
 	wrapped := false
 	if d, _ := dialectOfSchema(rp.schema); d == DialectOTC10 {
@@ -1038,7 +1053,7 @@ func (h *Handler) call(rp *reply, r *http.Request, req *CallToolRequest, caller 
 		run := func() outcome {
 			ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), h.callTimeout)
 			defer cancel()
-			return h.execute(ctx, r, st, req, caller)
+			return h.execute(ctx, r, st, req, caller, callerCallID)
 		}
 		key, print := idemKey{caller: caller.ID, callID: req.CallID}, fingerprint(def.ID, req.Input, req.Context)
 		if h.shared != nil {
@@ -1047,7 +1062,7 @@ func (h *Handler) call(rp *reply, r *http.Request, req *CallToolRequest, caller 
 			out = h.idem.do(r.Context(), key, print, run, h.retain)
 		}
 	} else {
-		out = h.execute(r.Context(), r, st, req, caller)
+		out = h.execute(r.Context(), r, st, req, caller, callerCallID)
 	}
 	if out.status == http.StatusOK {
 		rp.result(out.resp)
@@ -1083,8 +1098,8 @@ type outcome struct {
 }
 
 // execute runs the tool's function and classifies what it returned.
-func (h *Handler) execute(ctx context.Context, r *http.Request, st *servedTool, req *CallToolRequest, caller Caller) outcome {
-	call := &Call{Tool: &st.Definition, Request: req, HTTP: r, Caller: caller}
+func (h *Handler) execute(ctx context.Context, r *http.Request, st *servedTool, req *CallToolRequest, caller Caller, callIDGiven bool) outcome {
+	call := &Call{Tool: &st.Definition, Request: req, HTTP: r, Caller: caller, CallIDGiven: callIDGiven}
 	start := h.opts.Now()
 	value, stack, err := runTool(ctx, st.Func, call)
 	resp := &CallToolResponse{CallID: req.CallID, Ext: call.Ext}

@@ -1,11 +1,14 @@
 // Package state keeps what the replicas of a front share — the call_id
-// idempotency of the OTC front (otc.IdempotencyStore) and the OAuth token
-// vault (vault.Store) — in Redis. One process needs none of it: the
-// in-memory stores of otc and vault are the default.
+// idempotency of the OTC front (otc.IdempotencyStore), the OAuth token
+// vault (vault.Store) and the state of calls that wait for a user to open
+// a URL (bridge.ResumeStore, Redis.Resumes) — in Redis. One process needs
+// none of it: the in-memory stores of otc, vault and bridge are the
+// default.
 //
-// Keys are "mcpotc:idem:<sha256 of the call_id>" and "mcpotc:vault:<HMAC
-// id>"; values are what otc and vault hand over (an answer and hashes; a
-// sealed token record). Every key expires. Every request is bounded by
+// Keys are "mcpotc:idem:<sha256 of the call_id>", "mcpotc:vault:<HMAC
+// id>" and "mcpotc:{resume}:…" (resume.go); values are what otc, vault
+// and bridge hand over (an answer and hashes; a sealed token record; a
+// requestState and a status). Every key expires. Every request is bounded by
 // the client's timeouts (Open): Redis down makes requests fail fast, it
 // never makes them hang.
 package state

@@ -169,6 +169,18 @@ func TestCORS(t *testing.T) {
 			common := []string{"--listen", "127.0.0.1:0", "--log-level", "error"}
 			withCORS := startCommand(t, ctx, env, append(append(f.args, common...), "--cors-origin", app, "--cors-origin", "http://localhost:5173")...)
 			without := startCommand(t, ctx, env, append(f.args, common...)...)
+			if f.name == "serve-otc" {
+				// GET /tools is 503 until the sample server is listed (README, Start-up).
+				for _, base := range []string{withCORS, without} {
+					deadline := time.Now().Add(15 * time.Second)
+					for send(t, "GET", base+"/ready", nil, "").status != http.StatusOK {
+						if time.Now().After(deadline) {
+							t.Fatalf("%s/ready: not 200 within 15s", base)
+						}
+						time.Sleep(10 * time.Millisecond)
+					}
+				}
+			}
 			preflight := func(origin string) map[string]string {
 				return map[string]string{"Origin": origin, "Access-Control-Request-Method": f.method,
 					"Access-Control-Request-Headers": "authorization, content-type, mcp-session-id, oxp-api-key"}

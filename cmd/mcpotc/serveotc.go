@@ -261,10 +261,10 @@ func (m *Main) parseServeOTC(args []string) (*serveOTCFlags, error) {
 	fs.StringVar(&f.jwtAudiences, "jwt-audience", "", "comma-separated audiences a JWT's aud may name (tokens with aud need one)")
 	durationVar(fs, &f.idemTTL, "idempotency-ttl", 10*time.Minute, "how long a call_id's answer is kept and replayed (0: off)")
 	fs.IntVar(&f.idemRunning, "idempotency-max-running", otc.DefaultIdempotencyMaxRunning, "bound on calls with a call_id running at once (beyond it: 400 temporarily unavailable, Retry-After)")
-	fs.StringVar(&f.publicURL, "public-url", "", "the bridge's base URL as a browser reaches it, for the OAuth authorization links and redirect (default: http://LISTEN)")
+	fs.StringVar(&f.publicURL, "public-url", "", "the bridge's base URL as a browser reaches it, for the OAuth authorization links and redirect (default: http://LISTEN), and as OTC clients reach it, for the check_url of an MCP server's URL challenges (default: the Host each call came with)")
 	fs.StringVar(&f.tokenStore, "token-store", "memory", "where the OAuth tokens for MCP servers are kept: memory, or file:PATH (encrypted, survives restarts; needs --token-key-env)")
 	fs.StringVar(&f.tokenKeyEnv, "token-key-env", "", "environment variable holding the 32-byte key (base64 or hex) that encrypts the OAuth tokens")
-	fs.StringVar(&f.stateURL, "state", "", "redis:// (rediss:// for TLS) URL of the Redis that replicas share for call_id answers and OAuth tokens (default: this process's memory)")
+	fs.StringVar(&f.stateURL, "state", "", "redis:// (rediss:// for TLS) URL of the Redis that replicas share for call_id answers, OAuth tokens and the state of calls an MCP server stopped to have the user open a URL (default: this process's memory)")
 	fs.StringVar(&f.statePasswordEnv, "state-password-env", "", "environment variable holding the password of the --state Redis (instead of writing it in the URL)")
 	durationVar(fs, &f.drainDelay, "drain-delay", 0, "at SIGTERM, how long GET /ready answers 503 before the server stops taking requests (a load balancer's check interval times its fall count)")
 	fs.StringVar(&f.metricsListen, "metrics-listen", "", metricsUsage)
@@ -503,7 +503,7 @@ func (m *Main) runOTCFront(ctx context.Context, log zerolog.Logger, f *serveOTCF
 		return err
 	}
 	defer stopTracing()
-	opts := &bridge.OTCFrontOptions{Server: s.server, Logger: log, Version: buildVersion(), Tracer: tracer}
+	opts := &bridge.OTCFrontOptions{Server: s.server, Logger: log, Version: buildVersion(), Tracer: tracer, PublicURL: f.publicURL}
 	if f.metricsListen != "" {
 		opts.Metrics = metrics.New()
 		if err := m.serveMetrics(ctx, log, f.metricsListen, opts.Metrics); err != nil {
@@ -548,6 +548,8 @@ func (m *Main) otcFrontStores(ctx context.Context, f *serveOTCFlags, s *otcFront
 			opts.Server.IdempotencyStore = s.shared
 		}
 		tokens = s.shared
+		// A retry of a challenged call may reach another replica.
+		opts.ResumeStore = s.shared.Resumes()
 		opts.Checks = map[string]func(context.Context) error{"store": s.shared.Ping}
 	}
 	if !slices.ContainsFunc(s.ups, func(u bridge.MCPUpstream) bool { return u.OAuth != nil }) {

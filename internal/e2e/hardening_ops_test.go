@@ -244,12 +244,16 @@ func TestE2EHardeningOpsLogs(t *testing.T) {
 		hdr := map[string]string{"OXP-API-Key": key}
 
 		// The second call takes the server's request path: an
-		// elicitation/create during the call, answered cancel and logged.
+		// elicitation/create during the call, held for the retry (a
+		// challenge), then answered accept and logged.
 		elicitURL := "https://example.com/ops/authorize?n=" + otcfRandom(t)
 		urlReq := map[string]any{"tool_id": otcfEv + "trigger_url_elicitation", "input": map[string]any{"url": elicitURL, "errorPath": true}}
 		b.expect(t, d, urlReq, hdr, 400, map[string]any{"message": "<string>", "developer_message": "<string>", "missing_requirements": "<any>"})
+		b.expect(t, d, urlReq, hdr, 400, map[string]any{"message": "<string>", "developer_message": "<string>", "missing_requirements": "<any>"})
 		b.expect(t, d, urlReq, hdr, 200, map[string]any{"success": true, "value": "<any>"})
-		if l := b.waitLogs(1, func(m map[string]any) bool { return m["level"] == "info" && m["url"] == elicitURL }); len(l) != 1 {
+		if l := b.waitLogs(1, func(m map[string]any) bool {
+			return m["level"] == "info" && m["url"] == elicitURL && m["message"] == "upstream asked the user to open a URL; answered"
+		}); len(l) != 1 {
 			t.Errorf("log: %d info lines of the upstream for the URL elicitation, want 1", len(l))
 		}
 

@@ -215,6 +215,11 @@ func TestOAuthSharedTypeScriptServer(t *testing.T) {
 	}, b.get(t, "/health", nil, nil).Body); len(errs) > 0 {
 		t.Errorf("/health: %s", strings.Join(errs, "; "))
 	}
+	// An upstream waiting for its operator does not hold the tool list
+	// (README, Start-up): GET /tools answers, without its tools.
+	if r := b.get(t, "/tools", map[string]string{"OXP-Version": "1.0"}, nil); r.Status != http.StatusOK || otcfShow(r.Body) != `{"items":[]}` {
+		t.Errorf("GET /tools while the operator has not authorized: %d %s", r.Status, otcfTrunc(r.Raw))
+	}
 
 	// A call now is told to wait for the operator: the URL is not a
 	// caller's to open.

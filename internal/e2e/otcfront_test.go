@@ -1100,20 +1100,29 @@ func otcfCheckEverything(t *testing.T, b *otcfBridge, upstream string) {
 				"message":           "Authorization is required: open the authorization URL, then call the tool again",
 				"developer_message": "~-32042",
 				"missing_requirements": map[string]any{"authorization": []any{
-					map[string]any{"id": "<uuid>", "url": "https://modelcontextprotocol.io"},
+					map[string]any{"id": "<uuid>", "url": "https://modelcontextprotocol.io", "check_url": "~^" + b.base + "/elicitation/check/"},
 				}},
 			})
 			// The retry with the same arguments takes the server's request
-			// path: an elicitation/create during the call, which the bridge
-			// answers cancel (URL mode) and logs.
+			// path: an elicitation/create in URL mode during the call, which
+			// the bridge holds, answering the challenge (README, "MCP servers
+			// that ask the user to open a URL")…
+			b.expect(t, d, urlReq, nil, 400, map[string]any{
+				"message":           "Authorization is required: open the authorization URL, then call the tool again",
+				"developer_message": "<string>",
+				"missing_requirements": map[string]any{"authorization": []any{
+					map[string]any{"id": "<uuid>", "url": elicitURL, "check_url": "~^" + b.base + "/elicitation/check/"},
+				}},
+			})
+			// …and the next retry answers "accept": the tool's own outcome.
 			b.expect(t, d, urlReq, nil, 200, otcfOK([]any{
-				map[string]any{"type": "text", "text": "~^⚠️ User cancelled the URL elicitation \\(Elicitation ID: [0-9a-f-]{36}\\)\\.$"},
-				map[string]any{"type": "text", "text": "~Raw result: \\{\\s*\"action\": \"cancel\"\\s*\\}"},
+				map[string]any{"type": "text", "text": "~^✅ User completed the URL elicitation flow\\.\nElicitation ID: [0-9a-f-]{36}\nURL: "},
+				map[string]any{"type": "text", "text": "~Raw result: \\{\\s*\"action\": \"accept\"\\s*\\}"},
 			}))
 			if l := b.waitLogs(1, func(m map[string]any) bool {
-				return m["level"] == "warn" && m["mode"] == "url" && m["url"] == elicitURL && m["answer"] == "cancel"
+				return m["level"] == "info" && m["mode"] == "url" && m["url"] == elicitURL && m["answer"] == "accept"
 			}); len(l) != 1 {
-				t.Errorf("log: %d warn lines for the URL elicitation of %s answered cancel, want 1", len(l), elicitURL)
+				t.Errorf("log: %d info lines for the URL elicitation of %s answered accept, want 1", len(l), elicitURL)
 			}
 
 			// One dialect each for the rest.

@@ -58,7 +58,31 @@ func WithRequestIDs(ctx context.Context, record func(id int64)) context.Context 
 // elicitationId the input request's key), so that callers handle both eras
 // alike; one asking for anything else is an *InputRequiredError naming it;
 // an unknown resultType fails with ErrLost.
+//
+// A 2025-11-25 (or earlier) upstream may send elicitation/create during
+// the call: see WithElicitation for who answers it.
 func (u *Upstream) CallTool(ctx context.Context, name string, arguments json.RawMessage, meta map[string]any, header http.Header) (json.RawMessage, error) {
+	return u.CallToolResume(ctx, name, arguments, meta, header, nil)
+}
+
+// Resume continues a call that a 2026-07-28 upstream answered with
+// input_required (*InputRequiredError): the answers to its input requests,
+// by key, and the requestState it gave (MCP 2026-07-28, multi round-trip
+// requests).
+type Resume struct {
+	// InputResponses maps each input request's key to its answer (for a
+	// URL elicitation the user agreed to open: {"action":"accept"}).
+	InputResponses map[string]json.RawMessage
+	// RequestState is InputRequiredError.RequestState, sent back as it is
+	// ("": none).
+	RequestState string
+}
+
+// CallToolResume is CallTool sending the call again with r's
+// inputResponses and requestState (nil r: CallTool). They are sent only to
+// an upstream that speaks 2026-07-28 now; to one that no longer does (its
+// server changed era) the call is sent afresh.
+func (u *Upstream) CallToolResume(ctx context.Context, name string, arguments json.RawMessage, meta map[string]any, header http.Header, r *Resume) (json.RawMessage, error) {
 	params, err := callParams(name, arguments, meta)
 	if err != nil {
 		return nil, err
@@ -71,6 +95,17 @@ func (u *Upstream) CallTool(ctx context.Context, name string, arguments json.Raw
 		return nil, err
 	}
 	defer u.release()
+	if r != nil && conn.isModern() {
+		if params, err = withResume(params, r); err != nil {
+			return nil, err
+		}
+	}
+	if f, ok := ctx.Value(elicitKey{}).(ElicitationFunc); ok && !conn.isModern() {
+		// Server requests that cannot name their call (stdio, SSE) find it
+		// here while it is the only one (WithElicitation).
+		done := u.trackElicitor(ctx, f)
+		defer done()
+	}
 
 	callCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -194,6 +229,25 @@ func callParams(name string, arguments json.RawMessage, meta map[string]any) (js
 	}
 	buf.WriteByte('}')
 	return buf.Bytes(), nil
+}
+
+// withResume adds r's inputResponses and requestState to tools/call params.
+func withResume(params json.RawMessage, r *Resume) (json.RawMessage, error) {
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(params, &top); err != nil {
+		return nil, err
+	}
+	if len(r.InputResponses) > 0 {
+		b, err := json.Marshal(r.InputResponses)
+		if err != nil {
+			return nil, fmt.Errorf("mcp: CallToolResume: inputResponses: %w", err)
+		}
+		top["inputResponses"] = b
+	}
+	if r.RequestState != "" {
+		top["requestState"], _ = json.Marshal(r.RequestState)
+	}
+	return json.Marshal(top)
 }
 
 // needsHTMLEscape reports whether JSON holds a byte json.Marshal escapes

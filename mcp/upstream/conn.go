@@ -716,12 +716,12 @@ func (c *connection) listTools(ctx context.Context) ([]json.RawMessage, error) {
 
 // handleServerRequest answers a server→client request (stdio and
 // streamable HTTP transports).
-func (c *connection) handleServerRequest(_ context.Context, req mcptransport.JSONRPCRequest) (*mcptransport.JSONRPCResponse, error) {
+func (c *connection) handleServerRequest(ctx context.Context, req mcptransport.JSONRPCRequest) (*mcptransport.JSONRPCResponse, error) {
 	var params json.RawMessage
 	if req.Params != nil {
 		params, _ = json.Marshal(req.Params)
 	}
-	result, code, msg := c.u.answerServerRequest(req.Method, params)
+	result, code, msg := c.u.answerServerRequest(ctx, req.Method, params)
 	if code != 0 {
 		return mcptransport.NewJSONRPCErrorResponse(req.ID, code, msg, nil), nil
 	}
@@ -729,15 +729,17 @@ func (c *connection) handleServerRequest(_ context.Context, req mcptransport.JSO
 }
 
 // answerServerRequest decides the answer to a server→client request: a
-// result, or a JSON-RPC error code and message. None may hang a call.
+// result, or a JSON-RPC error code and message. ctx is the request's
+// context as the transport gives it (nil: none). None may hang a call.
 //
+//	elicitation/create             the call's ElicitationFunc decides (elicit.go), bounded; else:
 //	elicitation/create, URL mode   {"action":"cancel"}, reported to OnElicitation and logged with its url
 //	elicitation/create, form mode  {"action":"decline"}, reported
 //	sampling/createMessage         -32601: the bridge has no model (sampling is not declared)
 //	roots/list                     {"roots":[]}
 //	ping                           {}
 //	anything else                  -32601
-func (u *Upstream) answerServerRequest(method string, params json.RawMessage) (json.RawMessage, int, string) {
+func (u *Upstream) answerServerRequest(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, int, string) {
 	switch mcpgo.MCPMethod(method) {
 	case mcpgo.MethodElicitationCreate:
 		var p struct {
@@ -751,12 +753,18 @@ func (u *Upstream) answerServerRequest(method string, params json.RawMessage) (j
 		if e.Mode == "" {
 			e.Mode = mcpgo.ElicitationModeForm
 		}
-		if e.Mode == mcpgo.ElicitationModeURL {
+		e.Action = u.elicitAction(ctx, e)
+		switch {
+		case e.Mode == mcpgo.ElicitationModeURL && e.Action == "":
 			e.Action = string(mcpgo.ElicitationResponseActionCancel)
 			u.log.Info("upstream asked the user to open a URL; answered cancel", "url", e.URL, "elicitation_id", e.ElicitationID, "message", e.Message)
-		} else {
-			e.Action = string(mcpgo.ElicitationResponseActionDecline)
-			u.log.Info("upstream asked for a form elicitation; answered decline", "mode", e.Mode, "message", e.Message)
+		case e.Mode == mcpgo.ElicitationModeURL:
+			u.log.Info("upstream asked the user to open a URL; answered", "action", e.Action, "url", e.URL, "elicitation_id", e.ElicitationID)
+		default:
+			if e.Action == "" {
+				e.Action = string(mcpgo.ElicitationResponseActionDecline)
+			}
+			u.log.Info("upstream asked for a form elicitation; answered", "action", e.Action, "mode", e.Mode, "message", e.Message)
 		}
 		if cb := u.opts.OnElicitation; cb != nil {
 			cb(e)
@@ -804,12 +812,12 @@ func (c *connection) handleNotification(n mcpgo.JSONRPCNotification) {
 // server, as answerServerRequest does.
 type inProcessHandlers struct{ u *Upstream }
 
-func (h inProcessHandlers) Elicit(_ context.Context, req mcpgo.ElicitationRequest) (*mcpgo.ElicitationResult, error) {
+func (h inProcessHandlers) Elicit(ctx context.Context, req mcpgo.ElicitationRequest) (*mcpgo.ElicitationResult, error) {
 	params, err := json.Marshal(req.Params)
 	if err != nil {
 		return nil, err
 	}
-	result, code, msg := h.u.answerServerRequest(string(mcpgo.MethodElicitationCreate), params)
+	result, code, msg := h.u.answerServerRequest(ctx, string(mcpgo.MethodElicitationCreate), params)
 	if code != 0 {
 		return nil, errors.New(msg)
 	}
@@ -821,7 +829,7 @@ func (h inProcessHandlers) Elicit(_ context.Context, req mcpgo.ElicitationReques
 }
 
 func (h inProcessHandlers) CreateMessage(_ context.Context, _ mcpgo.CreateMessageRequest) (*mcpgo.CreateMessageResult, error) {
-	_, _, msg := h.u.answerServerRequest(string(mcpgo.MethodSamplingCreateMessage), nil)
+	_, _, msg := h.u.answerServerRequest(context.Background(), string(mcpgo.MethodSamplingCreateMessage), nil)
 	return nil, errors.New(msg)
 }
 

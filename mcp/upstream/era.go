@@ -539,20 +539,54 @@ func listRefresh(ttl int64, lo, hi time.Duration) time.Duration {
 }
 
 // InputRequiredError is a modern upstream's input_required answer to a
-// call (2026-07-28, multi round-trip requests) asking for something the
-// bridge cannot give: a form, a sampling, the roots. (One that asks only
-// for URLs to open is answered as the -32042 *Error of 2025-11-25, see
-// CallTool.) Its text names what was asked; Result is the raw result.
+// call (2026-07-28, multi round-trip requests). Its text names what was
+// asked; Result is the raw result.
+//
+// When every input request is a URL elicitation (URLs is set), the call
+// can go on once the user opened them: CallToolResume sends the call again
+// with the answers and RequestState. The error then also unwraps to the
+// *Error a 2025-11-25 server answers for it (-32042 with data.elicitations:
+// each request's params as sent, _meta included, with the request's key
+// as elicitationId when it has none, since 2026-07-28 dropped the field),
+// so that callers that only read -32042 handle both eras alike. Otherwise
+// it asks for something the bridge cannot give: a form, a sampling, the
+// roots.
 type InputRequiredError struct {
 	Upstream string
 	Tool     string
 	Asked    []string // one description per input request, sorted by key
-	Result   json.RawMessage
+	// URLs are the URL elicitations, sorted by key, when every input
+	// request is one; nil otherwise.
+	URLs []URLRequest
+	// RequestState is the result's requestState ("" when it has none):
+	// opaque state of the server, to send back with the answers.
+	RequestState string
+	Result       json.RawMessage
+
+	legacy *Error // the -32042 form, when URLs is set
+}
+
+// URLRequest is one URL elicitation of an input_required result.
+type URLRequest struct {
+	Key     string // its key in inputRequests: the key of its answer
+	URL     string
+	Message string
 }
 
 func (e *InputRequiredError) Error() string {
+	if len(e.URLs) > 0 {
+		return fmt.Sprintf("mcp: upstream %q asked the user to open %d URL(s) to finish %q", e.Upstream, len(e.URLs), e.Tool)
+	}
 	return fmt.Sprintf("mcp: upstream %q asked for input to finish %q, which the bridge cannot give: %s",
 		e.Upstream, e.Tool, strings.Join(e.Asked, "; "))
+}
+
+// Unwrap gives the -32042 *Error of a URL-only request (nil otherwise).
+func (e *InputRequiredError) Unwrap() error {
+	if e.legacy == nil {
+		return nil
+	}
+	return e.legacy
 }
 
 // inputRequest is one entry of an input_required result's inputRequests.
@@ -561,14 +595,12 @@ type inputRequest struct {
 	Params json.RawMessage `json:"params"`
 }
 
-// inputRequired turns an input_required result of tool into the error
-// CallTool returns: URL elicitations only → the *Error a 2025-11-25 server
-// answers for them (-32042, data.elicitations: each request's params as
-// sent, _meta included, with the request's key as elicitationId when it has
-// none: 2026-07-28 dropped the field); otherwise an *InputRequiredError.
+// inputRequired turns an input_required result of tool into the
+// *InputRequiredError CallTool returns (see there).
 func (u *Upstream) inputRequired(tool string, result json.RawMessage) error {
 	var res struct {
 		InputRequests map[string]inputRequest `json:"inputRequests"`
+		RequestState  string                  `json:"requestState"`
 	}
 	_ = json.Unmarshal(result, &res)
 	keys := make([]string, 0, len(res.InputRequests))
@@ -577,6 +609,7 @@ func (u *Upstream) inputRequired(tool string, result json.RawMessage) error {
 	}
 	slices.Sort(keys)
 	var urls []map[string]json.RawMessage
+	var reqs []URLRequest
 	var asked []string
 	for _, k := range keys {
 		in := res.InputRequests[k]
@@ -594,6 +627,7 @@ func (u *Upstream) inputRequired(tool string, result json.RawMessage) error {
 				params["elicitationId"], _ = json.Marshal(k)
 			}
 			urls = append(urls, params)
+			reqs = append(reqs, URLRequest{Key: k, URL: p.URL, Message: p.Message})
 			asked = append(asked, fmt.Sprintf("%s: open a URL", k))
 		case in.Method == string(mcpgo.MethodElicitationCreate):
 			asked = append(asked, fmt.Sprintf("%s: a form (%q)", k, p.Message))
@@ -601,16 +635,19 @@ func (u *Upstream) inputRequired(tool string, result json.RawMessage) error {
 			asked = append(asked, fmt.Sprintf("%s: %s", k, in.Method))
 		}
 	}
+	e := &InputRequiredError{Upstream: u.Name(), Tool: tool, Asked: asked, RequestState: res.RequestState, Result: result}
 	if len(urls) > 0 && len(urls) == len(keys) {
 		data, _ := json.Marshal(map[string]any{"elicitations": urls})
 		u.log.Info("upstream asked the user to open a URL (input_required)", "tool", tool, "urls", len(urls))
-		return &Error{Code: mcpgo.URL_ELICITATION_REQUIRED, Message: "URL elicitation required", Data: data}
+		e.URLs = reqs
+		e.legacy = &Error{Code: mcpgo.URL_ELICITATION_REQUIRED, Message: "URL elicitation required", Data: data}
+		return e
 	}
-	if len(asked) == 0 {
-		asked = []string{"nothing the bridge can read"}
+	if len(e.Asked) == 0 {
+		e.Asked = []string{"nothing the bridge can read"}
 	}
-	u.log.Info("upstream asked for input the bridge cannot give (input_required)", "tool", tool, "asked", strings.Join(asked, "; "))
-	return &InputRequiredError{Upstream: u.Name(), Tool: tool, Asked: asked, Result: result}
+	u.log.Info("upstream asked for input the bridge cannot give (input_required)", "tool", tool, "asked", strings.Join(e.Asked, "; "))
+	return e
 }
 
 // resultType reads the resultType of a modern result ("" when absent,

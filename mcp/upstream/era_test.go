@@ -45,7 +45,11 @@ func modernServer(blocked chan<- string) *mcpserver.MCPServer {
 	// walks properties only): a client on streamable HTTP leaves it out.
 	s.AddTool(mcpgo.NewToolWithRawSchema("bad_items_header", "", json.RawMessage(
 		`{"type":"object","properties":{"xs":{"type":"array","items":{"type":"string","x-mcp-header":"X"}}}}`)), textTool("no"))
-	s.AddTool(mcpgo.NewTool("ask_url"), func(context.Context, mcpgo.CallToolRequest) (*mcpgo.CallToolResult, error) {
+	s.AddTool(mcpgo.NewTool("ask_url"), func(_ context.Context, req mcpgo.CallToolRequest) (*mcpgo.CallToolResult, error) {
+		// The retry: the answer and the state the first round gave.
+		if a := mcpserver.ElicitationResponse(req.Params.InputResponses, "github"); a != nil {
+			return mcpgo.NewToolResultText(fmt.Sprintf("resumed: %s with %s", a.Action, req.Params.RequestState)), nil
+		}
 		return mcpserver.NewInputRequestBuilder("state-1").Elicit("github", mcpgo.ElicitationParams{
 			Mode: mcpgo.ElicitationModeURL, Message: "Connect GitHub", URL: "https://auth.example/github"}).ToolResult(), nil
 	})

@@ -666,7 +666,7 @@ func (b *sseBody) serverRequest(data string) bool {
 // answerOverSSE POSTs the answer to a server→client request of a legacy
 // SSE upstream.
 func (u *Upstream) answerOverSSE(endpoint *url.URL, id json.RawMessage, method string, params json.RawMessage) {
-	result, code, msg := u.answerServerRequest(method, params)
+	result, code, msg := u.answerServerRequest(context.Background(), method, params)
 	answer := map[string]any{"jsonrpc": "2.0", "id": id}
 	if code != 0 {
 		answer["error"] = map[string]any{"code": code, "message": msg}

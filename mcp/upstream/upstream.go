@@ -214,9 +214,10 @@ type Options struct {
 	// calls OnToolsChanged; err carries no secret. Nil: not called.
 	OnListFailed func(err error)
 	// OnElicitation is told about each elicitation/create the upstream
-	// sends. The bridge cannot show anything to a user, so it has already
-	// answered: "cancel" for URL mode, "decline" for form mode. Must not
-	// block. Nil: the request is only logged (URL mode with its url).
+	// sends, once it is answered (Elicitation.Action): by the call's
+	// ElicitationFunc (WithElicitation), else "cancel" for URL mode and
+	// "decline" for form mode. Must not block. Nil: the request is only
+	// logged (URL mode with its url when nobody decided).
 	OnElicitation func(Elicitation)
 	// Diagnose, when set, is asked what answers near an HTTP upstream's URL
 	// when its initialize POST got an HTTP 4xx other than 401/403 (a wrong
@@ -250,7 +251,7 @@ type Elicitation struct {
 	ElicitationID string // URL mode
 	URL           string // URL mode: what a user would have to open
 	Message       string
-	Action        string // the answer sent: "cancel" or "decline"
+	Action        string // the answer sent: "accept", "decline" or "cancel"
 }
 
 // ServerInfo is the serverInfo an upstream answered to initialize.
@@ -278,7 +279,20 @@ type Status struct {
 	// AuthorizationURL is set while the upstream waits for a user to
 	// authorize the bridge (Config.Auth): the URL to open.
 	AuthorizationURL string
+	// Starting is set while the upstream was never ready and may still
+	// become so soon: its first connection attempt runs, or the server
+	// could not be reached yet (HTTP: no connection; it may be starting
+	// beside the bridge), within InitTimeout of Start. Meanwhile a
+	// reconnection waits at most startRetryMax. Any other failure (the
+	// server answered wrongly, a child exited, credentials, an
+	// authorization to wait for) ends it.
+	Starting bool
 }
+
+// startRetryMax bounds the wait between connection attempts while the
+// upstream is Starting, so that a server that comes up beside the bridge
+// is connected within about a second of listening.
+const startRetryMax = time.Second
 
 type connKind int
 
@@ -336,6 +350,8 @@ type Upstream struct {
 	server    ServerInfo
 	protocol  string
 	restarts  int
+	started   time.Time // Connect
+	starting  bool      // Status.Starting, before its InitTimeout bound
 	closing   bool
 	connected bool // Connect ran: ctx, stop and the goroutines exist
 	inflight  int
@@ -343,6 +359,9 @@ type Upstream struct {
 	changed   chan struct{} // closed and replaced on every state change
 
 	tools atomic.Pointer[[]json.RawMessage]
+
+	elicitMu  sync.Mutex
+	elicitors map[*elicitor]struct{} // calls in flight made WithElicitation (elicit.go)
 }
 
 // Start returns at once an Upstream that connects in the background:
@@ -480,6 +499,7 @@ func (u *Upstream) Connect(ctx context.Context) {
 		return
 	}
 	u.connected = true
+	u.started, u.starting = time.Now(), true
 	u.ctx, u.stop = context.WithCancel(context.WithoutCancel(ctx))
 	u.mu.Unlock()
 	c := u.cfg
@@ -566,7 +586,13 @@ func (u *Upstream) Status() Status {
 		s.Reason = u.reason
 	}
 	s.AuthorizationURL = authorizationURL(u.authErr)
+	s.Starting = u.startingLocked()
 	return s
+}
+
+// startingLocked is Status.Starting. u.mu must be held.
+func (u *Upstream) startingLocked() bool {
+	return u.starting && u.conn == nil && !u.closing && time.Since(u.started) < u.cfg.InitTimeout
 }
 
 // ServerInfo is the serverInfo of the latest successful initialize; zero
@@ -814,6 +840,8 @@ func (u *Upstream) supervise() {
 					u.authErr = err
 				}
 			}
+			// Not there yet is still starting; anything else is an answer.
+			u.starting = u.starting && strings.HasPrefix(reason, "unreachable: ")
 			u.changedLocked()
 			u.mu.Unlock()
 			if reason != lastFailure {
@@ -878,6 +906,11 @@ func (u *Upstream) supervise() {
 // reports whether it slept the whole time (false: the upstream stopped).
 func (u *Upstream) wait(what string, attempt int) bool {
 	d := u.backoff(attempt)
+	u.mu.Lock()
+	if u.startingLocked() {
+		d = min(d, startRetryMax)
+	}
+	u.mu.Unlock()
 	if u.opts.waited != nil {
 		u.opts.waited(what, attempt, d)
 	}
@@ -890,6 +923,7 @@ func (u *Upstream) publish(conn *connection) {
 	u.mu.Lock()
 	server, protocol := conn.info()
 	u.conn = conn
+	u.starting = false
 	if !u.closing {
 		u.reason = ""
 		u.authErr = nil
