@@ -46,7 +46,7 @@ func newBenchOTCFront(b *testing.B, server otc.Options) http.Handler {
 	ctx := context.Background()
 	f, err := bridge.NewOTCFront(ctx, []bridge.MCPUpstream{{
 		Toolkit: "Sample",
-		Config:  upstream.Config{Name: "sample", InProcess: mcpsample.NewServer()},
+		Config:  upstream.Config{Name: "sample", InProcess: upstream.Piped(mcpsample.ServeStdio)},
 	}}, &bridge.OTCFrontOptions{Server: server, Logger: benchLogger()})
 	if err != nil {
 		b.Fatal(err)

@@ -21,6 +21,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mcpotc/mcpotc/bridge/tracing"
+	"github.com/mcpotc/mcpotc/internal/mcpgotest"
 	"github.com/mcpotc/mcpotc/mcp/upstream"
 	"github.com/mcpotc/mcpotc/otc"
 	otcsample "github.com/mcpotc/mcpotc/otc/sample"
@@ -174,7 +175,7 @@ func TestOTCFrontSpans(t *testing.T) {
 		return mcpgo.NewToolResultText("late"), nil
 	})
 	rec, tracer := recorder()
-	f, err := NewOTCFront(context.Background(), []MCPUpstream{{Toolkit: "Probe", Config: upstream.Config{Name: "probe", InProcess: srv, CallTimeout: 200 * time.Millisecond}}},
+	f, err := NewOTCFront(context.Background(), []MCPUpstream{{Toolkit: "Probe", Config: upstream.Config{Name: "probe", InProcess: mcpgotest.InProcess(srv), CallTimeout: 200 * time.Millisecond}}},
 		&OTCFrontOptions{Logger: zerolog.Nop(), Tracer: tracer})
 	if err != nil {
 		t.Fatal(err)

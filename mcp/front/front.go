@@ -211,22 +211,49 @@ type exchange struct {
 	notify func(frame []byte) bool
 	// life bounds the tool calls of the transport instance (nil: none).
 	life context.Context
+	// stream: answers share one stream (stdio, legacy SSE), where a
+	// request the client cancelled is not answered (MCP cancellation: the
+	// receiver should not respond); a streamable HTTP POST is answered
+	// whatever happened, as its response is its own.
+	stream bool
 }
 
 // callRegistry records the requests in flight, by scope and id, so that
-// notifications/cancelled can end them.
+// notifications/cancelled can end them. A cancel that arrives before its
+// request is registered (the request still queued, or its POST not yet
+// read: the transports give no order between them) is kept for a while and
+// ends the request when it begins.
 type callRegistry struct {
 	mu    sync.Mutex
 	calls map[string]context.CancelCauseFunc
+	early map[string]time.Time // cancels of requests not (yet) in flight
+	order []string             // early's keys, oldest first
 }
+
+// Bounds of the cancels kept before their request: how many (the oldest
+// go first: one client's flood only costs others the race it covers) and
+// for how long: the race is one of milliseconds, and a cancel that came
+// after its answer must not outlive the id (a client that starts over
+// numbers its requests from 1 again).
+const (
+	earlyCancels   = 1024
+	earlyCancelTTL = 2 * time.Second
+)
 
 func (r *callRegistry) begin(key string, cancel context.CancelCauseFunc) {
 	r.mu.Lock()
+	at, early := r.early[key]
+	if early {
+		delete(r.early, key)
+	}
 	if r.calls == nil {
 		r.calls = map[string]context.CancelCauseFunc{}
 	}
 	r.calls[key] = cancel
 	r.mu.Unlock()
+	if early && time.Since(at) < earlyCancelTTL {
+		cancel(errClientCancelled)
+	}
 }
 
 func (r *callRegistry) end(key string) {
@@ -238,10 +265,28 @@ func (r *callRegistry) end(key string) {
 func (r *callRegistry) cancel(key string, cause error) {
 	r.mu.Lock()
 	c := r.calls[key]
+	if c == nil {
+		r.keepEarly(key)
+	}
 	r.mu.Unlock()
 	if c != nil {
 		c(cause)
 	}
+}
+
+// keepEarly records the cancel of a request not in flight, under mu.
+func (r *callRegistry) keepEarly(key string) {
+	if r.early == nil {
+		r.early = map[string]time.Time{}
+	}
+	for len(r.order) > 0 && (len(r.order) >= earlyCancels || time.Since(r.early[r.order[0]]) >= earlyCancelTTL) {
+		delete(r.early, r.order[0])
+		r.order = r.order[1:]
+	}
+	if _, dup := r.early[key]; !dup {
+		r.order = append(r.order, key)
+	}
+	r.early[key] = time.Now()
 }
 
 // errClientCancelled is the cause of a call the client cancelled.
@@ -417,6 +462,9 @@ func (f *Front) call(ctx context.Context, m *message, x *exchange) []byte {
 		defer x.calls.end(key)
 	}
 	res, err := runHandler(ctx, t.Handler, req)
+	if x.stream && errors.Is(context.Cause(ctx), errClientCancelled) {
+		return nil
+	}
 	if err == nil && res == nil {
 		err = &RPCError{Code: mcpgo.INTERNAL_ERROR, Message: fmt.Sprintf("tool '%s' returned no result", req.Params.Name)}
 	}

@@ -134,7 +134,7 @@ func (h *HTTPHandler) serveSSEMessage(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusAccepted)
 	// Answered detached from this POST: the session's stream carries it.
 	ctx := context.WithoutCancel(r.Context())
-	x := &exchange{p: s.p, calls: &h.calls, scope: "sse:" + s.id + ":", life: s.life, notify: s.es.write}
+	x := &exchange{p: s.p, calls: &h.calls, scope: "sse:" + s.id + ":", life: s.life, notify: s.es.write, stream: true}
 	s.open.Add(1)
 	h.running.Add(1)
 	go func() {

@@ -49,7 +49,7 @@ func (f *Front) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) err
 
 	w := &frameWriter{w: out}
 	p := &peer{}
-	x := &exchange{p: p, calls: &callRegistry{}, life: life, notify: w.write}
+	x := &exchange{p: p, calls: &callRegistry{}, life: life, notify: w.write, stream: true}
 	defer f.changes.add(func(frame []byte) { w.write(frame) })()
 
 	work := make(chan func(), stdioQueue)

@@ -211,3 +211,40 @@ func TestFrontStdioListenEndsAtEOF(t *testing.T) {
 		t.Errorf("%d listeners left", n)
 	}
 }
+
+// A cancel that arrives before its request is in flight (the request
+// still queued for a worker) ends the request when it begins: the handler
+// runs cancelled, and the request is not answered. A cancel of a request
+// that never comes is forgotten: a later request with that id runs.
+func TestFrontStdioCancelBeforeTheCallBegins(t *testing.T) {
+	f, p := testFront(t, nil)
+	c := startFrontStdio(t, context.Background(), f)
+	initialize(t, c)
+	// Both lines written at once: the read loop queues the call, then reads
+	// the cancel, usually before a worker has taken the call.
+	c.write(t, append(append(request(600, "tools/call", callParams("block", `{"tag":"e600"}`)), '\n'),
+		notification("notifications/cancelled", `{"requestId":600}`)...))
+	expectTag(t, p.started, "e600")
+	expectTag(t, p.cancelled, "e600")
+
+	reg := &callRegistry{}
+	reg.cancel("7", errClientCancelled)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	reg.begin("7", cancel)
+	if context.Cause(ctx) != errClientCancelled {
+		t.Error("a cancel kept before its request did not end it")
+	}
+	reg.end("7")
+	reg.early["8"] = time.Now().Add(-earlyCancelTTL)
+	ctx, cancel = context.WithCancelCause(context.Background())
+	reg.begin("8", cancel)
+	if ctx.Err() != nil {
+		t.Error("an expired early cancel ended a request")
+	}
+	for i := range earlyCancels + 10 {
+		reg.cancel(fmt.Sprint("flood", i), errClientCancelled)
+	}
+	if len(reg.early) > earlyCancels || len(reg.order) > earlyCancels {
+		t.Errorf("%d early cancels kept, bound %d", len(reg.early), earlyCancels)
+	}
+}

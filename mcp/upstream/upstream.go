@@ -14,7 +14,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	mcpserver "github.com/mark3labs/mcp-go/server"
 )
 
 // Defaults used when the matching Config field is zero.
@@ -121,9 +120,10 @@ type Config struct {
 	// upstream.
 	HTTPClient *http.Client
 
-	// InProcess is an mcp-go server in this process, reached without any
-	// I/O (the built-in sample server, tests). Zero: not in-process.
-	InProcess *mcpserver.MCPServer
+	// InProcess is an MCP server in this process (the built-in sample
+	// server, tests): a client transport is made with it for each
+	// connection (see InProcess, Piped). Zero: not in-process.
+	InProcess InProcess
 
 	// CallTimeout bounds one tools/call; when it passes, the call is
 	// cancelled upstream and fails with ErrLost. Zero: DefaultCallTimeout.
