@@ -13,7 +13,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
 )
 
 // Defaults used when the matching Config field is zero.
