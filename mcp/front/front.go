@@ -30,7 +30,7 @@ const CodeRequestTimeout = -32001
 // 2026-07-28, and to 2026-07-28 clients as an input_required result asking
 // for the same URL elicitations. Either way the handler should first check
 // ClientSupportsURLElicitation. Any other error is sent as -32603 with its
-// text.
+// text, unless it is a CodedError.
 type RPCError struct {
 	Code    int
 	Message string
@@ -38,6 +38,23 @@ type RPCError struct {
 }
 
 func (e *RPCError) Error() string { return e.Message }
+
+// RPCCode is the error's JSON-RPC code (CodedError).
+func (e *RPCError) RPCCode() int { return e.Code }
+
+// RPCData is the error's data (CodedError).
+func (e *RPCError) RPCData() any { return e.Data }
+
+// CodedError is a handler's error, possibly wrapped, answered with a code
+// of its own: its RPCCode, its text (Error) as the message and its RPCData.
+// An *RPCError is one; so is any package's error with these methods (the
+// mapping between OTC and MCP makes its own, without importing this
+// package).
+type CodedError interface {
+	error
+	RPCCode() int
+	RPCData() any
+}
 
 // DefaultStdioGrace is Options.StdioGrace when zero.
 const DefaultStdioGrace = 5 * time.Second
@@ -476,11 +493,11 @@ func (f *Front) call(ctx context.Context, m *message, x *exchange) []byte {
 			return f.answer(m, nil, &RPCError{Code: mcpgo.URL_ELICITATION_REQUIRED, Message: required.Error(),
 				Data: map[string]any{"elicitations": required.Elicitations}})
 		}
-		var rpcErr *RPCError
-		if !errors.As(err, &rpcErr) || rpcErr == nil {
-			rpcErr = &RPCError{Code: mcpgo.INTERNAL_ERROR, Message: err.Error()}
+		var coded CodedError
+		if errors.As(err, &coded) && coded != nil {
+			return f.answer(m, nil, &RPCError{Code: coded.RPCCode(), Message: coded.Error(), Data: coded.RPCData()})
 		}
-		return f.answer(m, nil, rpcErr)
+		return f.answer(m, nil, &RPCError{Code: mcpgo.INTERNAL_ERROR, Message: err.Error()})
 	}
 	if x.modern != nil {
 		return f.answer(m, f.modernResult(res, "", nil), nil)
