@@ -499,10 +499,11 @@ func (f *Front) call(ctx context.Context, m *message, x *exchange) []byte {
 		}
 		return f.answer(m, nil, &RPCError{Code: mcpgo.INTERNAL_ERROR, Message: err.Error()})
 	}
-	if x.modern != nil {
-		return f.answer(m, f.modernResult(res, "", nil), nil)
+	b, err := f.callResult(res, x.modern != nil)
+	if err != nil {
+		return f.answer(m, nil, &RPCError{Code: mcpgo.INTERNAL_ERROR, Message: "Internal error: the result could not be encoded: " + err.Error()})
 	}
-	return f.answer(m, res, nil)
+	return resultFrame(m.id, b)
 }
 
 // runHandler runs h, turning a panic into an error (a bad tool must not
