@@ -2,7 +2,6 @@ package upstream
 
 import (
 	"context"
-	"errors"
 	"io"
 
 	mcptransport "github.com/mark3labs/mcp-go/client/transport"
@@ -28,12 +27,12 @@ func Piped(serve func(ctx context.Context, in io.Reader, out io.Writer) error) I
 		outR, outW := io.Pipe()
 		ctx, cancel := context.WithCancel(context.Background())
 		go func() {
-			err := serve(ctx, inR, outW)
-			if err == nil {
-				err = errors.New("the in-process server stopped")
-			}
-			_ = outW.CloseWithError(err) // the client's reads end
-			_ = inR.CloseWithError(err)  // and its writes fail
+			_ = serve(ctx, inR, outW)
+			// The client reads EOF (mcp-go's stdio transport logs any other
+			// read error through slog's default logger, outside the
+			// upstream's), and its writes fail.
+			_ = outW.Close()
+			_ = inR.Close()
 		}()
 		return &piped{Stdio: mcptransport.NewIO(outR, inW, nil), cancel: cancel}
 	}
