@@ -289,7 +289,7 @@ func interopStartOTCFront(t *testing.T) string {
 	ctx := context.Background()
 	f, err := bridge.NewOTCFront(ctx, []bridge.MCPUpstream{{
 		Toolkit: "Sample",
-		Config:  upstream.Config{Name: "sample", InProcess: mcpsample.NewServer()},
+		Config:  upstream.Config{Name: "sample", InProcess: upstream.Piped(mcpsample.ServeStdio)},
 	}}, nil)
 	if err != nil {
 		t.Fatalf("NewOTCFront: %v", err)

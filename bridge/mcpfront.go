@@ -14,7 +14,6 @@ import (
 	"time"
 
 	mcpgo "github.com/mark3labs/mcp-go/mcp"
-	mcpserver "github.com/mark3labs/mcp-go/server"
 	"github.com/rs/zerolog"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
@@ -197,30 +196,23 @@ func NewMCPFront(ctx context.Context, upstreams []OTCUpstream, opts *MCPFrontOpt
 		seen[u.Name] = true
 		f.upstreams = append(f.upstreams, &otcUpstream{OTCUpstream: u, tools: map[string]*frontTool{}})
 	}
-	// Calls of tools the catalog does not hold never reach a handler:
-	// mcp-go answers them, and tells this hook.
-	hooks := &mcpserver.Hooks{}
-	hooks.AddOnError(func(ctx context.Context, id any, method mcpgo.MCPMethod, message any, err error) {
-		if method != mcpgo.MethodToolsCall || !errors.Is(err, mcpserver.ErrToolNotFound) {
-			return
-		}
+	// Calls of tools the catalog does not hold never reach a handler: the
+	// front answers them, and tells this.
+	unknown := func(ctx context.Context, req mcpgo.CallToolRequest) {
 		f.opts.Metrics.Call(metrics.FrontMCP, metrics.Other, metrics.Other, metrics.UnknownTool, 0)
 		// Its span, in the host's trace like any call's.
-		req, _ := message.(*mcpgo.CallToolRequest)
-		if req == nil {
-			return
-		}
 		tp, ts := front.TraceHeaders(ctx)
-		if m := traceparent(*req); m != "" {
+		if m := traceparent(req); m != "" {
 			tp, ts = m, ""
 		}
+		id, _ := front.RequestID(ctx)
 		_, span := f.tracer.Start(tracing.Continue(ctx, tp, ts), "tools/call "+req.Params.Name, trace.WithSpanKind(trace.SpanKindServer),
 			trace.WithAttributes(tracing.KeyMCPMethod.String("tools/call"), tracing.KeyToolName.String(req.Params.Name),
-				tracing.KeyOperation.String(tracing.OperationExecuteTool), tracing.KeyRequestID.String(fmt.Sprint(id))))
+				tracing.KeyOperation.String(tracing.OperationExecuteTool), tracing.KeyRequestID.String(requestIDString(id))))
 		failed(span, metrics.UnknownTool)
 		span.End()
-	})
-	f.front = front.New("mcpotc", f.opts.Version, &front.Options{Logger: slogLogger(f.log)}, mcpserver.WithHooks(hooks))
+	}
+	f.front = front.New("mcpotc", f.opts.Version, &front.Options{Logger: slogLogger(f.log), OnUnknownTool: unknown})
 	f.opts.Metrics.Watch(metrics.FrontMCP, f.upstreamMetrics)
 	if err := f.refresh(ctx, true); err != nil {
 		return nil, err
@@ -421,10 +413,10 @@ func (f *MCPFront) refresh(ctx context.Context, atStart bool) error {
 		}
 	}
 	sort.Slice(all, func(i, j int) bool { return all[i].Tool.Name < all[j].Tool.Name })
-	server := make([]mcpserver.ServerTool, len(all))
+	server := make([]front.Tool, len(all))
 	h := sha256.New()
 	for i, t := range all {
-		server[i] = mcpserver.ServerTool{Tool: t.Tool, Handler: f.handler(t)}
+		server[i] = front.Tool{Tool: t.Tool, Handler: f.handler(t)}
 		b, _ := json.Marshal(t.Tool)
 		h.Write(b)
 		h.Write([]byte(t.OTCID))
@@ -503,7 +495,7 @@ func clashes(owner map[string]toolOwner, upstream string, tools map[string]*fron
 }
 
 // handler calls the OTC tool behind one MCP tool.
-func (f *MCPFront) handler(t *frontTool) mcpserver.ToolHandlerFunc {
+func (f *MCPFront) handler(t *frontTool) front.ToolHandler {
 	return func(ctx context.Context, req mcpgo.CallToolRequest) (*mcpgo.CallToolResult, error) {
 		start := time.Now()
 		callReq := &otc.CallToolRequest{
@@ -521,11 +513,11 @@ func (f *MCPFront) handler(t *frontTool) mcpserver.ToolHandlerFunc {
 			trace.WithAttributes(tracing.KeyMCPMethod.String("tools/call"), tracing.KeyToolName.String(t.Tool.Name),
 				tracing.KeyOperation.String(tracing.OperationExecuteTool), tracing.KeyUpstream.String(t.up.Name)))
 		defer span.End()
-		if s := mcpserver.ClientSessionFromContext(ctx); s != nil && s.SessionID() != "" {
-			span.SetAttributes(tracing.KeyMCPSession.String(s.SessionID()))
+		if s := front.SessionID(ctx); s != "" {
+			span.SetAttributes(tracing.KeyMCPSession.String(s))
 		}
-		if id, ok := f.front.RequestID(req); ok {
-			span.SetAttributes(tracing.KeyRequestID.String(fmt.Sprint(id)))
+		if id, ok := front.RequestID(ctx); ok {
+			span.SetAttributes(tracing.KeyRequestID.String(requestIDString(id)))
 		}
 		// An idempotency_key the tool does not take is the host's: it
 		// becomes the call_id (README, What MCP hosts see).
@@ -728,6 +720,16 @@ func (f *MCPFront) upstreamMetrics() []metrics.UpstreamState {
 		out = append(out, metrics.UpstreamState{Name: u.Name, Up: u.err == nil, Tools: len(u.tools)})
 	}
 	return out
+}
+
+// requestIDString is a JSON-RPC id as a span attribute: a string id's
+// string, a number's digits.
+func requestIDString(id json.RawMessage) string {
+	var s string
+	if json.Unmarshal(id, &s) == nil {
+		return s
+	}
+	return string(id)
 }
 
 // arguments are the call's arguments as sent, byte for byte ({} when absent).

@@ -55,8 +55,8 @@ func otcUpstreamOn(t *testing.T, name, prefix string, h http.Handler) OTCUpstrea
 
 func toolNames(f *MCPFront) []string {
 	var names []string
-	for name := range f.Front().Server().ListTools() {
-		names = append(names, name)
+	for _, t := range f.Front().Tools() {
+		names = append(names, t.Name)
 	}
 	sort.Strings(names)
 	return names

@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	mcpserver "github.com/mark3labs/mcp-go/server"
 	"github.com/rs/zerolog"
 
 	"github.com/mcpotc/mcpotc/bridge/metrics"
@@ -89,7 +88,7 @@ func sameSeries(t *testing.T, got map[string]float64, want map[string]float64) {
 // calls to random unknown tools add no series.
 func TestOTCFrontMetrics(t *testing.T) {
 	mt := metrics.New()
-	f, err := NewOTCFront(context.Background(), []MCPUpstream{{Toolkit: "Sample", Config: upstream.Config{Name: "sample", InProcess: mcpsample.NewServer(), CallTimeout: 300 * time.Millisecond}}},
+	f, err := NewOTCFront(context.Background(), []MCPUpstream{{Toolkit: "Sample", Config: upstream.Config{Name: "sample", InProcess: upstream.Piped(mcpsample.ServeStdio), CallTimeout: 300 * time.Millisecond}}},
 		&OTCFrontOptions{Logger: zerolog.Nop(), Metrics: mt, Server: otc.Options{CallTimeout: 5 * time.Second}})
 	if err != nil {
 		t.Fatal(err)
@@ -151,10 +150,10 @@ func TestMCPFrontMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := f.Front().Server()
+	s := f.Front()
 	ctx := context.Background()
 	msg := func(id int, method, params string) {
-		s.HandleMessage(ctx, json.RawMessage(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`, id, method, params)))
+		s.HandleMessage(ctx, []byte(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`, id, method, params)))
 	}
 	msg(0, "initialize", `{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}`)
 	msg(1, "tools/call", `{"name":"Calculator_Add","arguments":{"a":2,"b":3}}`)
@@ -188,7 +187,7 @@ func TestMCPFrontMetrics(t *testing.T) {
 func TestOTCFrontMetricsCountFailedListings(t *testing.T) {
 	var failing atomic.Bool
 	failing.Store(true)
-	mcpHTTP := mcpserver.NewStreamableHTTPServer(mcpsample.NewServer(), mcpserver.WithStateful(true))
+	mcpHTTP := mcpsample.NewServer().StreamableHTTPHandler(nil)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		if failing.Load() && bytes.Contains(body, []byte(`"method":"tools/list"`)) {
@@ -200,7 +199,7 @@ func TestOTCFrontMetricsCountFailedListings(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	mt := metrics.New()
-	f, err := NewOTCFront(context.Background(), []MCPUpstream{{Toolkit: "Sample", Config: upstream.Config{Name: "sample", URL: srv.URL,
+	f, err := NewOTCFront(context.Background(), []MCPUpstream{{Toolkit: "Sample", Config: upstream.Config{Name: "sample", URL: srv.URL + "/mcp",
 		RestartBackoffMin: 10 * time.Millisecond, RestartBackoffMax: 50 * time.Millisecond}}},
 		&OTCFrontOptions{Logger: zerolog.Nop(), Metrics: mt})
 	if err != nil {

@@ -26,6 +26,7 @@ import (
 	"golang.org/x/tools/txtar"
 
 	"github.com/mcpotc/mcpotc/bridge"
+	"github.com/mcpotc/mcpotc/internal/mcpgotest"
 	"github.com/mcpotc/mcpotc/internal/wiretest"
 	"github.com/mcpotc/mcpotc/mcp/upstream"
 	"github.com/mcpotc/mcpotc/otc"
@@ -658,7 +659,7 @@ func otcfRunScenario(t *testing.T, sc *otcfScenario) []string {
 		r.srv = httptest.NewServer(http.HandlerFunc(r.serveMCP))
 		cfg.URL = r.srv.URL + "/mcp"
 	case "inprocess":
-		cfg.InProcess = r.newInProcess()
+		cfg.InProcess = mcpgotest.InProcess(r.newInProcess())
 	case "unreachable":
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {

@@ -33,7 +33,7 @@ func TestOTCFrontServesToolListsThatArriveDuringStart(t *testing.T) {
 	var want []string
 	for i := range n {
 		name := fmt.Sprintf("s%d", i)
-		ups = append(ups, MCPUpstream{Toolkit: fmt.Sprintf("Kit%d", i), Config: upstream.Config{Name: name, InProcess: mcpsample.NewServer()}})
+		ups = append(ups, MCPUpstream{Toolkit: fmt.Sprintf("Kit%d", i), Config: upstream.Config{Name: name, InProcess: upstream.Piped(mcpsample.ServeStdio)}})
 		want = append(want, fmt.Sprintf("Kit%d", i))
 	}
 	mt := metrics.New() // its callbacks name the upstream too

@@ -32,7 +32,7 @@ func TestOTCFrontListWaitsForStartingUpstreams(t *testing.T) {
 	addr := ln.Addr().String()
 	ln.Close()
 	f, err := NewOTCFront(context.Background(), []MCPUpstream{
-		{Toolkit: "Sample", Config: upstream.Config{Name: "sample", InProcess: mcpsample.NewServer()}},
+		{Toolkit: "Sample", Config: upstream.Config{Name: "sample", InProcess: upstream.Piped(mcpsample.ServeStdio)}},
 		{Toolkit: "Late", Config: upstream.Config{Name: "late", URL: "http://" + addr + "/mcp", Protocol: upstream.ProtocolLegacy}},
 		{Toolkit: "Broken", Config: upstream.Config{Name: "broken", Command: "false"}},
 	}, &OTCFrontOptions{Logger: zerolog.Nop()})

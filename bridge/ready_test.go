@@ -28,7 +28,7 @@ func TestOTCFrontReady(t *testing.T) {
 		}
 		return nil
 	}
-	f, err := NewOTCFront(context.Background(), []MCPUpstream{{Toolkit: "Sample", Config: upstream.Config{Name: "sample", InProcess: mcpsample.NewServer()}}},
+	f, err := NewOTCFront(context.Background(), []MCPUpstream{{Toolkit: "Sample", Config: upstream.Config{Name: "sample", InProcess: upstream.Piped(mcpsample.ServeStdio)}}},
 		&OTCFrontOptions{Logger: zerolog.Nop(), Checks: map[string]func(context.Context) error{"store": check}})
 	if err != nil {
 		t.Fatal(err)

@@ -21,6 +21,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mcpotc/mcpotc/bridge/tracing"
+	"github.com/mcpotc/mcpotc/internal/mcpgotest"
 	"github.com/mcpotc/mcpotc/mcp/upstream"
 	"github.com/mcpotc/mcpotc/otc"
 	otcsample "github.com/mcpotc/mcpotc/otc/sample"
@@ -102,10 +103,10 @@ func TestMCPFrontSpans(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := f.Front().Server()
+	s := f.Front()
 	ctx := context.Background()
-	s.HandleMessage(ctx, json.RawMessage(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}`))
-	s.HandleMessage(ctx, json.RawMessage(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"Calculator_Add","arguments":{"a":2,"b":3},"_meta":{"traceparent":"`+parentTP+`"}}}`))
+	s.HandleMessage(ctx, []byte(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}`))
+	s.HandleMessage(ctx, []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"Calculator_Add","arguments":{"a":2,"b":3},"_meta":{"traceparent":"`+parentTP+`"}}}`))
 	spans := rec.Ended()
 	if len(spans) != 2 {
 		t.Fatalf("%d spans, want 2", len(spans))
@@ -123,7 +124,7 @@ func TestMCPFrontSpans(t *testing.T) {
 	}
 	mu.Unlock()
 
-	s.HandleMessage(ctx, json.RawMessage(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"Calculator_Add","arguments":{"a":"two","b":3}}}`))
+	s.HandleMessage(ctx, []byte(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"Calculator_Add","arguments":{"a":"two","b":3}}}`))
 	spans = rec.Ended()
 	if len(spans) != 4 {
 		t.Fatalf("%d spans, want 4", len(spans))
@@ -136,7 +137,7 @@ func TestMCPFrontSpans(t *testing.T) {
 	}
 
 	// A tool the front does not serve: mcp-go answers, the span is there.
-	s.HandleMessage(ctx, json.RawMessage(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"nope","arguments":{},"_meta":{"traceparent":"`+parentTP+`"}}}`))
+	s.HandleMessage(ctx, []byte(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"nope","arguments":{},"_meta":{"traceparent":"`+parentTP+`"}}}`))
 	spans = rec.Ended()
 	if len(spans) != 5 {
 		t.Fatalf("%d spans, want 5", len(spans))
@@ -174,7 +175,7 @@ func TestOTCFrontSpans(t *testing.T) {
 		return mcpgo.NewToolResultText("late"), nil
 	})
 	rec, tracer := recorder()
-	f, err := NewOTCFront(context.Background(), []MCPUpstream{{Toolkit: "Probe", Config: upstream.Config{Name: "probe", InProcess: srv, CallTimeout: 200 * time.Millisecond}}},
+	f, err := NewOTCFront(context.Background(), []MCPUpstream{{Toolkit: "Probe", Config: upstream.Config{Name: "probe", InProcess: mcpgotest.InProcess(srv), CallTimeout: 200 * time.Millisecond}}},
 		&OTCFrontOptions{Logger: zerolog.Nop(), Tracer: tracer})
 	if err != nil {
 		t.Fatal(err)

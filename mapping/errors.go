@@ -9,7 +9,6 @@ import (
 
 	mcpgo "github.com/mark3labs/mcp-go/mcp"
 
-	"github.com/mcpotc/mcpotc/mcp/front"
 	"github.com/mcpotc/mcpotc/otc"
 )
 
@@ -37,7 +36,7 @@ type MCPOptions struct {
 
 // MCPError maps a failed OTC call (anything but a 200) to what the MCP host
 // receives: either a result (isError) or an error for the tool handler to
-// return (*front.RPCError or mcpgo.URLElicitationRequiredError).
+// return (*RPCError or mcpgo.URLElicitationRequiredError).
 //
 //	OTC upstream says                   MCP host gets
 //	422 ValidationErrorResponse         -32602 "invalid arguments: b: Must be a number; …",
@@ -60,7 +59,7 @@ func MCPError(err error, tool string, opts MCPOptions) (*mcpgo.CallToolResult, e
 	if carrier.Status != 400 && carrier.Status != 422 {
 		return res, rpcErr
 	}
-	var rpc *front.RPCError
+	var rpc *RPCError
 	var elicit mcpgo.URLElicitationRequiredError
 	switch {
 	case errors.As(rpcErr, &rpc):
@@ -86,10 +85,10 @@ func MCPError(err error, tool string, opts MCPOptions) (*mcpgo.CallToolResult, e
 
 func mcpError(err error, tool string, opts MCPOptions) (*mcpgo.CallToolResult, error) {
 	if errors.Is(err, context.DeadlineExceeded) {
-		return nil, &front.RPCError{Code: CodeRequestTimeout, Message: "request timed out"}
+		return nil, &RPCError{Code: CodeRequestTimeout, Message: "request timed out"}
 	}
 	if errors.Is(err, context.Canceled) {
-		return nil, &front.RPCError{Code: CodeInternal, Message: "request cancelled"}
+		return nil, &RPCError{Code: CodeInternal, Message: "request cancelled"}
 	}
 	var se *otc.StatusError
 	if errors.As(err, &se) {
@@ -99,9 +98,9 @@ func mcpError(err error, tool string, opts MCPOptions) (*mcpgo.CallToolResult, e
 	}
 	if !errors.As(err, &se) {
 		if errors.Is(err, otc.ErrMalformedResponse) || errors.Is(err, otc.ErrResponseTooLarge) {
-			return nil, &front.RPCError{Code: CodeInternal, Message: "the OTC tool server sent an unreadable answer"}
+			return nil, &RPCError{Code: CodeInternal, Message: "the OTC tool server sent an unreadable answer"}
 		}
-		return nil, &front.RPCError{Code: CodeInternal, Message: "the OTC tool server is unreachable"}
+		return nil, &RPCError{Code: CodeInternal, Message: "the OTC tool server is unreachable"}
 	}
 	switch {
 	case errors.Is(se, otc.ErrValidation):
@@ -109,11 +108,11 @@ func mcpError(err error, tool string, opts MCPOptions) (*mcpgo.CallToolResult, e
 		if opts.InputErrorsAsResult {
 			return mcpgo.NewToolResultError(msg), nil
 		}
-		return nil, &front.RPCError{Code: CodeInvalidParams, Message: msg, Data: map[string]any{"parameter_errors": orEmpty(se.ParameterErrors)}}
+		return nil, &RPCError{Code: CodeInvalidParams, Message: msg, Data: map[string]any{"parameter_errors": orEmpty(se.ParameterErrors)}}
 	case errors.Is(se, otc.ErrUnauthorized):
-		return nil, &front.RPCError{Code: CodeInternal, Message: msgUpstreamCredentials}
+		return nil, &RPCError{Code: CodeInternal, Message: msgUpstreamCredentials}
 	case errors.Is(se, otc.ErrServerFailure):
-		return nil, &front.RPCError{Code: CodeInternal, Message: fmt.Sprintf("the OTC tool server failed (HTTP %d)", se.StatusCode)}
+		return nil, &RPCError{Code: CodeInternal, Message: fmt.Sprintf("the OTC tool server failed (HTTP %d)", se.StatusCode)}
 	case errors.Is(se, otc.ErrBadRequest) && len(se.ParameterErrors) > 0:
 		// A loose server's 400 with per-parameter errors (FastAPI's detail
 		// list) is an input validation failure like a 422.
@@ -121,21 +120,21 @@ func mcpError(err error, tool string, opts MCPOptions) (*mcpgo.CallToolResult, e
 		if opts.InputErrorsAsResult {
 			return mcpgo.NewToolResultError(msg), nil
 		}
-		return nil, &front.RPCError{Code: CodeInvalidParams, Message: msg, Data: map[string]any{"parameter_errors": se.ParameterErrors}}
+		return nil, &RPCError{Code: CodeInvalidParams, Message: msg, Data: map[string]any{"parameter_errors": se.ParameterErrors}}
 	case errors.Is(se, otc.ErrBadRequest):
 		if mr := se.MissingRequirements; mr != nil && len(mr.Authorization) > 0 {
 			return authorizationRequired(mr.Authorization, tool, opts.URLElicitation)
 		}
 		if mr := se.MissingRequirements; mr != nil && (len(mr.Secrets) > 0 || mr.UserID) {
-			return nil, &front.RPCError{Code: CodeInternal, Message: configureMessage(se), Data: map[string]any{"message": se.Message}}
+			return nil, &RPCError{Code: CodeInternal, Message: configureMessage(se), Data: map[string]any{"message": se.Message}}
 		}
 		if unknownTool(se) {
-			return nil, &front.RPCError{Code: CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q: %s", tool, orText(se.Message, "the OTC tool server does not serve it"))}
+			return nil, &RPCError{Code: CodeInvalidParams, Message: fmt.Sprintf("unknown tool %q: %s", tool, orText(se.Message, "the OTC tool server does not serve it"))}
 		}
-		return nil, &front.RPCError{Code: CodeInternal, Message: configureMessage(se), Data: map[string]any{"message": se.Message}}
+		return nil, &RPCError{Code: CodeInternal, Message: configureMessage(se), Data: map[string]any{"message": se.Message}}
 	default:
 		// 3xx that was not followed, or another status without a class.
-		return nil, &front.RPCError{Code: CodeInternal, Message: fmt.Sprintf("the OTC tool server answered HTTP %d", se.StatusCode)}
+		return nil, &RPCError{Code: CodeInternal, Message: fmt.Sprintf("the OTC tool server answered HTTP %d", se.StatusCode)}
 	}
 }
 

@@ -9,10 +9,84 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mcpotc/mcpotc/mcp/oauth"
-	"github.com/mcpotc/mcpotc/mcp/upstream"
 	"github.com/mcpotc/mcpotc/otc"
 )
+
+// What OTCError reads of an MCP upstream's failure, by its methods (as
+// net.Error is read): mapping imports no transport package, and the errors
+// of mcp/upstream and mcp/oauth have these methods.
+type (
+	// rpcFailure is a JSON-RPC error the MCP server answered.
+	rpcFailure interface {
+		error
+		RPCError() (code int, message string, data json.RawMessage)
+	}
+	// limitFailure is an answer over the bridge's message limit.
+	limitFailure interface {
+		error
+		MessageLimit() int64
+	}
+	// authorizationFailure is the bridge's OAuth client waiting for a
+	// user (or, operator true, the bridge's operator) to open a URL.
+	authorizationFailure interface {
+		error
+		Authorization() (upstream, url, checkURL string, operator bool)
+	}
+	// inputFailure is a 2026-07-28 input_required: the URL requests in
+	// it, and a description of each request.
+	inputFailure interface {
+		error
+		InputAsked() (urls int, asked []string)
+	}
+	// kindFailure is a failure of a kind: FailureUnavailable,
+	// FailureUnauthorized or FailureLost.
+	kindFailure interface {
+		error
+		Failure() string
+	}
+)
+
+// The kinds of a kindFailure.
+const (
+	// FailureUnavailable: not sent (the server is down, restarting or
+	// unreachable): safe to retry.
+	FailureUnavailable = "unavailable"
+	// FailureUnauthorized: the server refused the bridge's credentials.
+	FailureUnauthorized = "unauthorized"
+	// FailureLost: sent, and its outcome is unknown (the server died or
+	// timed out).
+	FailureLost = "lost"
+)
+
+// isFailure reports whether err's chain holds a failure of kind.
+func isFailure(err error, kind string) bool {
+	for err != nil {
+		if k, ok := err.(kindFailure); ok && k.Failure() == kind {
+			return true
+		}
+		switch u := err.(type) {
+		case interface{ Unwrap() error }:
+			err = u.Unwrap()
+		case interface{ Unwrap() []error }:
+			for _, e := range u.Unwrap() {
+				if isFailure(e, kind) {
+					return true
+				}
+			}
+			return false
+		default:
+			return false
+		}
+	}
+	return false
+}
+
+// rpcError is an rpcFailure's fields.
+type rpcError struct {
+	Code    int
+	Message string
+	Data    json.RawMessage
+}
 
 // OTCError maps a failed MCP upstream call to what the OTC client receives,
 // as an error the otc.Handler writes (see otc.ToolFunc):
@@ -44,14 +118,22 @@ import (
 // again. A -32042 without a URL is a ToolError marked NotRun: the tool did
 // not run, so a repeat of its call_id must reach it.
 func OTCError(err error) error {
-	var ue *upstream.Error
-	var tooLarge *upstream.TooLargeError
-	var authz *oauth.AuthorizationRequired
-	var ir *upstream.InputRequiredError
+	var rf rpcFailure
+	var tooLarge limitFailure
+	var af authorizationFailure
+	var ir inputFailure
+	var authz struct {
+		Upstream, URL, CheckURL string
+		Operator                bool
+	}
+	if errors.As(err, &af) {
+		authz.Upstream, authz.URL, authz.CheckURL, authz.Operator = af.Authorization()
+	}
 	switch {
-	case errors.As(err, &ir) && len(ir.URLs) == 0:
-		return InputNotCarried(ir.Asked, err.Error())
-	case errors.As(err, &authz) && authz.Operator:
+	case errors.As(err, &ir) && inputURLs(ir) == 0:
+		_, asked := ir.InputAsked()
+		return InputNotCarried(asked, err.Error())
+	case af != nil && authz.Operator:
 		// The bridge's own identity waits for the operator: the URL is the
 		// operator's (in the bridge's log), never a caller's to open.
 		return &otc.ServerErrorResponse{
@@ -59,7 +141,7 @@ func OTCError(err error) error {
 			DeveloperMessage: fmt.Sprintf("MCP server %s needs the bridge's operator to authorize the bridge (OAuth): the URL to open is in serve-otc's log",
 				authz.Upstream),
 		}
-	case errors.As(err, &authz):
+	case af != nil:
 		// The bridge's own OAuth client needs a user's authorization: the
 		// upstream's name is the challenge id.
 		return &otc.ServerErrorResponse{
@@ -71,20 +153,22 @@ func OTCError(err error) error {
 		}
 	case errors.As(err, &tooLarge):
 		return &otc.ToolError{
-			Message: fmt.Sprintf("The tool's answer is larger than the bridge's limit of %d bytes per message", tooLarge.Limit),
+			Message: fmt.Sprintf("The tool's answer is larger than the bridge's limit of %d bytes per message", tooLarge.MessageLimit()),
 			DeveloperMessage: err.Error() + "; raise the limit with serve-otc --max-message-bytes, " +
 				"or max_message_bytes of this server in the config file",
 		}
-	case errors.As(err, &ue):
+	case errors.As(err, &rf):
+		ue := &rpcError{}
+		ue.Code, ue.Message, ue.Data = rf.RPCError()
 		if restored := otcResponseFromRPC(ue); restored != nil {
 			return restored // an OTC server's own answer, through an MCP front
 		}
 		return withMCPError(otcErrorFromRPC(ue), ue)
-	case errors.Is(err, upstream.ErrUnauthorized):
+	case isFailure(err, FailureUnauthorized):
 		return &otc.ServerErrorResponse{Message: "The tool server rejected the bridge's credentials", DeveloperMessage: err.Error()}
-	case errors.Is(err, upstream.ErrUnavailable):
+	case isFailure(err, FailureUnavailable):
 		return &otc.ServerErrorResponse{Message: msgUnavailableToolServe, DeveloperMessage: err.Error(), RetryAfter: UnavailableRetryAfter}
-	case errors.Is(err, upstream.ErrLost), errors.Is(err, context.DeadlineExceeded):
+	case isFailure(err, FailureLost), errors.Is(err, context.DeadlineExceeded):
 		retry := LostRetryAfter.Milliseconds()
 		return &otc.ToolError{
 			Message:          "The tool server did not answer; the call may or may not have run",
@@ -119,7 +203,13 @@ const UnavailableRetryAfter = time.Second
 // notifications/cancelled, after which a conforming server stops.
 const LostRetryAfter = time.Second
 
-func otcErrorFromRPC(ue *upstream.Error) error {
+// inputURLs is the number of URL requests of an input_required.
+func inputURLs(ir inputFailure) int {
+	n, _ := ir.InputAsked()
+	return n
+}
+
+func otcErrorFromRPC(ue *rpcError) error {
 	switch ue.Code {
 	case CodeMethodNotFound:
 		return &otc.ServerErrorResponse{Message: "Tool was not found", DeveloperMessage: rpcDetail(ue)}
@@ -199,14 +289,14 @@ func capabilityPaths(data json.RawMessage) []string {
 
 // rpcDetail is "MCP error CODE: message", for developer_message (the
 // message is not prefixed twice when the upstream already did).
-func rpcDetail(ue *upstream.Error) string {
+func rpcDetail(ue *rpcError) string {
 	prefix := fmt.Sprintf("MCP error %d: ", ue.Code)
 	return prefix + strings.TrimPrefix(ue.Message, prefix)
 }
 
 // withMCPError attaches the upstream's JSON-RPC error to an OTC error as
 // the XMCPError carrier, so that an MCP front further on answers it as is.
-func withMCPError(err error, ue *upstream.Error) error {
+func withMCPError(err error, ue *rpcError) error {
 	carrier := MCPErrorCarrier{Code: ue.Code, Message: ue.Message, Data: ue.Data}
 	b, merr := json.Marshal(carrier)
 	if merr != nil {
@@ -227,7 +317,7 @@ func withMCPError(err error, ue *upstream.Error) error {
 // otcResponseFromRPC gives back the OTC 400 / 422 answer an MCP front
 // carried in the error's data (DataOTCResponse), or in the first URL
 // elicitation's _meta for -32042; nil when there is none.
-func otcResponseFromRPC(ue *upstream.Error) error {
+func otcResponseFromRPC(ue *rpcError) error {
 	var data struct {
 		Carrier      json.RawMessage `json:"mcpotc/otc-response"`
 		Elicitations []struct {

@@ -9,7 +9,6 @@ import (
 
 	mcpgo "github.com/mark3labs/mcp-go/mcp"
 
-	"github.com/mcpotc/mcpotc/mcp/front"
 	"github.com/mcpotc/mcpotc/otc"
 )
 
@@ -25,7 +24,7 @@ import (
 // it back, go to _meta[MetaOTCCall]. When the response comes from an OTC
 // front (a bridge), its carriers win: an XMCPResult is the result, an
 // XMCPError in the ToolError is the JSON-RPC error to answer (returned as
-// a *front.RPCError).
+// a *RPCError).
 func MCPResult(resp *otc.CallToolResponse, shape OutputShape) (*mcpgo.CallToolResult, error) {
 	return mcpResult(resp, shape, false)
 }
@@ -155,8 +154,8 @@ type rawContent struct {
 // MarshalJSON writes the block as received.
 func (c rawContent) MarshalJSON() ([]byte, error) { return c.raw, nil }
 
-func (c *MCPErrorCarrier) rpcError() *front.RPCError {
-	e := &front.RPCError{Code: c.Code, Message: c.Message}
+func (c *MCPErrorCarrier) rpcError() *RPCError {
+	e := &RPCError{Code: c.Code, Message: c.Message}
 	if len(c.Data) > 0 {
 		e.Data = c.Data
 	}

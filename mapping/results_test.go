@@ -7,8 +7,6 @@ import (
 
 	mcpgo "github.com/mark3labs/mcp-go/mcp"
 
-	"github.com/mcpotc/mcpotc/mcp/front"
-
 	"github.com/mcpotc/mcpotc/otc"
 )
 
@@ -101,7 +99,7 @@ func TestMCPResultCarriedError(t *testing.T) {
 	resp := otc.CallToolResponse{CallID: "c", Error: &otc.ToolError{Message: "The tool failed", Ext: otc.Extensions{
 		XMCPError: json.RawMessage(`{"code":-32000,"message":"disk full","data":{"free":0}}`)}}}
 	_, err := MCPResult(&resp, OutputAny)
-	var rpc *front.RPCError
+	var rpc *RPCError
 	if !errors.As(err, &rpc) || rpc.Code != -32000 || rpc.Message != "disk full" || string(rpc.Data.(json.RawMessage)) != `{"free":0}` {
 		t.Errorf("err = %#v", err)
 	}

@@ -86,7 +86,11 @@ func TestTargets(t *testing.T) {
 		{Key: "mcp-direct-stdio", Concurrency: 1, P50us: 70},
 		{Key: "otc-front", Concurrency: 64, CallsPerSec: 9000},
 		{Key: "mcp-direct-stdio", Concurrency: 64, CallsPerSec: 20000},
-		{Key: "mcp-front-http", Concurrency: 1, P50us: 300},
+		{Key: "mcp-front-http", Concurrency: 1, P50us: 300, CPUusPerCall: 120},
+		{Key: "mcp-front-http", Concurrency: 16, CPUusPerCall: 130},
+		{Key: "anchor-reverse-proxy", Concurrency: 1, CPUusPerCall: 100},
+		{Key: "anchor-reverse-proxy", Concurrency: 16, CPUusPerCall: 100},
+		{Key: "anchor-jsonrpc", Concurrency: 1, CPUusPerCall: 90},
 		{Key: "otc-direct", Concurrency: 1, P50us: 100},
 		{Key: "payload-mcp-front", Name: "MCP front, 1 MiB", MBPerSec: 30},
 		{Key: "payload-otc-direct", Name: "direct, 1 MiB", MBPerSec: 50},
@@ -104,7 +108,7 @@ func TestTargets(t *testing.T) {
 	}
 	for name, want := range map[string]string{
 		"overhead at c=1 ÷ bare loopback HTTP p50, OTC front ≤ 1.0×":                      "met: (p50 100µs − direct 70µs) ÷ bare HTTP 40µs = 0.75×; CPU per call: bridge 90µs, bare echo server 20µs",
-		"overhead at c=1 ÷ bare loopback HTTP p50, MCP front over streamable HTTP ≤ 1.0×": "missed: (p50 300µs − direct 100µs) ÷ bare HTTP 40µs = 5.00×",
+		"overhead at c=1 ÷ bare loopback HTTP p50, MCP front over streamable HTTP ≤ 1.0×": "missed: (p50 300µs − direct 100µs) ÷ bare HTTP 40µs = 5.00×; CPU per call: bridge 120µs, bare echo server 20µs",
 		"overhead at c=1 ÷ bare loopback HTTP p50, MCP front over stdio ≤ 1.0×":           "unknown: not measured",
 		"throughput at c=64 ÷ the direct call, OTC front ≥ 0.6":                           "missed: 9000 ÷ 20000 calls/s = 0.45",
 		"throughput at c=64 ÷ the direct call, MCP front over stdio ≥ 0.6":                "unknown: not measured (needs concurrency 64)",
@@ -114,13 +118,15 @@ func TestTargets(t *testing.T) {
 		"burst of 1,000 calls at once, p99 ≤ 2× the direct call's, MCP front":             "missed: p99 90.0ms ÷ direct 30.0ms = 3.00×",
 		"burst of 1,000 calls at once, p99 ≤ 2× the direct call's, OTC front":             "unknown: not measured",
 		"memory per idle MCP session < 64 KiB":                                            "missed: 80.0 KiB per session (RSS +16000 KiB over 200 sessions)",
+		// The worst concurrency decides; a row without its anchor is left out.
+		"CPU per call, MCP front over streamable HTTP ÷ an httputil.ReverseProxy hop to the same OTC server ≤ 1.2": "missed: c=1: 120µs ÷ 100µs = 1.20 (framework-free JSON-RPC hop 90µs: 1.33×); c=16: 130µs ÷ 100µs = 1.30",
 	} {
 		if got[name] != want {
 			t.Errorf("%s:\n got %q\nwant %q", name, got[name], want)
 		}
 	}
-	if len(got) != 12 {
-		t.Errorf("%d targets, want 12: %v", len(got), got)
+	if len(got) != 13 {
+		t.Errorf("%d targets, want 13: %v", len(got), got)
 	}
 	var out bytes.Buffer
 	r.writeTable(&out)

@@ -56,7 +56,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	}
 	fs.IntVar(&c.Calls, "calls", 5000, "measured calls per hop/peer row and concurrency (payload rows make fewer: see README)")
 	fs.IntVar(&c.Warmup, "warmup", 200, "warm-up calls before each row (not measured)")
-	conc := fs.String("concurrency", "1,16,64", "comma-separated concurrencies of the hop and peer rows")
+	conc := fs.String("concurrency", "1,4,64", "comma-separated concurrencies of the hop and peer rows")
 	fs.IntVar(&c.Burst, "burst", 1000, "calls started at once in the burst rows")
 	fs.IntVar(&c.BurstRounds, "burst-rounds", 3, "bursts per burst row")
 	fs.IntVar(&c.Sessions, "sessions", 200, "idle MCP sessions opened in the sessions row")

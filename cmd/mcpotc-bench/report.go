@@ -156,6 +156,8 @@ func (r *report) speedTargets(l *targetList) {
 	throughput("throughput at c=64 ÷ the direct call, MCP front over streamable HTTP ≥ 0.6", "mcp-front-http", "otc-direct")
 	throughput("throughput at c=64 ÷ the direct call, MCP front over stdio ≥ 0.6", "mcp-front-stdio", "otc-direct")
 
+	r.anchorTargets(l)
+
 	const mib = "1 MiB"
 	f, d, x, ok := ratio(r.findNamed("payload-mcp-front", mib), r.findNamed("payload-otc-direct", mib), func(rw *row) float64 { return rw.MBPerSec })
 	if name := "1 MiB echo at c=1, MB/s ÷ the direct call, MCP front ≥ 0.5"; !ok {
@@ -163,6 +165,45 @@ func (r *report) speedTargets(l *targetList) {
 	} else {
 		l.add(name, x >= 0.5, fmt.Sprintf("%.1f ÷ %.1f MB/s = %.2f", f, d, x))
 	}
+}
+
+// anchorTargets: serve-mcp's CPU per call over streamable HTTP ÷ that of
+// an httputil.ReverseProxy hop to the same OTC server, at each measured
+// concurrency (the verdict is the worst), with the framework-free
+// JSON-RPC hop's ratio beside it.
+func (r *report) anchorTargets(l *targetList) {
+	const name = "CPU per call, MCP front over streamable HTTP ÷ an httputil.ReverseProxy hop to the same OTC server ≤ 1.2"
+	cpu := func(rw *row) float64 { return rw.CPUusPerCall }
+	var parts []string
+	worst := 0.0
+	for _, c := range r.concurrencies() {
+		f, p, x, ok := ratio(r.find("mcp-front-http", c), r.find("anchor-reverse-proxy", c), cpu)
+		if !ok {
+			continue
+		}
+		part := fmt.Sprintf("c=%d: %s ÷ %s = %.2f", c, fmtDur(fromUS(f)), fmtDur(fromUS(p)), x)
+		if _, j, y, ok := ratio(r.find("mcp-front-http", c), r.find("anchor-jsonrpc", c), cpu); ok {
+			part += fmt.Sprintf(" (framework-free JSON-RPC hop %s: %.2f×)", fmtDur(fromUS(j)), y)
+		}
+		parts = append(parts, part)
+		worst = max(worst, x)
+	}
+	if len(parts) == 0 {
+		l.unknown(name, "not measured")
+		return
+	}
+	l.add(name, worst <= 1.2, strings.Join(parts, "; "))
+}
+
+// concurrencies are the concurrencies of the hop rows, in order.
+func (r *report) concurrencies() []int {
+	var out []int
+	for _, rw := range r.Rows {
+		if rw.Key == "anchor-reverse-proxy" && rw.Skipped == "" {
+			out = append(out, rw.Concurrency)
+		}
+	}
+	return out
 }
 
 // scaleTargets are the targets of size: listing 10,000 tools, a burst of

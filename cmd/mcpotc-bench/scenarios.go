@@ -49,6 +49,7 @@ type bench struct {
 	mcpHTTP       *mcpConn // MCP client of mcpFrontHTTP
 	mcpDirect     *mcpConn // MCP client of sample-mcp (stdio)
 	mcpFrontStdio *mcpConn
+	mcpAnchor     *mcpConn // the framework-free JSON-RPC hop (anchors.go)
 	otcClient     map[string]*otc.Client
 }
 
@@ -138,7 +139,7 @@ func (b *bench) add(r row) {
 }
 
 func (b *bench) closeClients() {
-	for _, c := range []*mcpConn{b.mcpHTTP, b.mcpDirect, b.mcpFrontStdio} {
+	for _, c := range []*mcpConn{b.mcpHTTP, b.mcpDirect, b.mcpFrontStdio, b.mcpAnchor} {
 		c.close()
 	}
 }
@@ -507,6 +508,9 @@ func (b *bench) runHops() error {
 	}
 	b.measureRows(groupHop, "otc-direct", "direct:    OTC → sample-otc", "sample-otc", b.sampleOTC,
 		otcCaller(direct, "Calculator.Add@1.1.0", addArgs, wantValue(sumValue)))
+	if err := b.runAnchors(); err != nil {
+		return err
+	}
 	return b.profileFronts()
 }
 

@@ -19,7 +19,8 @@ import (
 	"time"
 
 	mcpgo "github.com/mark3labs/mcp-go/mcp"
-	mcpserver "github.com/mark3labs/mcp-go/server"
+
+	"github.com/mcpotc/mcpotc/mcp/front"
 )
 
 // The bench re-executes itself for the upstreams that must be processes of
@@ -36,6 +37,10 @@ func runHidden(mode string, args []string) int {
 		err = serveHTTPEcho()
 	case modeMCPUpstream:
 		err = serveMCPUpstream(args)
+	case modeReverseProxy:
+		err = serveReverseProxy(args)
+	case modeJSONRPCHop:
+		err = serveJSONRPCHop(args)
 	default:
 		err = fmt.Errorf("unknown mode %s", mode)
 	}
@@ -76,7 +81,7 @@ func serveHTTPEcho() error {
 // up to a count; SIGUSR1 replaces its last tool by a new one (a catalog
 // change: notifications/tools/list_changed) and names it in --changes.
 type mcpUpstreamServer struct {
-	s       *mcpserver.MCPServer
+	s       *front.Front
 	n       int
 	changes string
 	gen     int
@@ -99,7 +104,7 @@ func serveMCPUpstream(args []string) error {
 		}
 	}
 	u := &mcpUpstreamServer{
-		s:       mcpserver.NewMCPServer(mcpUpstreamName, "1.0.0", mcpserver.WithToolCapabilities(true)),
+		s:       front.New(mcpUpstreamName, "1.0.0", nil),
 		n:       *n,
 		changes: *changes,
 	}
@@ -115,12 +120,9 @@ func serveMCPUpstream(args []string) error {
 			}
 		}
 	}()
-	stdio := mcpserver.NewStdioServer(u.s)
-	mcpserver.WithWorkerPoolSize(32)(stdio)
-	mcpserver.WithQueueSize(256)(stdio)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	err := stdio.Listen(ctx, os.Stdin, os.Stdout)
+	err := u.s.ServeStdio(ctx, os.Stdin, os.Stdout)
 	if ctx.Err() != nil {
 		return nil
 	}
@@ -136,14 +138,18 @@ func syntheticToolName(i, gen int) string {
 	return fmt.Sprintf("tool_%05d", i)
 }
 
-func (u *mcpUpstreamServer) tools() []mcpserver.ServerTool {
-	out := make([]mcpserver.ServerTool, 0, u.n)
-	out = append(out, mcpserver.ServerTool{
+func (u *mcpUpstreamServer) tools() []front.Tool {
+	out := make([]front.Tool, 0, u.n)
+	out = append(out, front.Tool{
 		Tool: mcpgo.NewTool("echo",
 			mcpgo.WithDescription("Returns the message it is given."),
 			mcpgo.WithString("message", mcpgo.Required(), mcpgo.Description("The text to send back."))),
 		Handler: func(_ context.Context, req mcpgo.CallToolRequest) (*mcpgo.CallToolResult, error) {
-			return mcpgo.NewToolResultText(req.GetString("message", "")), nil
+			var args struct {
+				Message string `json:"message"`
+			}
+			_ = json.Unmarshal(req.Params.RawArguments, &args)
+			return mcpgo.NewToolResultText(args.Message), nil
 		},
 	})
 	ok := func(context.Context, mcpgo.CallToolRequest) (*mcpgo.CallToolResult, error) {
@@ -155,7 +161,7 @@ func (u *mcpUpstreamServer) tools() []mcpserver.ServerTool {
 			gen = u.gen
 		}
 		name := syntheticToolName(i, gen)
-		out = append(out, mcpserver.ServerTool{
+		out = append(out, front.Tool{
 			Tool: mcpgo.NewTool(name,
 				mcpgo.WithDescription(fmt.Sprintf("Synthetic tool %d of the mcpotc benchmark: answers ok.", i)),
 				mcpgo.WithString("query", mcpgo.Description("A search query.")),

@@ -409,7 +409,7 @@ func (m *Main) otcFrontSetup(f *serveOTCFlags, log zerolog.Logger) (*otcFrontSet
 	}
 	if len(s.ups) == 0 {
 		log.Info().Msg("no upstream named: serving the built-in sample MCP server")
-		s.ups = []bridge.MCPUpstream{{Toolkit: "Sample", Config: upstream.Config{Name: "sample", InProcess: mcpsample.NewServer(), CallTimeout: f.callTimeout}}}
+		s.ups = []bridge.MCPUpstream{{Toolkit: "Sample", Config: upstream.Config{Name: "sample", InProcess: upstream.Piped(mcpsample.ServeStdio), CallTimeout: f.callTimeout}}}
 	}
 	for i := range s.ups {
 		c := &s.ups[i].Config

@@ -7,6 +7,7 @@ const (
 	invalidArrayID  = `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request: the id must be a string or a number, not an array"}}`
 	invalidBoolID   = `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request: the id must be a string or a number, not a boolean"}}`
 	invalidNullID   = `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request: the id must be a string or a number, not null (MCP: a request id must not be null, a notification has none)"}}`
+	invalidIDCase   = `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request: member \"ID\": JSON-RPC member names are case-sensitive (\"id\")"}}`
 	invalidBatch    = `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request: batches are not accepted: send one JSON-RPC message per request"}}`
 )
 
@@ -24,7 +25,7 @@ var InvalidRequests = []InvalidRequest{
 	{"bool id", `{"jsonrpc":"2.0","id":true,"method":"ping"}`, invalidBoolID},
 	{"null id", `{"jsonrpc":"2.0","id":null,"method":"ping"}`, invalidNullID},
 	{"null id on a tool call", `{"jsonrpc":"2.0","id":null,"method":"tools/call","params":{"name":"add","arguments":{"a":1,"b":2}}}`, invalidNullID},
-	{"id key in another case", `{"jsonrpc":"2.0","ID":false,"method":"ping"}`, invalidBoolID},
+	{"id key in another case", `{"jsonrpc":"2.0","ID":false,"method":"ping"}`, invalidIDCase},
 	{"batch", `[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","id":2,"method":"ping"}]`, invalidBatch},
 	{"empty batch", ` [ ] `, invalidBatch},
 	{"object id on tools/list", `{"jsonrpc":"2.0","id":{"a":1},"method":"tools/list"}`, invalidObjectID},

@@ -7,34 +7,30 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	mcpgo "github.com/mark3labs/mcp-go/mcp"
-	mcpserver "github.com/mark3labs/mcp-go/server"
+
+	"github.com/mcpotc/mcpotc/mcp/internal/jsonscan"
 )
 
-// JSON-RPC error codes the MCP front sends besides mcp-go's own constants.
-const (
-	// CodeRequestTimeout reports a call that got no answer in time. It is
-	// implementation-defined (-32000…-32019), as in the TypeScript SDK.
-	CodeRequestTimeout = -32001
-)
+// CodeRequestTimeout reports a call that got no answer in time. It is
+// implementation-defined (-32000…-32019), as in the TypeScript SDK.
+const CodeRequestTimeout = -32001
 
-// RPCError is a JSON-RPC error a tool handler registered on a Front's server
-// returns, possibly wrapped, to answer that tools/call with exactly this
-// error object instead of mcp-go's -32603. Return it as a pointer.
+// RPCError is a JSON-RPC error a tool handler returns, possibly wrapped, to
+// answer its tools/call with exactly this error object. Return it as a
+// pointer. A Code of zero is sent as -32603; Data that does not encode is
+// left out.
 //
-// It is sent verbatim whatever the request's protocol version, so RPCError
-// with code -32042 is sent as is even to a 2026-07-28 client, for which the
-// code is reserved. For URL elicitation return mcpgo.URLElicitationRequiredError
-// instead: the front sends it as -32042 with data {"elicitations": […]} to
-// clients before 2026-07-28 (mcp-go does) and, to 2026-07-28 clients, as an
-// input_required result asking for the same URL elicitations (the front
-// does). Either way the handler should first check
-// ClientSupportsURLElicitation.
-//
-// A Code of zero is sent as -32603. Data must marshal to JSON; when it does
-// not, the answer stays mcp-go's -32603 and the failure is logged.
+// For URL elicitation return mcpgo.URLElicitationRequiredError instead: it
+// is sent as -32042 with data {"elicitations": […]} to clients before
+// 2026-07-28, and to 2026-07-28 clients as an input_required result asking
+// for the same URL elicitations. Either way the handler should first check
+// ClientSupportsURLElicitation. Any other error is sent as -32603 with its
+// text, unless it is a CodedError.
 type RPCError struct {
 	Code    int
 	Message string
@@ -43,8 +39,22 @@ type RPCError struct {
 
 func (e *RPCError) Error() string { return e.Message }
 
-// DefaultMaxPendingErrors is Options.MaxPendingErrors when zero.
-const DefaultMaxPendingErrors = 1024
+// RPCCode is the error's JSON-RPC code (CodedError).
+func (e *RPCError) RPCCode() int { return e.Code }
+
+// RPCData is the error's data (CodedError).
+func (e *RPCError) RPCData() any { return e.Data }
+
+// CodedError is a handler's error, possibly wrapped, answered with a code
+// of its own: its RPCCode, its text (Error) as the message and its RPCData.
+// An *RPCError is one; so is any package's error with these methods (the
+// mapping between OTC and MCP makes its own, without importing this
+// package).
+type CodedError interface {
+	error
+	RPCCode() int
+	RPCData() any
+}
 
 // DefaultStdioGrace is Options.StdioGrace when zero.
 const DefaultStdioGrace = 5 * time.Second
@@ -54,155 +64,575 @@ type Options struct {
 	// Logger receives transport diagnostics; tokens are never logged.
 	// Nil: nothing is logged.
 	Logger *slog.Logger
-	// MaxPendingErrors bounds, per stdio stream, SSE session or HTTP
-	// request, the coded errors recorded for responses not yet written; the
-	// oldest is dropped first. Entries are removed when their response is
-	// written, so the bound only matters for responses that never are.
-	// Zero means DefaultMaxPendingErrors.
-	MaxPendingErrors int
 	// StdioGrace is how long ServeStdio lets in-flight tool calls finish
 	// once ctx ends or its input reaches EOF, before their contexts are
 	// cancelled. Zero means DefaultStdioGrace; negative means no grace.
 	StdioGrace time.Duration
+	// OnUnknownTool is told of each tools/call of a tool the front does not
+	// serve, before it is answered -32602 (for metrics and traces). It
+	// must not block. Nil: nothing is told.
+	OnUnknownTool func(ctx context.Context, req mcpgo.CallToolRequest)
 }
 
-// Front is the MCP server front: an mcp-go MCPServer with the hooks that let
-// tool handlers answer with any JSON-RPC error (RPCError), served over stdio
+// ToolHandler answers a tools/call. req.Params.RawArguments holds the
+// arguments exactly as the client sent them ({} when absent);
+// req.Params.Arguments is not filled in.
+type ToolHandler func(ctx context.Context, req mcpgo.CallToolRequest) (*mcpgo.CallToolResult, error)
+
+// Tool is one tool a Front serves.
+type Tool struct {
+	Tool    mcpgo.Tool
+	Handler ToolHandler
+}
+
+// Front is an MCP server of tools: it answers MCP's methods for them
+// (initialize, ping, tools/list, tools/call, notifications, and the
+// 2026-07-28 server/discover and subscriptions/listen) over stdio
 // (ServeStdio), streamable HTTP and legacy SSE (HTTPHandler).
 //
 // A tool handler's context is cancelled when the client sends
-// notifications/cancelled for its request (every transport), when the
-// client goes away (streamable HTTP: the POST's connection; legacy SSE: the
-// session's stream), and when the transport shuts down after its grace
-// period.
+// notifications/cancelled for its request, when the client goes away
+// (streamable HTTP: the POST's connection; legacy SSE: the session's
+// stream; stdio: after the grace once input ends), and when the transport
+// shuts down after its grace period.
 type Front struct {
-	server     *mcpserver.MCPServer
-	log        *slog.Logger
-	maxPending int
-	grace      time.Duration
-	ids        requestIDs // the JSON-RPC ids of calls in flight (RequestID)
-	cacheState            // tools/list from an encoding per catalog (toolslist.go)
+	name, version string
+	log           *slog.Logger
+	grace         time.Duration
+	onUnknown     func(context.Context, mcpgo.CallToolRequest)
+
+	cat     atomic.Pointer[catalog]
+	changes listeners // told of each new catalog (notifications/tools/list_changed)
 }
 
-// New returns a Front whose server is created with serverOpts. The
-// server always has the tools capability with listChanged=true, so that
-// replacing tools (SetTools, AddTool, DeleteTools) sends
-// notifications/tools/list_changed. serverOpts may carry WithHooks: the
-// front adds its own hooks to those; it panics on WithHooks(nil), which
-// would silently disable them.
-func New(name, version string, opts *Options, serverOpts ...mcpserver.ServerOption) *Front {
+// catalog is the tools a Front serves, and tools/list's answer, encoded
+// once per catalog.
+type catalog struct {
+	byName map[string]*Tool
+	tools  json.RawMessage // the JSON array of the tools
+}
+
+// New returns a Front named name (serverInfo) serving no tool.
+func New(name, version string, opts *Options) *Front {
 	if opts == nil {
 		opts = &Options{}
 	}
-	f := &Front{log: opts.Logger, maxPending: opts.MaxPendingErrors, grace: opts.StdioGrace}
+	f := &Front{name: name, version: version, log: opts.Logger, grace: opts.StdioGrace, onUnknown: opts.OnUnknownTool}
 	if f.log == nil {
 		f.log = slog.New(slog.DiscardHandler)
-	}
-	if f.maxPending <= 0 {
-		f.maxPending = DefaultMaxPendingErrors
 	}
 	if f.grace == 0 {
 		f.grace = DefaultStdioGrace
 	}
-
-	hooks := &mcpserver.Hooks{}
-	all := make([]mcpserver.ServerOption, 0, len(serverOpts)+3)
-	all = append(all, mcpserver.WithHooks(hooks), mcpserver.WithToolHandlerMiddleware(f.middleware))
-	all = append(all, serverOpts...)
-	all = append(all, mcpserver.WithToolCapabilities(true))
-	f.server = mcpserver.NewMCPServer(name, version, all...)
-	h := f.server.GetHooks() // ours, or those of a WithHooks in serverOpts
-	if h == nil {
-		panic("mcp: New: WithHooks(nil) would disable the front's hooks")
-	}
-	f.addHooks(h)
+	f.SetTools()
 	return f
 }
 
-// Server returns the MCP server, to add, replace and delete tools.
-func (f *Front) Server() *mcpserver.MCPServer { return f.server }
-
-func (f *Front) addHooks(h *mcpserver.Hooks) {
-	h.AddOnError(f.onError)
-	h.AddOnError(f.onUnparsable)
-	h.AddOnError(func(_ context.Context, _ any, _ mcpgo.MCPMethod, message any, _ error) {
-		if req, ok := message.(*mcpgo.CallToolRequest); ok {
-			f.ids.end(req)
+// SetTools replaces the front's tools and tells the clients that listen
+// (notifications/tools/list_changed). tools/list is answered from an
+// encoding made here, once.
+func (f *Front) SetTools(tools ...Tool) {
+	c := &catalog{byName: make(map[string]*Tool, len(tools))}
+	defs := make([]mcpgo.Tool, 0, len(tools))
+	for i := range tools {
+		t := &tools[i]
+		if _, dup := c.byName[t.Tool.Name]; !dup {
+			defs = append(defs, t.Tool)
 		}
-	})
-	h.AddAfterCallTool(func(_ context.Context, _ any, req *mcpgo.CallToolRequest, _ any) { f.ids.end(req) })
-	h.AddAfterListTools(f.afterListTools)
-	h.AddBeforeCallTool(func(ctx context.Context, id any, req *mcpgo.CallToolRequest) {
-		f.ids.begin(id, req)
-		if st := streamFrom(ctx); st != nil && st.trackOpen {
-			st.open(idKey(id))
-		}
-		// The front declares no tasks capability, so a task-augmented
-		// tools/call is processed normally, its params.task ignored (MCP
-		// 2025-11-25, Tasks: "Receivers that do not declare the task
-		// capability for a request type MUST process requests of that type
-		// normally"). mcp-go v1.2.1 instead runs it on its own task store
-		// when the tool's execution.taskSupport is "optional" or "required",
-		// capability or not, where a task without a ttl is kept forever.
-		req.Params.Task = nil
-	})
-	h.AddOnRegisterSession(func(ctx context.Context, session mcpserver.ClientSession) {
-		if b, ok := ctx.Value(sseBindKey{}).(*sseBinding); ok {
-			b.bind(session.SessionID())
-		}
-	})
-}
-
-// onError records a handler's RPCError for the response frame that mcp-go
-// is about to write for request id, in the stream carried by ctx.
-func (f *Front) onError(ctx context.Context, id any, method mcpgo.MCPMethod, _ any, err error) {
-	var rpcErr *RPCError
-	if !errors.As(err, &rpcErr) || rpcErr == nil || id == nil {
-		return
+		c.byName[t.Tool.Name] = t
 	}
-	st := streamFrom(ctx)
-	if st == nil {
-		f.log.Warn("mcp front: coded error sent as -32603: request did not arrive through a Front transport",
-			"method", string(method), "code", rpcErr.Code)
-		return
+	b, err := encode(defs)
+	if err != nil {
+		f.log.Error("mcp front: the tool list does not encode; serving none", "error", err)
+		b, c.byName = []byte("[]"), map[string]*Tool{}
 	}
-	details := mcpgo.JSONRPCErrorDetails{Code: rpcErr.Code, Message: rpcErr.Message, Data: rpcErr.Data}
-	if details.Code == 0 {
-		details.Code = mcpgo.INTERNAL_ERROR
-	}
-	obj, merr := json.Marshal(details)
-	if merr != nil {
-		f.log.Error("mcp front: coded error sent as -32603: data does not marshal",
-			"method", string(method), "code", details.Code, "error", merr)
-		return
-	}
-	if evicted := st.put(idKey(id), coded{obj: obj, code: details.Code, modern: mcpserver.IsModernRequest(ctx)}); evicted {
-		f.log.Warn("mcp front: dropped the oldest coded error never written", "limit", st.max)
+	c.tools = b
+	first := f.cat.Swap(c) == nil
+	if !first {
+		f.changes.tell(notificationFrame(mcpgo.MethodNotificationToolsListChanged, nil))
 	}
 }
 
-// middleware wraps every tool handler: it bounds the handler's life by its
-// transport's (see lifecycle) and turns URL elicitation into a multi
-// round-trip result for 2026-07-28 clients.
-func (f *Front) middleware(next mcpserver.ToolHandlerFunc) mcpserver.ToolHandlerFunc {
-	return func(ctx context.Context, req mcpgo.CallToolRequest) (*mcpgo.CallToolResult, error) {
-		if l, ok := ctx.Value(lifeKey{}).(*lifecycle); ok {
-			var cancel context.CancelCauseFunc
-			ctx, cancel = l.bind(ctx)
-			defer cancel(nil)
+// Tools returns the tools served now.
+func (f *Front) Tools() []mcpgo.Tool {
+	var out []mcpgo.Tool
+	_ = json.Unmarshal(f.cat.Load().tools, &out)
+	return out
+}
+
+// HandleMessage answers one message without a transport (in process: tests
+// and benchmarks): the answer frame, nil for a notification. Nothing is
+// kept between messages: initialize is answered, and what it declared
+// forgotten.
+func (f *Front) HandleMessage(ctx context.Context, msg []byte) []byte {
+	m, failure := decode(msg)
+	if failure != nil {
+		return errorFrame(nil, failure)
+	}
+	return f.serve(ctx, m, &exchange{p: &peer{}})
+}
+
+// listeners are the streams that receive notifications: a stdio run, a
+// legacy SSE session, a streamable HTTP GET stream or a 2026-07-28
+// subscriptions/listen stream.
+type listeners struct {
+	mu  sync.Mutex
+	set map[*listener]struct{}
+}
+
+// listener is one of them: send delivers a frame (it must not block).
+type listener struct{ send func(frame []byte) }
+
+func (l *listeners) add(send func([]byte)) (remove func()) {
+	ln := &listener{send: send}
+	l.mu.Lock()
+	if l.set == nil {
+		l.set = map[*listener]struct{}{}
+	}
+	l.set[ln] = struct{}{}
+	l.mu.Unlock()
+	return func() {
+		l.mu.Lock()
+		delete(l.set, ln)
+		l.mu.Unlock()
+	}
+}
+
+func (l *listeners) tell(frame []byte) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for ln := range l.set {
+		ln.send(frame)
+	}
+}
+
+// peer is what the front keeps of a client that opened a session
+// (initialize) between its messages: a stdio run, a legacy SSE session, a
+// streamable HTTP session. 2026-07-28 requests have none: each carries
+// what it needs in its _meta.
+type peer struct {
+	mu      sync.Mutex
+	version string                    // negotiated by initialize
+	caps    *mcpgo.ClientCapabilities // declared at initialize
+	id      string                    // a streamable HTTP session's id, for logs and spans
+}
+
+// exchange is where one message came from and how it is answered.
+type exchange struct {
+	p      *peer          // nil for a 2026-07-28 request (and a stateless handler)
+	modern *modernRequest // a 2026-07-28 request's _meta, nil before
+	calls  *callRegistry  // where a request in flight can be cancelled from
+	scope  string         // calls' key prefix: whose ids these are
+	// notify writes a notification on the request's own stream (false
+	// when the transport has none).
+	notify func(frame []byte) bool
+	// life bounds the tool calls of the transport instance (nil: none).
+	life context.Context
+	// stream: answers share one stream (stdio, legacy SSE), where a
+	// request the client cancelled is not answered (MCP cancellation: the
+	// receiver should not respond); a streamable HTTP POST is answered
+	// whatever happened, as its response is its own.
+	stream bool
+}
+
+// callRegistry records the requests in flight, by scope and id, so that
+// notifications/cancelled can end them. A cancel that arrives before its
+// request is registered (the request still queued, or its POST not yet
+// read: the transports give no order between them) is kept for a while and
+// ends the request when it begins.
+type callRegistry struct {
+	mu    sync.Mutex
+	calls map[string]context.CancelCauseFunc
+	early map[string]time.Time // cancels of requests not (yet) in flight
+	order []string             // early's keys, oldest first
+}
+
+// Bounds of the cancels kept before their request: how many (the oldest
+// go first: one client's flood only costs others the race it covers) and
+// for how long: the race is one of milliseconds, and a cancel that came
+// after its answer must not outlive the id (a client that starts over
+// numbers its requests from 1 again).
+const (
+	earlyCancels   = 1024
+	earlyCancelTTL = 2 * time.Second
+)
+
+func (r *callRegistry) begin(key string, cancel context.CancelCauseFunc) {
+	r.mu.Lock()
+	at, early := r.early[key]
+	if early {
+		delete(r.early, key)
+	}
+	if r.calls == nil {
+		r.calls = map[string]context.CancelCauseFunc{}
+	}
+	r.calls[key] = cancel
+	r.mu.Unlock()
+	if early && time.Since(at) < earlyCancelTTL {
+		cancel(errClientCancelled)
+	}
+}
+
+func (r *callRegistry) end(key string) {
+	r.mu.Lock()
+	delete(r.calls, key)
+	r.mu.Unlock()
+}
+
+func (r *callRegistry) cancel(key string, cause error) {
+	r.mu.Lock()
+	c := r.calls[key]
+	if c == nil {
+		r.keepEarly(key)
+	}
+	r.mu.Unlock()
+	if c != nil {
+		c(cause)
+	}
+}
+
+// keepEarly records the cancel of a request not in flight, under mu.
+func (r *callRegistry) keepEarly(key string) {
+	if r.early == nil {
+		r.early = map[string]time.Time{}
+	}
+	for len(r.order) > 0 && (len(r.order) >= earlyCancels || time.Since(r.early[r.order[0]]) >= earlyCancelTTL) {
+		delete(r.early, r.order[0])
+		r.order = r.order[1:]
+	}
+	if _, dup := r.early[key]; !dup {
+		r.order = append(r.order, key)
+	}
+	r.early[key] = time.Now()
+}
+
+// errClientCancelled is the cause of a call the client cancelled.
+var errClientCancelled = fmt.Errorf("mcp front: the client cancelled the request: %w", context.Canceled)
+
+// errFrontShutdown is the cause of a call ended by a shutdown.
+var errFrontShutdown = fmt.Errorf("mcp front: shutting down: %w", context.Canceled)
+
+// serve answers one message: the frame to send back, nil for a
+// notification or a response. It is the front's one dispatch table.
+func (f *Front) serve(ctx context.Context, m *message, x *exchange) []byte {
+	if m.response {
+		return nil // an answer to a request the front never sends
+	}
+	if x.modern == nil && m.params != nil {
+		// A 2026-07-28 request names its version in _meta, whatever the
+		// transport; the HTTP transport has read it already.
+		mr, failure := readModern(m.params)
+		if failure != nil {
+			return f.answer(m, nil, failure)
 		}
-		res, err := next(ctx, req)
-		if err != nil && mcpserver.IsModernRequest(ctx) {
-			if required, ok := urlElicitation(err); ok {
-				return inputRequired(required), nil
+		x.modern = mr
+	}
+	if m.id == nil {
+		f.notification(ctx, m, x)
+		return nil
+	}
+	ctx = context.WithValue(ctx, requestKey{}, &requestInfo{id: m.id, x: x})
+	switch modern := x.modern != nil; mcpgo.MCPMethod(m.method) {
+	case mcpgo.MethodInitialize:
+		if modern {
+			return f.answer(m, nil, removed(m.method))
+		}
+		res, failure := f.initialize(m, x)
+		return f.answer(m, res, failure)
+	case mcpgo.MethodPing:
+		if modern {
+			return f.answer(m, nil, removed(m.method))
+		}
+		return f.answer(m, json.RawMessage("{}"), nil)
+	case mcpgo.MethodServerDiscover:
+		if !modern {
+			return f.answer(m, nil, &RPCError{Code: mcpgo.METHOD_NOT_FOUND,
+				Message: strconv.Quote(m.method) + " requires protocol version " + mcpgo.ProtocolVersion20260728 + " or later"})
+		}
+		return f.answer(m, f.discover(x), nil)
+	case mcpgo.MethodToolsList:
+		return f.answer(m, f.list(x), nil)
+	case mcpgo.MethodToolsCall:
+		return f.call(ctx, m, x)
+	case mcpgo.MethodSubscriptionsListen:
+		return f.listen(ctx, m, x)
+	case mcpgo.MethodSetLogLevel:
+		return f.answer(m, nil, &RPCError{Code: mcpgo.METHOD_NOT_FOUND, Message: "logging not supported"})
+	case mcpgo.MethodResourcesList, mcpgo.MethodResourcesTemplatesList, mcpgo.MethodResourcesRead,
+		mcpgo.MethodResourcesSubscribe, mcpgo.MethodResourcesUnsubscribe:
+		return f.answer(m, nil, &RPCError{Code: mcpgo.METHOD_NOT_FOUND, Message: "resources not supported"})
+	case mcpgo.MethodPromptsList, mcpgo.MethodPromptsGet:
+		return f.answer(m, nil, &RPCError{Code: mcpgo.METHOD_NOT_FOUND, Message: "prompts not supported"})
+	case mcpgo.MethodCompletionComplete:
+		return f.answer(m, nil, &RPCError{Code: mcpgo.METHOD_NOT_FOUND, Message: "completions not supported"})
+	default:
+		return f.answer(m, nil, &RPCError{Code: mcpgo.METHOD_NOT_FOUND, Message: "Method " + m.method + " not found"})
+	}
+}
+
+// answer is m's response: result, or failure. A 2026-07-28 result gets
+// what that revision adds to every result (modern.go).
+func (f *Front) answer(m *message, result any, failure *RPCError) []byte {
+	if failure != nil {
+		return errorFrame(m.id, failure)
+	}
+	return resultFrame(m.id, result)
+}
+
+// notification handles a message without an id.
+func (f *Front) notification(ctx context.Context, m *message, x *exchange) {
+	switch mcpgo.MCPMethod(m.method) {
+	case mcpgo.MethodNotificationCancelled:
+		var p struct {
+			RequestID json.RawMessage `json:"requestId"`
+		}
+		if json.Unmarshal(m.params, &p) == nil && p.RequestID != nil && x.calls != nil {
+			x.calls.cancel(x.scope+idKey(p.RequestID), errClientCancelled)
+		}
+	}
+	// notifications/initialized and anything else: nothing to do.
+}
+
+// idKey is the canonical form of a JSON-RPC id: 1, 1.0 and 1e0 are one id.
+func idKey(id json.RawMessage) string {
+	if len(id) > 0 && id[0] != '"' {
+		if n, err := strconv.ParseFloat(string(id), 64); err == nil {
+			return strconv.FormatFloat(n, 'g', -1, 64)
+		}
+	}
+	return string(id)
+}
+
+// initialize opens a session: the protocol version (the client's when it
+// is one before 2026-07-28 this front speaks, else the latest such), and
+// what the client declared.
+func (f *Front) initialize(m *message, x *exchange) (any, *RPCError) {
+	var p struct {
+		ProtocolVersion string                   `json:"protocolVersion"`
+		Capabilities    mcpgo.ClientCapabilities `json:"capabilities"`
+	}
+	if m.params != nil {
+		if err := json.Unmarshal(m.params, &p); err != nil {
+			return nil, &RPCError{Code: mcpgo.INVALID_REQUEST, Message: "unparsable initialize request: " + err.Error()}
+		}
+	}
+	version := mcpgo.NegotiateLegacyVersion(p.ProtocolVersion)
+	if x.p != nil {
+		x.p.mu.Lock()
+		x.p.version, x.p.caps = version, &p.Capabilities
+		x.p.mu.Unlock()
+	}
+	return mcpgo.InitializeResult{
+		ProtocolVersion: version,
+		Capabilities:    serverCapabilities,
+		ServerInfo:      mcpgo.Implementation{Name: f.name, Version: f.version},
+	}, nil
+}
+
+// serverCapabilities are the front's: tools, whose list changes.
+var serverCapabilities = mcpgo.ServerCapabilities{Tools: &struct {
+	ListChanged bool `json:"listChanged,omitempty"`
+}{ListChanged: true}}
+
+// list answers tools/list from the catalog's encoding.
+func (f *Front) list(x *exchange) json.RawMessage {
+	tools := f.cat.Load().tools
+	if x.modern != nil {
+		return f.modernResult(json.RawMessage(`{"ttlMs":0,"cacheScope":"private"}`), "tools", tools)
+	}
+	out := make([]byte, 0, len(tools)+12)
+	out = append(out, `{"tools":`...)
+	out = append(out, tools...)
+	return append(out, '}')
+}
+
+// call answers tools/call: the tool's handler with the request decoded
+// once, under a context that notifications/cancelled, the client leaving
+// and the transport's shutdown end.
+func (f *Front) call(ctx context.Context, m *message, x *exchange) []byte {
+	req, failure := callRequest(m.params)
+	if failure != nil {
+		return f.answer(m, nil, failure)
+	}
+	t := f.cat.Load().byName[req.Params.Name]
+	if t == nil {
+		if f.onUnknown != nil {
+			f.onUnknown(ctx, req)
+		}
+		return f.answer(m, nil, &RPCError{Code: mcpgo.INVALID_PARAMS, Message: fmt.Sprintf("tool '%s' not found: tool not found", req.Params.Name)})
+	}
+	if t.Tool.Execution != nil && t.Tool.Execution.TaskSupport == mcpgo.TaskSupportRequired {
+		// The front declares no tasks capability (MCP 2025-11-25, Tasks):
+		// a tool that can only run as a task cannot run here. A task
+		// augmentation of any other tool (params.task) is ignored.
+		return f.answer(m, nil, &RPCError{Code: mcpgo.METHOD_NOT_FOUND,
+			Message: fmt.Sprintf("tool '%s' requires task augmentation (taskSupport %q), which this server does not support", req.Params.Name, mcpgo.TaskSupportRequired)})
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	if x.life != nil {
+		defer context.AfterFunc(x.life, func() { cancel(errFrontShutdown) })()
+	}
+	if x.calls != nil {
+		key := x.scope + idKey(m.id)
+		x.calls.begin(key, cancel)
+		defer x.calls.end(key)
+	}
+	res, err := runHandler(ctx, t.Handler, req)
+	if x.stream && errors.Is(context.Cause(ctx), errClientCancelled) {
+		return nil
+	}
+	if err == nil && res == nil {
+		err = &RPCError{Code: mcpgo.INTERNAL_ERROR, Message: fmt.Sprintf("tool '%s' returned no result", req.Params.Name)}
+	}
+	if err != nil {
+		if required, ok := urlElicitation(err); ok {
+			if x.modern != nil {
+				return f.answer(m, f.modernResult(inputRequired(required), "", nil), nil)
+			}
+			return f.answer(m, nil, &RPCError{Code: mcpgo.URL_ELICITATION_REQUIRED, Message: required.Error(),
+				Data: map[string]any{"elicitations": required.Elicitations}})
+		}
+		var coded CodedError
+		if errors.As(err, &coded) && coded != nil {
+			return f.answer(m, nil, &RPCError{Code: coded.RPCCode(), Message: coded.Error(), Data: coded.RPCData()})
+		}
+		return f.answer(m, nil, &RPCError{Code: mcpgo.INTERNAL_ERROR, Message: err.Error()})
+	}
+	b, err := f.callResult(res, x.modern != nil)
+	if err != nil {
+		return f.answer(m, nil, &RPCError{Code: mcpgo.INTERNAL_ERROR, Message: "Internal error: the result could not be encoded: " + err.Error()})
+	}
+	return resultFrame(m.id, b)
+}
+
+// runHandler runs h, turning a panic into an error (a bad tool must not
+// take the transport down).
+func runHandler(ctx context.Context, h ToolHandler, req mcpgo.CallToolRequest) (res *mcpgo.CallToolResult, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			res, err = nil, fmt.Errorf("the tool failed: panic: %v", r)
+		}
+	}()
+	return h(ctx, req)
+}
+
+// callRequest decodes the params of a tools/call: its name and _meta; the
+// arguments stay the client's bytes. Params of the wrong shape are -32602
+// Invalid params (JSON-RPC 2.0 §5.1: the request itself is valid), with a
+// message a model can act on.
+func callRequest(params json.RawMessage) (mcpgo.CallToolRequest, *RPCError) {
+	req := mcpgo.CallToolRequest{}
+	req.Method = string(mcpgo.MethodToolsCall)
+	if params == nil {
+		return req, invalidCallParams("params", "an object", params)
+	}
+	var room [8]member
+	members, ok := objectMembers(room[:0], params)
+	if !ok {
+		return req, invalidCallParams("params", "an object", params)
+	}
+	for _, mb := range members {
+		v := params[mb.start:mb.end]
+		switch mb.key {
+		case "name":
+			name, ok := jsonString(v)
+			if !ok {
+				return req, invalidCallParams("params.name", "a string", v)
+			}
+			req.Params.Name = name
+		case "arguments":
+			switch v[0] {
+			case 'n': // null: none
+				req.Params.RawArguments = nil
+			case '{':
+				if n, bad := hugeNumber(v); bad {
+					return req, &RPCError{Code: mcpgo.INVALID_PARAMS, Message: "invalid arguments: the number " + n +
+						" is out of range: a number must be within ±1.8e308 (a 64-bit float)"}
+				}
+				req.Params.RawArguments = json.RawMessage(v)
+			default:
+				return req, invalidCallParams("params.arguments", "an object", v)
+			}
+		case "_meta":
+			req.Params.Meta = nil
+			if v[0] == '{' {
+				var meta mcpgo.Meta
+				if err := json.Unmarshal(v, &meta); err != nil {
+					return req, &RPCError{Code: mcpgo.INVALID_PARAMS, Message: "invalid tools/call params: params._meta: " + err.Error()}
+				}
+				req.Params.Meta = &meta
+			} else if v[0] != 'n' {
+				return req, invalidCallParams("params._meta", "an object", v)
 			}
 		}
-		return res, err
 	}
+	if req.Params.Name == "" {
+		return req, &RPCError{Code: mcpgo.INVALID_PARAMS, Message: "invalid tools/call params: params.name is required: the name of a tool from tools/list"}
+	}
+	if req.Params.RawArguments == nil {
+		req.Params.RawArguments = json.RawMessage("{}") // absent or null: none
+	}
+	return req, nil
+}
+
+// invalidCallParams is -32602 for a member of a tools/call's params that
+// is not what it must be.
+func invalidCallParams(what, want string, got json.RawMessage) *RPCError {
+	return &RPCError{Code: mcpgo.INVALID_PARAMS, Message: "invalid tools/call params: " + what + " must be " + want + ", not " + jsonKind(got)}
+}
+
+// jsonKind names the kind of the JSON value v ("a number", …).
+func jsonKind(v json.RawMessage) string {
+	if len(v) == 0 {
+		return "absent"
+	}
+	switch v[0] {
+	case '"':
+		return "a string"
+	case '{':
+		return "an object"
+	case '[':
+		return "an array"
+	case 't', 'f':
+		return "a boolean"
+	case 'n':
+		return "null"
+	}
+	return "a number"
+}
+
+// hugeNumber finds in the valid JSON text v a number beyond float64 (as
+// 1e400): JSON allows it, but no tool behind the front could read it
+// (encoding/json refuses it; OTC servers read float64). Only numbers with
+// an exponent or of 300 digits or more can be; others are passed over
+// without being parsed.
+func hugeNumber(v []byte) (string, bool) {
+	for i := 0; i < len(v); {
+		switch c := v[i]; {
+		case c == '"':
+			i = jsonscan.StringEnd(v, i)
+		case c == '-' || c >= '0' && c <= '9':
+			j, exp := i, false
+			for j < len(v) && (v[j] == '-' || v[j] == '+' || v[j] == '.' || v[j] == 'e' || v[j] == 'E' || v[j] >= '0' && v[j] <= '9') {
+				exp = exp || v[j] == 'e' || v[j] == 'E'
+				j++
+			}
+			if exp || j-i >= 300 {
+				if _, err := strconv.ParseFloat(string(v[i:j]), 64); err != nil {
+					return string(v[i:j]), true
+				}
+			}
+			i = j
+		default:
+			i++
+		}
+	}
+	return "", false
 }
 
 // urlElicitation finds a URLElicitationRequiredError in err's chain,
-// returned as a value or a pointer (as mcp-go does).
+// returned as a value or a pointer.
 func urlElicitation(err error) (mcpgo.URLElicitationRequiredError, bool) {
 	var v mcpgo.URLElicitationRequiredError
 	if errors.As(err, &v) {
@@ -215,64 +645,52 @@ func urlElicitation(err error) (mcpgo.URLElicitationRequiredError, bool) {
 	return v, false
 }
 
-// inputRequired asks a 2026-07-28 client for the URL elicitations in
-// required, each keyed by its elicitationId: protocol 2026-07-28 reserves
-// -32042 and asks for input through a multi round-trip request instead.
-// The client retries the call once it has the user's answer.
-func inputRequired(required mcpgo.URLElicitationRequiredError) *mcpgo.CallToolResult {
-	b := mcpserver.NewInputRequestBuilder("")
-	for i, e := range required.Elicitations {
-		if e.Mode == "" {
-			e.Mode = mcpgo.ElicitationModeURL
-		}
-		key := e.ElicitationID
-		if key == "" {
-			key = "elicitation-" + strconv.Itoa(i)
-		}
-		b.Elicit(key, e)
+// removed is the error of a method 2026-07-28 removed.
+func removed(method string) *RPCError {
+	return &RPCError{Code: mcpgo.METHOD_NOT_FOUND, Message: strconv.Quote(method) + " was removed in protocol version " + mcpgo.ProtocolVersion20260728}
+}
+
+// requestKey holds, in a request's context, which request it is.
+type requestKey struct{}
+
+type requestInfo struct {
+	id json.RawMessage
+	x  *exchange
+}
+
+func requestFrom(ctx context.Context) *requestInfo {
+	r, _ := ctx.Value(requestKey{}).(*requestInfo)
+	return r
+}
+
+// RequestID is the JSON-RPC id of the request being handled, as the
+// client sent it; false outside one.
+func RequestID(ctx context.Context) (json.RawMessage, bool) {
+	if r := requestFrom(ctx); r != nil {
+		return r.id, true
 	}
-	return b.ToolResult()
+	return nil, false
 }
 
-// lifecycle bounds the tool calls of one transport instance: they end when
-// stop is cancelled. On stdio the calls are also detached from the
-// cancellation mcp-go applies to every request when input ends, once
-// draining is closed, so that they can finish within the grace period.
-type lifecycle struct {
-	stop     context.Context
-	draining chan struct{} // nil: never detach (HTTP)
-}
-
-type lifeKey struct{}
-
-// bind returns the context a tool handler runs with.
-func (l *lifecycle) bind(ctx context.Context) (context.Context, context.CancelCauseFunc) {
-	if l.draining == nil {
-		hctx, cancel := context.WithCancelCause(ctx)
-		stop := context.AfterFunc(l.stop, func() { cancel(errFrontShutdown) })
-		return hctx, func(cause error) { stop(); cancel(cause) }
+// SessionID is the id of the streamable HTTP session of the request being
+// handled, "" when it has none.
+func SessionID(ctx context.Context) string {
+	if r := requestFrom(ctx); r != nil && r.x.p != nil {
+		return r.x.p.id
 	}
-	// Stdio: mcp-go cancels ctx for notifications/cancelled and, when input
-	// ends, for every request. Follow the first at once; for the second,
-	// which comes after draining is closed, wait for stop.
-	hctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
-	stopParent := context.AfterFunc(ctx, func() {
-		select {
-		case <-l.draining:
-			select {
-			case <-l.stop.Done():
-				cancel(errFrontShutdown)
-			case <-hctx.Done():
-			}
-		default:
-			cancel(context.Cause(ctx))
-		}
-	})
-	stop := context.AfterFunc(l.stop, func() { cancel(errFrontShutdown) })
-	return hctx, func(cause error) { stop(); stopParent(); cancel(cause) }
+	return ""
 }
 
-var errFrontShutdown = fmt.Errorf("mcp front: shutting down: %w", context.Canceled)
+// Notify sends a notification to the client of the request being handled,
+// on that request's stream (notifications/progress, for one); false when
+// it cannot be delivered.
+func Notify(ctx context.Context, method string, params any) bool {
+	r := requestFrom(ctx)
+	if r == nil || r.x.notify == nil {
+		return false
+	}
+	return r.x.notify(notificationFrame(method, params))
+}
 
 type tokenKey struct{}
 
@@ -300,23 +718,22 @@ func TraceHeaders(ctx context.Context) (traceparent, tracestate string) {
 
 // ClientSupportsURLElicitation reports whether the client declared URL-mode
 // elicitation (capabilities.elicitation.url, 2025-11-25): in the request's
-// _meta for 2026-07-28 requests, else in the session's initialize request
-// (as a signed session id carries it, see HTTPOptions.SessionKeys).
-// A stateless HTTP session does not remember initialize, so it says false.
+// _meta for 2026-07-28 requests, else at initialize (which a signed session
+// id carries, see HTTPOptions.SessionKeys). A stateless HTTP handler does
+// not remember initialize, so it says false.
 func ClientSupportsURLElicitation(ctx context.Context) bool {
-	var caps *mcpgo.ClientCapabilities
-	if info := mcpserver.RequestProtocolInfoFromContext(ctx); info != nil && info.Modern {
-		caps = info.ClientCapabilities
-	} else if s, ok := mcpserver.ClientSessionFromContext(ctx).(mcpserver.SessionWithClientInfo); ok {
-		c := s.GetClientCapabilities()
-		caps = &c
+	r := requestFrom(ctx)
+	if r == nil {
+		return false
 	}
-	if caps == nil || caps.Elicitation == nil {
-		// A session opened on another replica (HTTPOptions.SessionKeys):
-		// mcp-go serves it with a session that saw no initialize.
-		if c := sessionClaimsFrom(ctx); c != nil {
-			caps = c.Capabilities
-		}
+	var caps *mcpgo.ClientCapabilities
+	switch {
+	case r.x.modern != nil:
+		caps = r.x.modern.caps
+	case r.x.p != nil:
+		r.x.p.mu.Lock()
+		caps = r.x.p.caps
+		r.x.p.mu.Unlock()
 	}
 	return caps != nil && caps.Elicitation != nil && caps.Elicitation.URL != nil
 }

@@ -15,26 +15,38 @@ import (
 	"time"
 
 	mcpgo "github.com/mark3labs/mcp-go/mcp"
-	mcpserver "github.com/mark3labs/mcp-go/server"
 
 	"github.com/mcpotc/mcpotc/internal/wiretest"
 )
 
-func TestFrontCheckMessageLeavesValidMessages(t *testing.T) {
+func TestFrontDecodeReadsValidMessages(t *testing.T) {
 	t.Parallel()
-	for _, body := range []string{
-		`{"jsonrpc":"2.0","id":1,"method":"ping"}`,
-		`{"jsonrpc":"2.0","id":-1.5e3,"method":"ping"}`,
-		`{"jsonrpc":"2.0","id":"x","method":"ping"}`,
-		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
-		`{"jsonrpc":"2.0","id":null,"result":{}}`, // a response: not ours to judge
-		`{"jsonrpc":"2.0","id":{"a":1},"result":{}}`,
-		`{"jsonrpc":`, // malformed: mcp-go's -32700
-		`"text"`,
-		``,
+	for _, tc := range []struct{ body, id, method, params string }{
+		{`{"jsonrpc":"2.0","id":1,"method":"ping"}`, `1`, "ping", ``},
+		{`{"jsonrpc":"2.0","id":-1.5e3,"method":"ping","params":null}`, `-1.5e3`, "ping", ``},
+		{` {"jsonrpc":"2.0","id":"x","method":"tools\/call","params":{"a":[1]}}`, `"x"`, "tools/call", `{"a":[1]}`},
+		{`{"jsonrpc":"2.0","method":"notifications/initialized"}`, ``, "notifications/initialized", ``},
+		{`{"method":"a","jsonrpc":"2.0","method":"ping","id":2}`, `2`, "ping", ``}, // the last of a key counts
 	} {
-		if why := checkMessage([]byte(body)); why != "" {
-			t.Errorf("%s: %s", body, why)
+		m, e := decode([]byte(tc.body))
+		if e != nil {
+			t.Errorf("%s: %d %s", tc.body, e.Code, e.Message)
+			continue
+		}
+		if string(m.id) != tc.id || m.method != tc.method || string(m.params) != tc.params || m.response {
+			t.Errorf("%s: id %s method %q params %s response %v", tc.body, m.id, m.method, m.params, m.response)
+		}
+	}
+	for _, body := range []string{`{"jsonrpc":"2.0","id":null,"result":{}}`, `{"jsonrpc":"2.0","id":{"a":1},"error":{}}`} {
+		if m, e := decode([]byte(body)); e != nil || !m.response {
+			t.Errorf("%s: not read as a response (%v)", body, e)
+		}
+	}
+	for body, code := range map[string]int{`{"jsonrpc":`: -32700, `"text"`: -32600, ``: -32700, `[]`: -32600,
+		`{"jsonrpc":"1.0","id":1,"method":"ping"}`: -32600, `{"jsonrpc":"2.0","id":true,"method":"ping"}`: -32600,
+		`{"jsonrpc":"2.0","id":1,"method":7}`: -32600, `{"jsonrpc":"2.0","id":1}`: -32600} {
+		if _, e := decode([]byte(body)); e == nil || e.Code != code {
+			t.Errorf("%q: %v, want code %d", body, e, code)
 		}
 	}
 }
@@ -164,23 +176,6 @@ func TestFrontStdioInvalidRequests(t *testing.T) {
 	for l := range lines {
 		t.Errorf("unexpected frame: %s", l)
 	}
-}
-
-// Canary: mcp-go v1.2.1 serves a null id as a notification (no answer),
-// echoes an object id, and answers a batch -32700; the front answers all
-// three -32600 itself (see checkMessage). When this fails, mcp-go
-// changed: reconsider checkMessage.
-func TestFrontCanaryMCPGoServesInvalidIDs(t *testing.T) {
-	t.Parallel()
-	s := mcpserver.NewMCPServer("canary", "1.0.0")
-	ctx := context.Background()
-	if resp := s.HandleMessage(ctx, []byte(`{"jsonrpc":"2.0","id":null,"method":"ping"}`)); resp != nil {
-		t.Errorf("mcp-go now answers a null id: %#v", resp)
-	}
-	resp, _ := json.Marshal(s.HandleMessage(ctx, []byte(`{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}`)))
-	sameJSON(t, resp, `{"jsonrpc":"2.0","id":{"a":1},"result":{}}`)
-	resp, _ = json.Marshal(s.HandleMessage(ctx, []byte(`[{"jsonrpc":"2.0","id":1,"method":"ping"}]`)))
-	sameJSON(t, resp, `{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Failed to parse message"}}`)
 }
 
 // A body that trickles in is cut with 408 after BodyTimeout, at the wire;

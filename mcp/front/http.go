@@ -1,27 +1,22 @@
 package front
 
 import (
-	"bytes"
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net"
+	"mime"
 	"net/http"
 	"net/netip"
-	"net/url"
-	"os"
 	"slices"
-	"strings"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	mcpgo "github.com/mark3labs/mcp-go/mcp"
-	mcpserver "github.com/mark3labs/mcp-go/server"
+
+	"github.com/mcpotc/mcpotc/internal/httpguard"
 )
 
 // Paths served by an HTTPHandler.
@@ -32,6 +27,9 @@ const (
 	HealthPath     = "/health"  // the upstreams' state, when HTTPOptions.Health is set
 	ReadyPath      = "/ready"   // readiness for load balancers, when HTTPOptions.Ready or Health is set
 )
+
+// HeaderSessionID carries a streamable HTTP session's id.
+const HeaderSessionID = "Mcp-Session-Id"
 
 // HTTPOptions configure an HTTPHandler. A nil *HTTPOptions is the zero value.
 type HTTPOptions struct {
@@ -71,12 +69,11 @@ type HTTPOptions struct {
 	Ready func(context.Context) (ok bool, body any)
 	// Stateless serves streamable HTTP without sessions: initialize mints no
 	// Mcp-Session-Id, nothing is remembered between requests (a client's
-	// capabilities and log level included), there is no standalone GET
-	// stream (405) and so no notifications such as tools/list_changed, and
-	// tool calls cannot ask the client anything (elicitation, sampling).
-	// False: initialize mints a session id that later requests (POST, the
-	// GET stream, DELETE) must carry: 400 without one, 404 when it is unknown
-	// or ended. DELETE ends a session and closes its GET streams. 2026-07-28
+	// capabilities included), there is no standalone GET stream (405) and
+	// so no notifications such as tools/list_changed. False: initialize
+	// mints a session id that later requests (POST, the GET stream,
+	// DELETE) must carry: 400 without one, 404 when it is unknown or ended.
+	// DELETE ends a session and closes its GET streams. 2026-07-28
 	// requests are stateless either way.
 	Stateless bool
 	// SessionKeys, when set (and not Stateless), make streamable HTTP
@@ -94,11 +91,11 @@ type HTTPOptions struct {
 	// KeepAlive, when positive, is the interval of the pings sent on the
 	// streams that stay open (streamable HTTP GET, legacy SSE). Zero: none.
 	KeepAlive time.Duration
-	// SessionIdleTTL ends sessions idle that long: a streamable HTTP session
-	// without a request (mcp-go checks every max(TTL/2, 1 s)), and a legacy
-	// SSE session without a message POSTed (its stream is closed). Zero
-	// means DefaultSessionIdleTTL; negative means sessions are kept until
-	// DELETE, the client leaves (SSE) or Shutdown.
+	// SessionIdleTTL ends sessions idle that long: a streamable HTTP
+	// session without a request (checked every max(TTL/2, 1 s)), and a
+	// legacy SSE session without a message POSTed (its stream is closed).
+	// Zero means DefaultSessionIdleTTL; negative means sessions are kept
+	// until DELETE, the client leaves (SSE) or Shutdown.
 	SessionIdleTTL time.Duration
 	// MaxSessions bounds the sessions held at once, streamable HTTP and
 	// legacy SSE together. When they are all held, the oldest session that
@@ -149,28 +146,29 @@ const DefaultMaxMessageBytes = 4 << 20
 type HTTPHandler struct {
 	f          *Front
 	opts       HTTPOptions
-	serveMCP   bool // streamable HTTP
-	serveSSE   bool // legacy SSE
-	streamable *mcpserver.StreamableHTTPServer
-	sse        *mcpserver.SSEServer
-	sseStream  http.Handler
-	sseMessage http.Handler
-	sessions   sync.Map        // legacy SSE session id → *sseBinding
-	count      *sessionIDs     // the session count, legacy SSE included
-	ids        *sessionIDs     // count as the streamable HTTP session id manager; nil when Stateless
-	allowed    map[string]bool // AllowedHosts, lower case
-	forwarders map[string]bool // the principals of Forwarders
+	serveMCP   bool                 // streamable HTTP
+	serveSSE   bool                 // legacy SSE
+	rebinding  *httpguard.Rebinding // AllowedHosts and AllowedOrigins
+	forwarders map[string]bool      // the principals of Forwarders
+
+	count *sessionIDs // the session count, legacy SSE included
+	ids   *sessionIDs // count, as the streamable HTTP session ids; nil when Stateless
+	peers sync.Map    // streamable HTTP session id → *peer, for the sessions this replica saw
+	sse   sync.Map    // legacy SSE session id → *sseSession
+	calls callRegistry
 
 	refused     rateLog // initializes refused for a session bound
 	refusedMine rateLog // initializes refused for the per-client bound
 	evicted     rateLog // sessions that never made a call, ended to admit others
 	checks      tokenChecks
 
-	life        *lifecycle // tool calls end when life.stop does
+	life        context.Context // tool calls end when it does (Shutdown's deadline)
 	stopCalls   context.CancelFunc
-	streams     context.Context // ends the streams that stay open: GET, 2026-07-28 subscriptions/listen
+	streams     context.Context // ends the streams that stay open: GET, SSE, subscriptions/listen
 	stopStreams context.CancelFunc
 	closing     atomic.Bool
+	running     sync.WaitGroup // legacy SSE messages being answered
+	sweeper     sync.Once
 }
 
 // HTTPHandler returns a handler serving f over streamable HTTP and legacy
@@ -210,14 +208,7 @@ func (f *Front) newHTTPHandler(opts *HTTPOptions, streamable, sse bool) *HTTPHan
 	if h.opts.BodyTimeout == 0 {
 		h.opts.BodyTimeout = DefaultBodyTimeout
 	}
-	h.allowed = make(map[string]bool, len(h.opts.AllowedHosts))
-	for _, name := range h.opts.AllowedHosts {
-		if _, _, err := net.SplitHostPort(name); err == nil {
-			h.allowed[strings.ToLower(name)] = true // only with this port
-		} else {
-			h.allowed[strings.ToLower(strings.Trim(name, "[]"))] = true
-		}
-	}
+	h.rebinding = httpguard.NewRebinding(h.opts.AllowedHosts, h.opts.AllowedOrigins)
 	h.forwarders = make(map[string]bool, len(h.opts.Forwarders))
 	if a := h.opts.Resource; a != nil {
 		for _, fw := range h.opts.Forwarders {
@@ -231,45 +222,14 @@ func (f *Front) newHTTPHandler(opts *HTTPOptions, streamable, sse bool) *HTTPHan
 	}
 	h.count = newFrontSessionIDs(h.opts.MaxSessions, h.opts.MaxSessionsPerClient)
 	h.count.evict = h.evictSession
-	stop, stopCalls := context.WithCancel(context.Background())
-	h.life, h.stopCalls = &lifecycle{stop: stop}, stopCalls
+	if streamable && !h.opts.Stateless {
+		h.ids = h.count
+		if len(h.opts.SessionKeys) > 0 {
+			h.ids.signer = newSessionSigner(h.opts.SessionKeys, h.opts.SessionLifetime, h.opts.MaxSessions)
+		}
+	}
+	h.life, h.stopCalls = context.WithCancel(context.Background())
 	h.streams, h.stopStreams = context.WithCancel(context.Background())
-
-	// mcp-go's own DNS-rebinding check (Host only, loopback names only) is
-	// off: the front's, in ServeHTTP, checks Host and Origin and knows
-	// AllowedHosts.
-	sopts := []mcpserver.StreamableHTTPOption{
-		mcpserver.WithStreamableHTTPLogger(f.log),
-		mcpserver.WithDisableLocalhostProtection(true),
-		mcpserver.WithHeartbeatInterval(h.opts.KeepAlive),
-	}
-	if streamable && h.opts.SessionIdleTTL > 0 { // it starts a sweeper
-		sopts = append(sopts, mcpserver.WithSessionIdleTTL(h.opts.SessionIdleTTL))
-	}
-	switch {
-	case h.opts.Stateless:
-		sopts = append(sopts, mcpserver.WithStateLess(true))
-	case len(h.opts.SessionKeys) > 0:
-		h.ids = h.count
-		h.ids.signer = newSessionSigner(h.opts.SessionKeys, h.opts.SessionLifetime, h.opts.MaxSessions)
-		sopts = append(sopts, mcpserver.WithSessionIdManagerResolver(signingIDs{h.ids}))
-	default:
-		// Instead of WithStateful's manager: see sessionIDs.
-		h.ids = h.count
-		sopts = append(sopts, mcpserver.WithSessionIdManager(h.ids))
-	}
-	h.streamable = mcpserver.NewStreamableHTTPServer(f.server, sopts...)
-
-	ssopts := []mcpserver.SSEOption{
-		mcpserver.WithSSEEndpoint(SSEPath),
-		mcpserver.WithMessageEndpoint(SSEMessagePath),
-		mcpserver.WithSSEDisableLocalhostProtection(true), // the front checks
-	}
-	if h.opts.KeepAlive > 0 {
-		ssopts = append(ssopts, mcpserver.WithKeepAliveInterval(h.opts.KeepAlive))
-	}
-	h.sse = mcpserver.NewSSEServer(f.server, ssopts...)
-	h.sseStream, h.sseMessage = h.sse.SSEHandler(), h.sse.MessageHandler()
 	return h
 }
 
@@ -323,10 +283,49 @@ func (h *HTTPHandler) evictSession(e *sessionEntry) {
 		e.end()
 		return
 	}
+	h.endSession(e.id)
+}
+
+// endSession ends streamable HTTP session id here: its id is no longer
+// valid on this replica, its streams close, what the front kept of it is
+// forgotten.
+func (h *HTTPHandler) endSession(id string) {
 	if h.ids.signer != nil {
-		h.ids.signer.end(e.id)
+		h.ids.signer.end(id)
 	}
-	h.endStreamableSession(e.id)
+	h.ids.terminate(id)
+	h.peers.Delete(id)
+}
+
+// sweepIdle starts the sweep of idle streamable HTTP sessions (every
+// max(TTL/2, 1 s), until Shutdown): an unsigned session is ended (its id
+// gets 404 from then on); a signed one is only forgotten here (its id
+// stays valid until it expires: what the replica kept of it is rebuilt
+// from the id).
+func (h *HTTPHandler) sweepIdle() {
+	ttl := h.opts.SessionIdleTTL
+	if ttl <= 0 {
+		return
+	}
+	go func() {
+		t := time.NewTicker(max(ttl/2, time.Second))
+		defer t.Stop()
+		for {
+			select {
+			case <-h.streams.Done():
+				return
+			case <-t.C:
+			}
+			for _, id := range h.ids.idle(ttl) {
+				if h.ids.signer == nil {
+					h.endSession(id)
+					continue
+				}
+				h.ids.terminate(id)
+				h.peers.Delete(id)
+			}
+		}
+	}()
 }
 
 // Sessions is the number of sessions the handler holds: live streamable
@@ -334,9 +333,8 @@ func (h *HTTPHandler) evictSession(e *sessionEntry) {
 func (h *HTTPHandler) Sessions() int { return h.count.count() }
 
 // ServeHTTP checks the request's Host and Origin, then its bearer token,
-// reads a POST's body within BodyTimeout, answers an invalid JSON-RPC
-// message (see checkMessage), and hands the request to mcp-go's
-// transport with the front's bookkeeping.
+// and serves the MCP transports, /health and /ready, and the protected
+// resource metadata.
 func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !h.opts.DisableLocalhostProtection && h.rejectRebinding(w, r) {
 		return
@@ -357,7 +355,7 @@ func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		a.metadataHandler().ServeHTTP(w, r)
 		return
 	}
-	token, hasToken := bearer(r.Header.Get("Authorization"))
+	token, hasToken := httpguard.Bearer(r.Header.Get("Authorization"))
 	var id *Identity
 	if a := h.opts.Resource; a != nil {
 		client := addrKey(h.clientAddr(r))
@@ -371,7 +369,7 @@ func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if h.opts.BearerToken != "" && (!hasToken || !tokenEqual(token, h.opts.BearerToken)) {
+	if h.opts.BearerToken != "" && (!hasToken || !httpguard.EqualSecret(token, h.opts.BearerToken)) {
 		challenge := `Bearer realm="mcp"`
 		if hasToken {
 			challenge += `, error="invalid_token"`
@@ -380,8 +378,7 @@ func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "unauthorized", http.StatusUnauthorized)
 		return
 	}
-	ctx := context.WithValue(r.Context(), lifeKey{}, h.life)
-	ctx = context.WithValue(ctx, callerKey{}, h.caller(r, id))
+	ctx := context.WithValue(r.Context(), callerKey{}, h.caller(r, id))
 	if tp := r.Header.Get("traceparent"); tp != "" {
 		ctx = context.WithValue(ctx, traceHeadersKey{}, [2]string{tp, r.Header.Get("tracestate")})
 	}
@@ -391,156 +388,182 @@ func (h *HTTPHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if id != nil {
 		ctx = context.WithValue(ctx, identityKey{}, id)
 	}
-	// A session is its opener's: another caller's token with its id finds
-	// no such session (MCP security best practices, "Session Hijacking").
-	if sid := r.Header.Get(mcpserver.HeaderKeySessionID); sid != "" && h.ids != nil {
-		owned := true
-		if h.ids.signer != nil {
-			if c, key, ok := h.ids.signer.verify(sid); ok {
-				owned = id == nil || ownedBy(c, key, id)
-				ctx = context.WithValue(ctx, sessionClaimsKey{}, c)
-			}
-		} else if id != nil {
-			owned = h.ids.usableBy(sid, id.principal())
-		}
-		if !owned {
-			http.Error(w, "Session not found", http.StatusNotFound)
-			return
-		}
-	}
 	r = r.WithContext(ctx)
-
-	streamable := r.URL.Path == StreamablePath && h.serveMCP
-	message := r.URL.Path == SSEMessagePath && h.serveSSE
-	var body []byte
-	if r.Method == http.MethodPost && (streamable || message) {
-		var ok bool
-		if body, ok = h.readBody(w, r); !ok {
-			return
-		}
-		if why := checkMessage(body); why != "" {
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusBadRequest)
-			_, _ = w.Write(append(why.frame(), '\n'))
-			return
-		}
-	}
-
 	switch {
-	case streamable:
-		h.serveStreamable(w, r, body)
+	case r.URL.Path == StreamablePath && h.serveMCP:
+		h.serveStreamable(w, r)
 	case r.URL.Path == SSEPath && h.serveSSE:
 		h.serveSSEStream(w, r)
-	case message:
-		h.serveSSEMessage(w, r, body)
+	case r.URL.Path == SSEMessagePath && h.serveSSE:
+		h.serveSSEMessage(w, r)
 	default:
 		NotFound(w, r, h.routes())
 	}
 }
 
 // readBody reads a POST's body, bounded by MaxMessageBytes and, through
-// the connection's read deadline, by BodyTimeout, and gives the request a
-// body that replays it. A body that is not complete in time gets 408 and
-// false. Other read errors (such as a body over MaxMessageBytes) are
-// replayed after the bytes read, for mcp-go to answer as it does: nil
-// body, true.
+// the connection's read deadline, by BodyTimeout. A failure is answered
+// here (408 for a body not complete in time, 400 with a JSON-RPC parse
+// error otherwise) and gives false.
 func (h *HTTPHandler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 	if r.Body == nil || r.Body == http.NoBody {
-		return nil, true
-	}
-	var rc *http.ResponseController
-	if h.opts.BodyTimeout > 0 {
-		rc = http.NewResponseController(w)
-		if rc.SetReadDeadline(time.Now().Add(h.opts.BodyTimeout)) != nil {
-			rc = nil // not a net/http server connection (a test recorder)
-		}
-	}
-	src := r.Body
-	if h.opts.MaxMessageBytes > 0 {
-		src = http.MaxBytesReader(w, src, h.opts.MaxMessageBytes)
-	}
-	body, err := io.ReadAll(src)
-	if rc != nil {
-		// Clear the deadline at once: net/http's background read, which
-		// watches for the client leaving while the handler runs, would
-		// otherwise fail at the deadline and cancel the request.
-		_ = rc.SetReadDeadline(time.Time{})
-	}
-	if err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
-		h.f.log.Warn("mcp front: request body not received in time", "timeout", h.opts.BodyTimeout.String(),
-			"path", r.URL.Path)
-		w.Header().Set("Connection", "close")
-		http.Error(w, fmt.Sprintf("request timeout: the body was not received within %v", h.opts.BodyTimeout),
-			http.StatusRequestTimeout)
+		writeFrame(w, http.StatusBadRequest, errorResponse(mcpgo.PARSE_ERROR, "request body is not valid json"))
 		return nil, false
 	}
-	if err != nil {
-		r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), errReader{err}))
-		return nil, true
+	body, err := httpguard.ReadBody(w, r, h.opts.MaxMessageBytes, h.opts.BodyTimeout)
+	switch {
+	case httpguard.TimedOut(err):
+		h.f.log.Warn("mcp front: request body not received in time", "timeout", h.opts.BodyTimeout.String(), "path", r.URL.Path)
+		w.Header().Set("Connection", "close")
+		http.Error(w, fmt.Sprintf("request timeout: the body was not received within %v", h.opts.BodyTimeout), http.StatusRequestTimeout)
+		return nil, false
+	case err != nil:
+		writeFrame(w, http.StatusBadRequest, errorResponse(mcpgo.PARSE_ERROR, "read request body error: "+err.Error()))
+		return nil, false
 	}
-	r.Body, r.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
 	return body, true
 }
 
-func (h *HTTPHandler) serveStreamable(w http.ResponseWriter, r *http.Request, body []byte) {
+// writeFrame answers with one JSON-RPC frame as a JSON body.
+func writeFrame(w http.ResponseWriter, status int, frame []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(frame)+1))
+	w.WriteHeader(status)
+	_, _ = w.Write(append(frame, '\n'))
+}
+
+// writeText answers with a line of text, as net/http's Error does.
+func writeText(w http.ResponseWriter, status int, text string) {
+	http.Error(w, text, status)
+}
+
+// serveStreamable serves the streamable HTTP endpoint.
+func (h *HTTPHandler) serveStreamable(w http.ResponseWriter, r *http.Request) {
+	version := r.Header.Get(mcpgo.HeaderProtocolVersion)
 	switch r.Method {
-	case http.MethodGet:
-		if h.closing.Load() {
-			http.Error(w, "shutting down", http.StatusServiceUnavailable)
-			return
-		}
-		if h.ids != nil {
-			h.ids.used(r.Header.Get(mcpserver.HeaderKeySessionID)) // a session with a stream is in use
-		}
-		if h.ids == nil && legacySessionRequest(r) {
-			// Without sessions a standalone stream would belong to no one:
-			// mcp-go would share one among every client. The transport
-			// lets a server without one answer 405.
-			w.Header().Set("Allow", "POST")
-			http.Error(w, "Method Not Allowed: this server is stateless and offers no standalone stream", http.StatusMethodNotAllowed)
-			return
-		}
-		h.serveStreamableGet(w, r)
-		return
-	case http.MethodDelete:
-		if h.rejectSession(w, r) {
-			return
-		}
-		h.streamable.ServeHTTP(w, r)
-		if h.ids != nil && h.ids.signer != nil && legacySessionRequest(r) {
-			h.ids.signer.end(r.Header.Get(mcpserver.HeaderKeySessionID))
-		}
-		return
 	case http.MethodPost:
+		h.servePost(w, r)
+		return
+	case http.MethodGet, http.MethodDelete:
+	case http.MethodHead:
+		w.WriteHeader(http.StatusOK)
+		return
 	default:
-		h.streamable.ServeHTTP(w, r)
+		w.Header().Set("Allow", "GET, POST, DELETE")
+		writeText(w, http.StatusMethodNotAllowed, "Method Not Allowed: "+StreamablePath+" serves GET, POST and DELETE")
 		return
 	}
+	if r.Method == http.MethodGet && h.closing.Load() {
+		writeText(w, http.StatusServiceUnavailable, "shutting down")
+		return
+	}
+	if mcpgo.IsModernProtocol(version) {
+		w.Header().Set("Allow", http.MethodPost)
+		writeText(w, http.StatusMethodNotAllowed, r.Method+" is not supported in protocol version "+mcpgo.ProtocolVersion20260728+
+			": server-to-client messages use subscriptions/listen")
+		return
+	}
+	if version != "" && !mcpgo.IsValidProtocolVersion(version) {
+		writeText(w, http.StatusBadRequest, "Unsupported protocol version: "+version)
+		return
+	}
+	if h.ids == nil {
+		if r.Method == http.MethodDelete {
+			w.WriteHeader(http.StatusOK) // nothing to end
+			return
+		}
+		// Without sessions a standalone stream would belong to no one.
+		w.Header().Set("Allow", "POST")
+		writeText(w, http.StatusMethodNotAllowed, "Method Not Allowed: this server is stateless and offers no standalone stream")
+		return
+	}
+	sid := r.Header.Get(HeaderSessionID)
+	if sid == "" {
+		writeText(w, http.StatusBadRequest, "Bad Request: Mcp-Session-Id header is required")
+		return
+	}
+	if r.Method == http.MethodDelete {
+		if !h.ids.valid(sid) {
+			writeText(w, http.StatusNotFound, "Session not found")
+			return
+		}
+		h.endSession(sid)
+		w.WriteHeader(http.StatusOK)
+		return
+	}
+	h.serveGet(w, r, sid)
+}
 
-	init, ok := h.preparePost(w, r, body)
+// serveGet serves a session's standalone stream: its notifications
+// (tools/list_changed), and pings every KeepAlive. It ends when the
+// client leaves, when the session ends (DELETE, idle expiry, eviction),
+// and at Shutdown.
+func (h *HTTPHandler) serveGet(w http.ResponseWriter, r *http.Request, sid string) {
+	if h.closing.Load() {
+		writeText(w, http.StatusServiceUnavailable, "shutting down")
+		return
+	}
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	defer context.AfterFunc(h.streams, cancel)()
+	// Watch first, then check: a session that ends in between is either
+	// seen ended here or closes this stream.
+	defer h.ids.watch(sid, cancel)()
+	if !h.ids.valid(sid) {
+		writeText(w, http.StatusNotFound, "Session not found")
+		return
+	}
+	h.ids.used(sid) // a session with a stream is in use
+	es := newEventStream(w)
+	defer h.f.changes.add(func(frame []byte) { es.send(frame) })()
+	es.serve(ctx, h.opts.KeepAlive, func() { h.ids.touch(sid) })
+}
+
+// servePost serves one message POSTed to the streamable HTTP endpoint.
+func (h *HTTPHandler) servePost(w http.ResponseWriter, r *http.Request) {
+	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil || mt != "application/json" {
+		writeText(w, http.StatusBadRequest, "Invalid content type: must be 'application/json'")
+		return
+	}
+	body, ok := h.readBody(w, r)
 	if !ok {
 		return
 	}
-	var res *reservation
-	if init {
-		var why refusal
-		if res, why = h.ids.admit(callerFrom(r.Context()).sessions); why != admitted {
-			h.refuse(w, why, "initialize")
+	m, failure := decode(body)
+	if failure != nil {
+		writeFrame(w, http.StatusBadRequest, errorFrame(nil, failure))
+		return
+	}
+	c := callerFrom(r.Context())
+	x := &exchange{calls: &h.calls, life: h.life}
+	headerVersion := r.Header.Get(mcpgo.HeaderProtocolVersion)
+	modern, failure := h.modernPost(r, m, headerVersion)
+	switch {
+	case failure != nil:
+		writeFrame(w, http.StatusBadRequest, errorFrame(m.id, failure))
+		return
+	case modern != nil:
+		x.modern, x.scope = modern, "m:"+c.sessions+":"
+	case m.response:
+		w.WriteHeader(http.StatusAccepted)
+		return
+	case headerVersion != "" && m.method != string(mcpgo.MethodInitialize) && !mcpgo.IsValidProtocolVersion(headerVersion):
+		writeText(w, http.StatusBadRequest, "Unsupported protocol version: "+headerVersion)
+		return
+	case h.ids == nil:
+		x.scope = "s:" + c.sessions + ":" // stateless: a client's ids are its own
+	default:
+		if !h.legacySession(w, r, m, x) {
 			return
 		}
-		defer h.ids.release(res)
-	} else if sid := r.Header.Get(mcpserver.HeaderKeySessionID); sid != "" && h.ids != nil && madeCall(body) {
-		h.ids.used(sid)
+	}
+	if m.response {
+		w.WriteHeader(http.StatusAccepted)
+		return
 	}
 	ctx := r.Context()
-	if init && h.ids.signer != nil {
-		n := &newSession{claims: initClaims(body)}
-		if ident, ok := CallerIdentity(ctx); ok {
-			n.owner = ident
-		}
-		ctx = context.WithValue(ctx, newSessionKey{}, n)
-	}
-	if r.Header.Get(mcpgo.HeaderMethod) == string(mcpgo.MethodSubscriptionsListen) {
+	if m.method == string(mcpgo.MethodSubscriptionsListen) && modern != nil {
 		// A 2026-07-28 notification stream: a POST that lasts until the
 		// client leaves, or until Shutdown closes the streams.
 		var cancel context.CancelFunc
@@ -548,144 +571,304 @@ func (h *HTTPHandler) serveStreamable(w http.ResponseWriter, r *http.Request, bo
 		defer cancel()
 		defer context.AfterFunc(h.streams, cancel)()
 	}
-	st := newFrontStream(h.f.maxPending, false)
-	rw := newFrontResponseWriter(w, st)
-	h.streamable.ServeHTTP(rw, r.WithContext(context.WithValue(ctx, streamKey{}, st)))
-	rw.finish()
-	if id := w.Header().Get(mcpserver.HeaderKeySessionID); init && id != "" {
-		owner := ""
-		if ident, ok := CallerIdentity(r.Context()); ok && h.ids.signer == nil {
-			owner = ident.principal() // a signed id carries its owner itself
+	pw := &postWriter{w: w}
+	x.notify = pw.notify
+	frame := h.f.serve(ctx, m, x)
+	if m.method == string(mcpgo.MethodInitialize) && x.p != nil && frame != nil {
+		w.Header().Set(HeaderSessionID, x.p.id)
+	}
+	pw.finish(frame, modern != nil)
+}
+
+// modernPost checks a POST against 2026-07-28's rules when it is a
+// 2026-07-28 message (by its _meta or its Mcp-Protocol-Version): the
+// request's _meta, or the error to answer with (HTTP 400). A message of an
+// earlier revision gives nil, nil.
+func (h *HTTPHandler) modernPost(r *http.Request, m *message, headerVersion string) (*modernRequest, *RPCError) {
+	var metaVersion string
+	if raw := memberOf(m.params, "_meta"); raw != nil {
+		metaVersion, _ = jsonString(memberOf(raw, mcpgo.MetaKeyProtocolVersion))
+	}
+	if !mcpgo.IsModernProtocol(metaVersion) && !mcpgo.IsModernProtocol(headerVersion) {
+		return nil, nil
+	}
+	mismatch := func(msg string) *RPCError { return &RPCError{Code: mcpgo.HEADER_MISMATCH, Message: msg} }
+	switch {
+	case m.response:
+		return nil, &RPCError{Code: mcpgo.INVALID_REQUEST, Message: "client-to-server responses are not supported in protocol version " +
+			mcpgo.ProtocolVersion20260728 + ": server-initiated requests were replaced by multi round-trip requests"}
+	case r.Header.Get("Last-Event-ID") != "":
+		return nil, mismatch("Last-Event-ID is not supported in protocol version " + mcpgo.ProtocolVersion20260728 +
+			": streams are not resumable, re-issue the request with a new ID")
+	case headerVersion == "":
+		return nil, mismatch(mcpgo.HeaderProtocolVersion + " header is required for requests carrying " + mcpgo.MetaKeyProtocolVersion)
+	case metaVersion == "" && m.id == nil:
+		// A notification needs no _meta version (the revision asks it of
+		// requests); the header's stands for it.
+		metaVersion = headerVersion
+	case metaVersion == "":
+		return nil, &RPCError{Code: mcpgo.INVALID_PARAMS, Message: "missing or invalid _meta field " + mcpgo.MetaKeyProtocolVersion}
+	}
+	if headerVersion != metaVersion {
+		return nil, mismatch(mcpgo.HeaderProtocolVersion + " header " + headerVersion + " does not match request " +
+			mcpgo.MetaKeyProtocolVersion + " " + metaVersion)
+	}
+	if !mcpgo.IsValidProtocolVersion(metaVersion) {
+		return nil, unsupportedVersion(metaVersion)
+	}
+	mr := &modernRequest{version: metaVersion}
+	if m.id != nil {
+		var failure *RPCError
+		if mr, failure = readModern(m.params); failure != nil {
+			return nil, failure
 		}
-		h.ids.bind(id, res, owner)
-	}
-	if id := w.Header().Get(mcpserver.HeaderKeySessionID); init && id != "" && !h.ids.isLive(id) {
-		// Ended (DELETE) between the answer and mcp-go's registration of
-		// the session, which came after: end it again, for mcp-go to
-		// forget it (see sessionIDs).
-		h.endStreamableSession(id)
-	}
-}
-
-// madeCall reports whether the message body (of a POST in a session)
-// makes the session one in use: anything but notifications/initialized
-// (and initialize, which opens a session rather than using one).
-func madeCall(body []byte) bool {
-	method, _ := skimSessionless(body)
-	return method != string(mcpgo.MethodNotificationInitialized) && method != string(mcpgo.MethodInitialize)
-}
-
-type errReader struct{ err error }
-
-func (e errReader) Read([]byte) (int, error) { return 0, e.err }
-
-func null(b []byte, m *member) bool { return string(b[m.start:m.end]) == "null" }
-
-// splice returns b with b[from:to] replaced by s, in a new slice.
-func splice(b []byte, from, to int, s []byte) []byte {
-	return slices.Concat(b[:from], s, b[to:])
-}
-
-// sseBinding is a legacy SSE session as the front knows it: the
-// bookkeeping of its stream, and the life of its tool calls, which mcp-go
-// runs detached from the POSTs that carried them and which end with the
-// stream. mcp-go makes the session id up inside the GET handler: the
-// OnRegisterSession hook binds it.
-type sseBinding struct {
-	h      *HTTPHandler
-	st     *streamBook
-	life   *lifecycle
-	entry  *sessionEntry // as the session count knows it
-	id     string
-	owner  string       // who opened it (HTTPOptions.Resource), "" when callers are not identified
-	active atomic.Int64 // unix nanoseconds of the last message POSTed, or of the stream's start
-}
-
-type sseBindKey struct{}
-
-func (b *sseBinding) bind(id string) {
-	b.id = id
-	b.h.sessions.Store(id, b)
-}
-
-func (h *HTTPHandler) serveSSEStream(w http.ResponseWriter, r *http.Request) {
-	if r.Method == http.MethodGet && h.closing.Load() {
-		http.Error(w, "shutting down", http.StatusServiceUnavailable)
-		return
-	}
-	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
-	var entry *sessionEntry
-	if r.Method == http.MethodGet {
-		var why refusal
-		if entry, why = h.count.admitSSE(callerFrom(r.Context()).sessions, cancel); why != admitted {
-			h.refuse(w, why, "SSE stream")
-			return
+		if err := mcpgo.ValidateStandardHeaders(r.Header.Get, metaVersion, mcpgo.MCPMethod(m.method), m.params); err != nil {
+			return nil, protocolError(err)
 		}
-		defer h.count.dropSSE(entry)
+		if m.method == string(mcpgo.MethodToolsCall) {
+			if t := h.f.cat.Load().byName[toolName(m.params)]; t != nil {
+				if err := mcpgo.ValidateParamHeadersLookup(lookupHeader(r.Header), &t.Tool, m.params); err != nil {
+					return nil, protocolError(err)
+				}
+			}
+		}
 	}
-	stop, end := context.WithCancel(h.life.stop)
-	defer end()
-	b := &sseBinding{h: h, st: newFrontStream(h.f.maxPending, true), life: &lifecycle{stop: stop}, entry: entry}
-	if ident, ok := CallerIdentity(r.Context()); ok {
-		b.owner = ident.principal()
-	}
-	b.active.Store(time.Now().UnixNano())
-	if ttl := h.opts.SessionIdleTTL; ttl > 0 && r.Method == http.MethodGet {
-		go b.expire(ctx, ttl, cancel)
-	}
-	rw := newFrontResponseWriter(w, b.st)
-	h.sseStream.ServeHTTP(rw, r.WithContext(context.WithValue(ctx, sseBindKey{}, b)))
-	rw.finish()
-	if b.id != "" {
-		h.sessions.CompareAndDelete(b.id, b)
+	return mr, nil
+}
+
+// toolName is the name of a tools/call's params, "" when it has none.
+func toolName(params json.RawMessage) string {
+	s, _ := jsonString(memberOf(params, "name"))
+	return s
+}
+
+// lookupHeader reports the first value of a header and whether it was sent
+// at all (an empty value is not a missing header).
+func lookupHeader(h http.Header) func(string) (string, bool) {
+	return func(name string) (string, bool) {
+		v := h.Values(name)
+		if len(v) == 0 {
+			return "", false
+		}
+		return v[0], true
 	}
 }
 
-// expire ends the session's stream (end) once no message was POSTed in it
-// for ttl and no tool call of it is open; it returns when ctx ends.
-func (b *sseBinding) expire(ctx context.Context, ttl time.Duration, end context.CancelFunc) {
-	timer := time.NewTimer(ttl)
-	defer timer.Stop()
+// protocolError is the JSON-RPC error of a 2026-07-28 header check.
+func protocolError(err error) *RPCError {
+	var mismatch mcpgo.HeaderMismatchError
+	if errors.As(err, &mismatch) {
+		return &RPCError{Code: mcpgo.HEADER_MISMATCH, Message: mismatch.Error()}
+	}
+	var missing mcpgo.MissingRequiredClientCapabilityError
+	if errors.As(err, &missing) {
+		return &RPCError{Code: mcpgo.MISSING_REQUIRED_CLIENT_CAPABILITY, Message: missing.Error()}
+	}
+	return &RPCError{Code: mcpgo.INVALID_PARAMS, Message: err.Error()}
+}
+
+// legacySession finds (or, for initialize, opens) the session of a message
+// before 2026-07-28 in a handler with sessions, and records it in x; false
+// when it answered the request.
+func (h *HTTPHandler) legacySession(w http.ResponseWriter, r *http.Request, m *message, x *exchange) bool {
+	c := callerFrom(r.Context())
+	if m.method == string(mcpgo.MethodInitialize) {
+		res, why := h.ids.admit(c.sessions)
+		if why != admitted {
+			h.refuse(w, why, "initialize")
+			return false
+		}
+		var owner *Identity
+		if ident, ok := CallerIdentity(r.Context()); ok {
+			owner = ident
+		}
+		id := h.ids.mint(initClaims(m.params), owner)
+		ownerName := ""
+		if owner != nil && h.ids.signer == nil {
+			ownerName = owner.principal() // a signed id carries its owner itself
+		}
+		h.ids.bind(id, res, ownerName)
+		h.ids.release(res)
+		h.sweeper.Do(h.sweepIdle)
+		p := &peer{id: id}
+		h.peers.Store(id, p)
+		x.p, x.scope = p, id+":"
+		return true
+	}
+	sid := r.Header.Get(HeaderSessionID)
+	if sid == "" {
+		writeText(w, http.StatusBadRequest, "Bad Request: Mcp-Session-Id header is required")
+		return false
+	}
+	claims, ok := h.ids.check(sid)
+	if !ok {
+		writeText(w, http.StatusNotFound, "Invalid session ID")
+		return false
+	}
+	if ident, ok := CallerIdentity(r.Context()); ok && !h.ids.ownedBy(sid, claims, ident) {
+		// A session is its opener's: another caller's token with its id
+		// finds no such session (MCP security best practices, "Session
+		// Hijacking").
+		writeText(w, http.StatusNotFound, "Session not found")
+		return false
+	}
+	if m.method != string(mcpgo.MethodNotificationInitialized) {
+		h.ids.used(sid)
+	}
+	h.ids.touch(sid)
+	v, _ := h.peers.LoadOrStore(sid, peerOf(sid, claims))
+	x.p, x.scope = v.(*peer), sid+":"
+	return true
+}
+
+// peerOf is what the front knows of a session opened elsewhere (a signed
+// id's claims) or forgotten here (idle).
+func peerOf(id string, c *sessionClaims) *peer {
+	p := &peer{id: id}
+	if c != nil {
+		p.version, p.caps = c.Version, c.Capabilities
+	}
+	return p
+}
+
+// postWriter is the answer of a POST: JSON, or an event stream once a
+// notification is sent before the answer (a subscriptions/listen stream,
+// progress).
+type postWriter struct {
+	w    http.ResponseWriter
+	mu   sync.Mutex
+	es   *eventStream // set once streaming
+	done bool
+}
+
+func (pw *postWriter) notify(frame []byte) bool {
+	pw.mu.Lock()
+	defer pw.mu.Unlock()
+	if pw.done {
+		return false
+	}
+	if pw.es == nil {
+		pw.es = newEventStream(pw.w)
+	}
+	return pw.es.write(frame)
+}
+
+// finish writes the answer (202 when there is none). A 2026-07-28 JSON
+// answer's HTTP status follows its error code.
+func (pw *postWriter) finish(frame []byte, modern bool) {
+	pw.mu.Lock()
+	defer pw.mu.Unlock()
+	pw.done = true
+	switch {
+	case pw.es != nil:
+		if frame != nil {
+			pw.es.write(frame)
+		}
+	case frame == nil:
+		pw.w.WriteHeader(http.StatusAccepted)
+	default:
+		status := http.StatusOK
+		if modern {
+			if code, ok := errorCode(frame); ok {
+				status = httpStatus(code)
+			}
+		}
+		writeFrame(pw.w, status, frame)
+	}
+}
+
+// errorCode is the code of an error frame.
+func errorCode(frame []byte) (int, bool) {
+	e := memberOf(frame, "error")
+	if e == nil {
+		return 0, false
+	}
+	n, err := strconv.Atoi(string(memberOf(e, "code")))
+	return n, err == nil
+}
+
+// eventStream writes server-sent events: each frame one "message" event.
+type eventStream struct {
+	w      http.ResponseWriter
+	rc     *http.ResponseController
+	mu     sync.Mutex
+	queue  chan []byte // frames sent from other goroutines (notifications)
+	failed bool
+}
+
+func newEventStream(w http.ResponseWriter) *eventStream {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.Header().Set("Connection", "keep-alive")
+	w.WriteHeader(http.StatusOK)
+	es := &eventStream{w: w, rc: http.NewResponseController(w), queue: make(chan []byte, 64)}
+	_ = es.rc.Flush()
+	return es
+}
+
+// write writes one event now.
+func (es *eventStream) write(frame []byte) bool {
+	return es.writeRaw("event: message\ndata: ", frame, "\n\n")
+}
+
+func (es *eventStream) writeRaw(head string, frame []byte, tail string) bool {
+	es.mu.Lock()
+	defer es.mu.Unlock()
+	if es.failed {
+		return false
+	}
+	b := make([]byte, 0, len(head)+len(frame)+len(tail))
+	b = append(append(append(b, head...), frame...), tail...)
+	if _, err := es.w.Write(b); err != nil || es.rc.Flush() != nil {
+		es.failed = true
+	}
+	return !es.failed
+}
+
+// close ends the stream for writers on other goroutines: a write after
+// its handler returned would touch a finished response.
+func (es *eventStream) close() {
+	es.mu.Lock()
+	es.failed = true
+	es.mu.Unlock()
+}
+
+// send queues a frame for serve to write (it never blocks: a client that
+// does not read loses notifications past the queue).
+func (es *eventStream) send(frame []byte) {
+	select {
+	case es.queue <- frame:
+	default:
+	}
+}
+
+// serve writes what send queues, and a ping every keepAlive, until ctx
+// ends or a write fails; wrote is called after each write.
+func (es *eventStream) serve(ctx context.Context, keepAlive time.Duration, wrote func()) {
+	var tick <-chan time.Time
+	if keepAlive > 0 {
+		t := time.NewTicker(keepAlive)
+		defer t.Stop()
+		tick = t.C
+	}
+	var pings int64
 	for {
+		var frame []byte
 		select {
 		case <-ctx.Done():
 			return
-		case <-timer.C:
+		case frame = <-es.queue:
+		case <-tick:
+			pings++
+			frame = []byte(`{"jsonrpc":"2.0","id":` + strconv.FormatInt(pings, 10) + `,"method":"ping"}`)
 		}
-		idle := time.Since(time.Unix(0, b.active.Load()))
-		if idle >= ttl && b.st.openCount() == 0 {
-			b.h.f.log.Info("mcp front: SSE session idle, closing its stream", "idle_ttl", ttl.String())
-			end()
+		if !es.write(frame) {
 			return
 		}
-		next := ttl - idle
-		if next <= 0 { // idle, but a call is open
-			next = ttl
+		if wrote != nil {
+			wrote()
 		}
-		timer.Reset(next)
 	}
-}
-
-// serveSSEMessage gives a POSTed message the stream of its session, where
-// its response will be written, and the session's life. A session is its
-// opener's: another caller's message to it finds no such session (MCP
-// security best practices, "Session Hijacking").
-func (h *HTTPHandler) serveSSEMessage(w http.ResponseWriter, r *http.Request, body []byte) {
-	if v, ok := h.sessions.Load(r.URL.Query().Get("sessionId")); ok {
-		b := v.(*sseBinding)
-		if ident, ok := CallerIdentity(r.Context()); b.owner != "" && (!ok || ident.principal() != b.owner) {
-			http.Error(w, "Session not found", http.StatusNotFound)
-			return
-		}
-		b.active.Store(time.Now().UnixNano())
-		if b.entry != nil && madeCall(body) {
-			h.count.usedSSE(b.entry)
-		}
-		ctx := context.WithValue(r.Context(), streamKey{}, b.st)
-		r = r.WithContext(context.WithValue(ctx, lifeKey{}, b.life))
-	}
-	h.sseMessage.ServeHTTP(w, r)
 }
 
 // Shutdown closes the handler's sessions cleanly, together with srv, the
@@ -709,18 +892,13 @@ func (h *HTTPHandler) Shutdown(ctx context.Context, srv *http.Server) error {
 	} else {
 		srvDone <- nil
 	}
-
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for h.sseOpenCalls() > 0 && ctx.Err() == nil {
-		select {
-		case <-ctx.Done():
-		case <-tick.C:
-		}
+	sseDone := make(chan struct{})
+	go func() { h.running.Wait(); close(sseDone) }()
+	select {
+	case <-sseDone:
+	case <-ctx.Done():
 	}
-	h.sse.CloseSessions()
 	h.stopStreams()
-	_ = h.streamable.Shutdown(ctx) // closes its sessions; it has no server of its own
 
 	var err error
 	select {
@@ -737,35 +915,20 @@ func (h *HTTPHandler) Shutdown(ctx context.Context, srv *http.Server) error {
 	return err
 }
 
-func (h *HTTPHandler) sseOpenCalls() int {
-	n := 0
-	h.sessions.Range(func(_, v any) bool {
-		n += v.(*sseBinding).st.openCount()
-		return true
-	})
-	return n
-}
-
 // rejectRebinding answers 403 to a request that arrived on a loopback
 // address but names a host in Host or Origin that is neither a loopback
 // host nor one of AllowedHosts (DNS rebinding).
 func (h *HTTPHandler) rejectRebinding(w http.ResponseWriter, r *http.Request) bool {
-	local, _ := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
-	if local == nil || !loopback(local.String()) {
+	refused := h.rebinding.Check(r)
+	if refused == nil {
 		return false
 	}
-	if !h.localHost(r.Host) {
-		http.Error(w, fmt.Sprintf("forbidden: Host %q is not a local host (see --allowed-host)", r.Host), http.StatusForbidden)
-		return true
+	what := "host"
+	if refused.Header == "Origin" {
+		what = "origin"
 	}
-	if origin := r.Header.Get("Origin"); origin != "" && !originListed(h.opts.AllowedOrigins, origin) {
-		u, err := url.Parse(origin)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || !h.localHost(u.Host) {
-			http.Error(w, fmt.Sprintf("forbidden: Origin %q is not a local origin (see --allowed-host)", origin), http.StatusForbidden)
-			return true
-		}
-	}
-	return false
+	http.Error(w, fmt.Sprintf("forbidden: %s %q is not a local %s (see --allowed-host)", refused.Header, refused.Value, what), http.StatusForbidden)
+	return true
 }
 
 // serveProbe answers GET /health or /ready with probe.
@@ -788,62 +951,4 @@ func (h *HTTPHandler) serveProbe(w http.ResponseWriter, r *http.Request, probe f
 		w.WriteHeader(http.StatusServiceUnavailable)
 	}
 	_, _ = w.Write(append(b, '\n'))
-}
-
-// originListed reports whether origin is one of origins (scheme, host and
-// port, compared case-insensitively; a trailing slash ignored) or origins
-// holds "*".
-func originListed(origins []string, origin string) bool {
-	origin = strings.TrimSuffix(origin, "/")
-	for _, o := range origins {
-		if o == "*" || strings.EqualFold(strings.TrimSuffix(o, "/"), origin) {
-			return true
-		}
-	}
-	return false
-}
-
-// localHost reports whether hostport (a host with or without a port) is a
-// loopback host or one of AllowedHosts: a name matches with any port, a
-// name:port only that port, case-insensitively (the OTC front's rule).
-func (h *HTTPHandler) localHost(hostport string) bool {
-	if loopback(hostport) {
-		return true
-	}
-	host, _, err := net.SplitHostPort(hostport)
-	if err != nil {
-		host = hostport
-	}
-	host = strings.ToLower(strings.Trim(host, "[]"))
-	return host != "" && (h.allowed[host] || h.allowed[strings.ToLower(hostport)])
-}
-
-// loopback reports whether hostport (a host with or without a port)
-// is localhost or a loopback IP address.
-func loopback(hostport string) bool {
-	host, _, err := net.SplitHostPort(hostport)
-	if err != nil {
-		host = strings.Trim(hostport, "[]")
-	}
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip, err := netip.ParseAddr(host)
-	return err == nil && ip.IsLoopback()
-}
-
-// bearer returns the token of an "Authorization: Bearer" header.
-func bearer(header string) (string, bool) {
-	scheme, token, ok := strings.Cut(header, " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return "", false
-	}
-	token = strings.TrimSpace(token)
-	return token, token != ""
-}
-
-// tokenEqual compares in constant time, lengths included.
-func tokenEqual(a, b string) bool {
-	ha, hb := sha256.Sum256([]byte(a)), sha256.Sum256([]byte(b))
-	return subtle.ConstantTimeCompare(ha[:], hb[:]) == 1
 }

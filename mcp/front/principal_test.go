@@ -37,7 +37,7 @@ func twoIssuerAuth(issuers ...string) *ResourceAuth {
 // Name("sub").
 func principalFront(t *testing.T) *Front {
 	f, _ := testFront(t, nil)
-	f.Server().AddTool(mcpgo.NewTool("name"), func(ctx context.Context, _ mcpgo.CallToolRequest) (*mcpgo.CallToolResult, error) {
+	addTool(f, mcpgo.NewTool("name"), func(ctx context.Context, _ mcpgo.CallToolRequest) (*mcpgo.CallToolResult, error) {
 		id, ok := CallerIdentity(ctx)
 		if !ok {
 			return mcpgo.NewToolResultText("no identity"), nil

@@ -2,16 +2,16 @@ package front
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
+	"path"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
-
-	mcpserver "github.com/mark3labs/mcp-go/server"
 )
 
 // ResourceAuth makes an HTTPHandler an OAuth 2.1 protected resource (MCP
@@ -119,21 +119,63 @@ func (a *ResourceAuth) metadataURL() string {
 	if err != nil {
 		return ""
 	}
-	return u.Scheme + "://" + u.Host + mcpserver.ProtectedResourceMetadataPath(a.Resource)
+	return u.Scheme + "://" + u.Host + metadataPath(a.Resource)
+}
+
+// wellKnownMetadata is the well-known path of protected resource metadata
+// (RFC 9728 §3).
+const wellKnownMetadata = "/.well-known/oauth-protected-resource"
+
+// metadataPath is the metadata's path for resource: the well-known path,
+// then the resource's path (RFC 9728 §3.1), or the well-known path alone
+// for a resource without a path.
+func metadataPath(resource string) string {
+	u, err := url.Parse(resource)
+	if err != nil || !u.IsAbs() || u.Host == "" {
+		return wellKnownMetadata
+	}
+	if p := strings.Trim(u.Path, "/"); p != "" {
+		return path.Join(wellKnownMetadata, p)
+	}
+	return wellKnownMetadata
 }
 
 // metadataPaths are the paths the metadata is served at: the one with the
 // resource's path, and the root one (clients of older revisions ask there).
 func (a *ResourceAuth) metadataPaths() []string {
-	return []string{mcpserver.ProtectedResourceMetadataPath(a.Resource), mcpserver.WellKnownProtectedResourcePath}
+	return []string{metadataPath(a.Resource), wellKnownMetadata}
 }
 
+// metadataHandler serves the resource's metadata (RFC 9728 §3.2), encoded
+// once: to any origin (a browser client discovers the resource from
+// another one), never cached (MCP authorization: keys and servers
+// rotate).
 func (a *ResourceAuth) metadataHandler() http.Handler {
-	return mcpserver.NewProtectedResourceMetadataHandler(mcpserver.ProtectedResourceMetadataConfig{
-		Resource:               a.Resource,
-		AuthorizationServers:   a.AuthorizationServers,
-		ScopesSupported:        a.Scopes,
-		BearerMethodsSupported: []string{"header"},
+	body, _ := json.Marshal(struct {
+		Resource             string   `json:"resource"`
+		AuthorizationServers []string `json:"authorization_servers,omitempty"`
+		Scopes               []string `json:"scopes_supported,omitempty"`
+		BearerMethods        []string `json:"bearer_methods_supported"`
+	}{a.Resource, a.AuthorizationServers, a.Scopes, []string{"header"}})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Access-Control-Allow-Origin", "*")
+		h.Set("Access-Control-Allow-Methods", "GET, HEAD, OPTIONS")
+		h.Set("Access-Control-Allow-Headers", "Content-Type, Authorization")
+		switch r.Method {
+		case http.MethodOptions:
+			w.WriteHeader(http.StatusNoContent)
+		case http.MethodGet, http.MethodHead:
+			h.Set("Content-Type", "application/json")
+			h.Set("Cache-Control", "no-store")
+			w.WriteHeader(http.StatusOK)
+			if r.Method == http.MethodGet {
+				_, _ = w.Write(body)
+			}
+		default:
+			h.Set("Allow", "GET, HEAD, OPTIONS")
+			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		}
 	})
 }
 

@@ -1,19 +1,16 @@
 package front
 
 import (
-	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
-	"net/http"
 	"strings"
 	"sync"
 	"time"
 
 	mcpgo "github.com/mark3labs/mcp-go/mcp"
-	mcpserver "github.com/mark3labs/mcp-go/server"
 )
 
 // Self-contained session ids (HTTPOptions.SessionKeys)
@@ -36,9 +33,7 @@ import (
 // one once the sessions it signed are no longer wanted.
 //
 // What a session is then, on any replica:
-//   - mcp-go serves a request whose id it has not registered with an
-//     ephemeral session (streamableHttpSession.Initialized is true), so
-//     the requests of a session opened elsewhere are served as those of a
+//   - The requests of a session opened elsewhere are served as those of a
 //     session opened here; what the front reads of the client's initialize
 //     (ClientSupportsURLElicitation) comes from the id.
 //   - An id is valid for HTTPOptions.SessionLifetime from its issue; after
@@ -214,15 +209,16 @@ func (e *endedIDs) has(id string, now time.Time) bool {
 	return ok && expiry.After(now)
 }
 
-// initClaims are the claims of the session an initialize (body) opens.
-func initClaims(body []byte) sessionClaims {
+// initClaims are the claims of the session an initialize (its params)
+// opens.
+func initClaims(params json.RawMessage) sessionClaims {
 	var msg struct {
 		Params struct {
 			ProtocolVersion string                   `json:"protocolVersion"`
 			Capabilities    mcpgo.ClientCapabilities `json:"capabilities"`
-		} `json:"params"`
+		}
 	}
-	_ = json.Unmarshal(body, &msg)
+	_ = json.Unmarshal(params, &msg.Params)
 	var c sessionClaims
 	if v := msg.Params.ProtocolVersion; len(v) <= 32 {
 		c.Version = v
@@ -238,48 +234,4 @@ func initClaims(body []byte) sessionClaims {
 		c.Capabilities = &caps
 	}
 	return c
-}
-
-// newSessionKey holds, in an initialize's context, the claims of the
-// session it opens and its opener's identity.
-type newSessionKey struct{}
-
-type newSession struct {
-	claims sessionClaims
-	owner  *Identity // nil when callers are not identified
-}
-
-// sessionClaimsKey holds, in a request's context, the claims of the signed
-// session it belongs to.
-type sessionClaimsKey struct{}
-
-func sessionClaimsFrom(ctx context.Context) *sessionClaims {
-	c, _ := ctx.Value(sessionClaimsKey{}).(*sessionClaims)
-	return c
-}
-
-// signingIDs is mcp-go's session id manager resolver when the ids are
-// signed: an initialize's manager mints the id from the claims in its
-// context; every other request, and mcp-go's idle sweeper, get ids itself.
-type signingIDs struct{ ids *sessionIDs }
-
-func (s signingIDs) ResolveSessionIdManager(r *http.Request) mcpserver.SessionIdManager {
-	if r != nil {
-		if n, ok := r.Context().Value(newSessionKey{}).(*newSession); ok {
-			return minting{s.ids, n}
-		}
-	}
-	return s.ids
-}
-
-// minting is the session id manager of one initialize.
-type minting struct {
-	*sessionIDs
-	n *newSession
-}
-
-func (m minting) Generate() string {
-	id := m.signer.sign(m.n.claims, m.n.owner)
-	m.add(id)
-	return id
 }

@@ -18,7 +18,7 @@ import (
 func signedReplica(t *testing.T, opts HTTPOptions, keys ...string) (url string, h *HTTPHandler) {
 	t.Helper()
 	f, _ := testFront(t, nil)
-	f.Server().AddTool(mcpgo.NewTool("caps"), func(ctx context.Context, _ mcpgo.CallToolRequest) (*mcpgo.CallToolResult, error) {
+	addTool(f, mcpgo.NewTool("caps"), func(ctx context.Context, _ mcpgo.CallToolRequest) (*mcpgo.CallToolResult, error) {
 		return mcpgo.NewToolResultText(fmt.Sprint("url elicitation: ", ClientSupportsURLElicitation(ctx))), nil
 	})
 	for _, k := range keys {

@@ -4,7 +4,6 @@ import (
 	"container/list"
 	"context"
 	"crypto/rand"
-	"errors"
 	"net/http"
 	"strconv"
 	"sync"
@@ -19,24 +18,8 @@ import (
 // both together, HTTPOptions.MaxSessionsPerClient bounds those of one
 // client, HTTPOptions.SessionIdleTTL ends both when idle.
 //
-// What mcp-go v1.2.1 does, and what the front adds (all in this file and in
-// sessionIDs' use in http.go):
-//
-//   - WithSessionIdleTTL starts a sweeper (every max(TTL/2, 1 s)) that, for
-//     a streamable HTTP session idle longer than the TTL, calls the session
-//     id manager's Terminate and removes the session from every map of the
-//     StreamableHTTPServer and from the MCPServer. The front relies on it.
-//   - Its stateful id manager, InsecureStatefulSessionIdManager, keeps every
-//     ended session id forever (its "terminated" map), so a server that
-//     sees many sessions grows without bound. sessionIDs replaces it and
-//     forgets an id when the session ends; an ended id then gets 404 as an
-//     unknown one does. Canary: TestFrontCanaryMCPGoKeepsEndedSessionIDs.
-//   - Neither DELETE nor the sweeper closes the session's standalone GET
-//     streams; sessionIDs closes them in Terminate.
-//   - Nothing bounds the number of sessions; sessionIDs admits an
-//     initialize (or a legacy SSE stream) only while its client holds fewer
-//     than MaxSessionsPerClient and the handler fewer than MaxSessions,
-//     else the front answers 503.
+//   - An ended session's id is forgotten (it gets 404 as an unknown one
+//     does), and its GET streams close.
 //   - One client could fill MaxSessions with sessions it never uses, and
 //     every other client would be refused until they expire. So when the
 //     handler is full, the oldest session that never made a call
@@ -44,12 +27,9 @@ import (
 //     ended to admit the new one: its id then gets 404 and its client, if
 //     it comes back, initializes again. Only when every session held has
 //     made a call is a new one refused.
-//   - A DELETE that arrives after initialize's response is written but
-//     before mcp-go registers the session (it registers after writing)
-//     leaves a registered session that no sweep finds again; the front then
-//     ends it once more (see HTTPHandler.serveStreamable).
-//   - Legacy SSE sessions have no idle expiry in mcp-go: the front ends the
-//     stream of a session without a message for the TTL (serveSSEStream).
+//   - Idle streamable HTTP sessions are swept every max(TTL/2, 1 s); a
+//     legacy SSE session's stream is closed after the TTL without a
+//     message (sse.go).
 
 // Defaults of HTTPOptions.
 const (
@@ -69,14 +49,12 @@ const retryAfterSessions = 5
 
 const sessionPrefix = "mcp-session-"
 
-var errFrontUnknownSession = errors.New("unknown or ended session")
-
-// sessionIDs is the session id manager of a stateful streamable HTTP
-// handler (mcp-go's SessionIdManager) and the bookkeeping of the handler's
-// sessions, legacy SSE included: who holds each, whether it made a call,
-// and the GET streams open in it, which it closes when mcp-go terminates
-// the session (DELETE, idle expiry, Shutdown). It holds live sessions
-// only; the streams are watched only while they are open.
+// sessionIDs mints and checks the ids of a stateful streamable HTTP
+// handler and keeps the bookkeeping of the handler's sessions, legacy SSE
+// included: who holds each, whether it made a call, when it was last used,
+// and the GET streams open in it, which it closes when the session ends
+// (DELETE, idle expiry, eviction). It holds live sessions only; the
+// streams are watched only while they are open.
 type sessionIDs struct {
 	max       int // <= 0: no bound
 	perClient int // <= 0: no bound
@@ -99,6 +77,7 @@ type sessionIDs struct {
 // sessionEntry is one session as the handler counts it.
 type sessionEntry struct {
 	id     string             // a streamable HTTP session's id; "" for legacy SSE
+	active time.Time          // its last request (streamable HTTP)
 	client string             // what it counts against (caller.sessions); "" until bound
 	owner  string             // the principal that may use it (HTTPOptions.Resource), "" when callers are not identified
 	end    context.CancelFunc // legacy SSE: closes its stream
@@ -208,36 +187,46 @@ func (m *sessionIDs) remove(e *sessionEntry) {
 	m.dequeue(e)
 }
 
-// Generate mints the id of a new streamable HTTP session (128 random bits
-// or more, visible ASCII as the transport requires).
-func (m *sessionIDs) Generate() string {
+// mint returns the id of a new streamable HTTP session (128 random bits
+// or more, visible ASCII as the transport requires; signed, with claims
+// and its opener, when the handler has SessionKeys), live from now on.
+func (m *sessionIDs) mint(claims sessionClaims, owner *Identity) string {
 	id := sessionPrefix + rand.Text()
-	m.add(id)
+	if m.signer != nil {
+		id = m.signer.sign(claims, owner)
+	}
+	m.mu.Lock()
+	m.live[id] = &sessionEntry{id: id, active: time.Now()}
+	m.mu.Unlock()
 	return id
 }
 
-// add records id as a live session of this handler, not yet bound to a
-// client (bind).
-func (m *sessionIDs) add(id string) {
-	m.mu.Lock()
-	m.live[id] = &sessionEntry{id: id}
-	m.mu.Unlock()
+// check reports whether id is a session the handler serves: a live one
+// here, or, with signed ids, one signed by a key, not expired and not
+// ended here (then its claims).
+func (m *sessionIDs) check(id string) (*sessionClaims, bool) {
+	if m.signer != nil {
+		c, _, ok := m.signer.verify(id)
+		return c, ok
+	}
+	return nil, m.isLive(id)
 }
 
-// Validate reports an error for an id that is not a live session (with
-// signed ids: not one signed by a key, expired, or ended here): mcp-go
-// answers 404 then.
-func (m *sessionIDs) Validate(id string) (isTerminated bool, err error) {
+// valid is check without the claims.
+func (m *sessionIDs) valid(id string) bool {
+	_, ok := m.check(id)
+	return ok
+}
+
+// ownedBy reports whether the caller ident may use session id.
+func (m *sessionIDs) ownedBy(id string, claims *sessionClaims, ident *Identity) bool {
 	if m.signer != nil {
-		if _, _, ok := m.signer.verify(id); !ok {
-			return false, errFrontUnknownSession
+		if _, key, ok := m.signer.verify(id); ok {
+			return ownedBy(claims, key, ident)
 		}
-		return false, nil
+		return false
 	}
-	if !m.isLive(id) {
-		return false, errFrontUnknownSession
-	}
-	return false, nil
+	return m.usableBy(id, ident.principal())
 }
 
 func (m *sessionIDs) isLive(id string) bool {
@@ -247,8 +236,17 @@ func (m *sessionIDs) isLive(id string) bool {
 	return ok
 }
 
-// Terminate forgets session id, then closes its open GET streams.
-func (m *sessionIDs) Terminate(id string) (notAllowed bool, err error) {
+// touch records a request in session id (its idle time starts again).
+func (m *sessionIDs) touch(id string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if e, ok := m.live[id]; ok {
+		e.active = time.Now()
+	}
+}
+
+// terminate forgets session id, then closes its open GET streams.
+func (m *sessionIDs) terminate(id string) {
 	m.mu.Lock()
 	if e, ok := m.live[id]; ok {
 		m.remove(e)
@@ -259,7 +257,21 @@ func (m *sessionIDs) Terminate(id string) (notAllowed bool, err error) {
 	for stop := range streams {
 		(*stop)()
 	}
-	return false, nil
+}
+
+// idle returns the live streamable HTTP sessions without a request for
+// ttl and no GET stream open.
+func (m *sessionIDs) idle(ttl time.Duration) []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []string
+	now := time.Now()
+	for id, e := range m.live {
+		if now.Sub(e.active) >= ttl && len(m.streams[id]) == 0 {
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 // admit reserves room for a streamable HTTP session about to be created

@@ -136,15 +136,18 @@ func TestFrontStdioGraceEnds(t *testing.T) {
 	}
 }
 
-func TestFrontStdioOnePerProcess(t *testing.T) {
+// The front owns its stdio transport: two runs serve side by side, each
+// its own client (mcp-go v1.2.1 had one stdio session per process).
+func TestFrontStdioRunsSideBySide(t *testing.T) {
 	f, _ := testFront(t, nil)
-	c := startFrontStdio(t, context.Background(), f)
-	initialize(t, c) // it runs
 	g, _ := testFront(t, nil)
-	err := g.ServeStdio(context.Background(), eofReader{}, io.Discard)
-	if err == nil {
-		t.Fatal("a second ServeStdio ran")
-	}
+	c, d := startFrontStdio(t, context.Background(), f), startFrontStdio(t, context.Background(), g)
+	initialize(t, c)
+	initialize(t, d)
+	sameJSON(t, await(t, c.send(t, 2, "tools/call", callParams("add", `{"a":1,"b":2}`))),
+		`{"jsonrpc":"2.0","id":2,"result":{"content":[{"type":"text","text":"3"}],"structuredContent":{"sum":3}}}`)
+	sameJSON(t, await(t, d.send(t, 2, "tools/call", callParams("add", `{"a":2,"b":2}`))),
+		`{"jsonrpc":"2.0","id":2,"result":{"content":[{"type":"text","text":"4"}],"structuredContent":{"sum":4}}}`)
 }
 
 type eofReader struct{}
@@ -177,5 +180,71 @@ func TestFrontStdioCallsRunSideBySide(t *testing.T) {
 		case <-time.After(wait):
 			t.Fatalf("call %d not answered", 100+i)
 		}
+	}
+}
+
+// A 2026-07-28 subscriptions/listen stream over stdio ends with the
+// input: ServeStdio returns at EOF without waiting for the grace period
+// (an hour here), and the stream's listener is gone.
+func TestFrontStdioListenEndsAtEOF(t *testing.T) {
+	f, _ := testFront(t, &Options{StdioGrace: time.Hour})
+	c := startFrontStdio(t, context.Background(), f)
+	c.send(t, 1, "subscriptions/listen", `{"notifications":{"toolsListChanged":true},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}`)
+	for deadline := time.Now().Add(wait); len(c.d.notifications()) == 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no notifications/subscriptions/acknowledged")
+		}
+	}
+	c.in.Close()
+	select {
+	case err := <-c.done:
+		if err != nil {
+			t.Fatalf("ServeStdio: %v", err)
+		}
+		c.done <- nil // for the cleanup
+	case <-time.After(wait):
+		t.Fatal("ServeStdio still runs after EOF: the listen stream held it")
+	}
+	f.changes.mu.Lock()
+	defer f.changes.mu.Unlock()
+	if n := len(f.changes.set); n != 0 {
+		t.Errorf("%d listeners left", n)
+	}
+}
+
+// A cancel that arrives before its request is in flight (the request
+// still queued for a worker) ends the request when it begins: the handler
+// runs cancelled, and the request is not answered. A cancel of a request
+// that never comes is forgotten: a later request with that id runs.
+func TestFrontStdioCancelBeforeTheCallBegins(t *testing.T) {
+	f, p := testFront(t, nil)
+	c := startFrontStdio(t, context.Background(), f)
+	initialize(t, c)
+	// Both lines written at once: the read loop queues the call, then reads
+	// the cancel, usually before a worker has taken the call.
+	c.write(t, append(append(request(600, "tools/call", callParams("block", `{"tag":"e600"}`)), '\n'),
+		notification("notifications/cancelled", `{"requestId":600}`)...))
+	expectTag(t, p.started, "e600")
+	expectTag(t, p.cancelled, "e600")
+
+	reg := &callRegistry{}
+	reg.cancel("7", errClientCancelled)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	reg.begin("7", cancel)
+	if context.Cause(ctx) != errClientCancelled {
+		t.Error("a cancel kept before its request did not end it")
+	}
+	reg.end("7")
+	reg.early["8"] = time.Now().Add(-earlyCancelTTL)
+	ctx, cancel = context.WithCancelCause(context.Background())
+	reg.begin("8", cancel)
+	if ctx.Err() != nil {
+		t.Error("an expired early cancel ended a request")
+	}
+	for i := range earlyCancels + 10 {
+		reg.cancel(fmt.Sprint("flood", i), errClientCancelled)
+	}
+	if len(reg.early) > earlyCancels || len(reg.order) > earlyCancels {
+		t.Errorf("%d early cancels kept, bound %d", len(reg.early), earlyCancels)
 	}
 }

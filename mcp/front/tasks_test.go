@@ -8,12 +8,10 @@ import (
 	mcpgo "github.com/mark3labs/mcp-go/mcp"
 )
 
-// Canary for mcp-go v1.2.1: without the front's beforeCallTool hook, a
-// task-augmented tools/call of a tool with execution.taskSupport
-// "optional" or "required" runs on mcp-go's task store although the front
-// declares no tasks capability. The front ignores params.task instead (MCP
-// 2025-11-25, Tasks): an optional tool answers its plain result, a
-// required one -32601, and no task is created.
+// The front declares no tasks capability and ignores params.task (MCP
+// 2025-11-25, Tasks): a tool whose execution.taskSupport is "optional"
+// answers its plain result, a "required" one -32601 without running, and
+// no task is created.
 func TestFrontIgnoresTaskAugmentation(t *testing.T) {
 	f := New("tasks-test", "1.0.0", nil)
 	ran := 0
@@ -24,11 +22,10 @@ func TestFrontIgnoresTaskAugmentation(t *testing.T) {
 	for name, support := range map[string]mcpgo.TaskSupport{"optional": mcpgo.TaskSupportOptional, "required": mcpgo.TaskSupportRequired} {
 		tool := mcpgo.NewTool(name)
 		tool.Execution = &mcpgo.ToolExecution{TaskSupport: support}
-		f.Server().AddTool(tool, handler)
+		addTool(f, tool, handler)
 	}
 	ctx := context.Background()
-	init := f.Server().HandleMessage(ctx, request(1, "initialize", `{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}`))
-	raw, _ := json.Marshal(init)
+	raw := f.HandleMessage(ctx, request(1, "initialize", `{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}`))
 	var ir struct {
 		Result struct {
 			Capabilities map[string]any `json:"capabilities"`
@@ -39,9 +36,7 @@ func TestFrontIgnoresTaskAugmentation(t *testing.T) {
 	}
 
 	call := func(name string) []byte {
-		resp := f.Server().HandleMessage(ctx, request(2, "tools/call", `{"name":"`+name+`","arguments":{},"task":{"ttl":60000}}`))
-		b, _ := json.Marshal(resp)
-		return b
+		return f.HandleMessage(ctx, request(2, "tools/call", `{"name":"`+name+`","arguments":{},"task":{"ttl":60000}}`))
 	}
 	sameJSON(t, call("optional"), `{"jsonrpc":"2.0","id":2,"result":{"content":[{"type":"text","text":"ran"}]}}`)
 	if ran != 1 {

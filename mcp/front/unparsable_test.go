@@ -8,10 +8,10 @@ import (
 	"testing"
 )
 
-// tools/call params that mcp-go cannot decode into its types (a number
-// beyond float64, a name that is not a string) are -32602 with a message a
-// model can act on, on stdio and HTTP alike; mcp-go's own -32600 about Go
-// struct fields is gone, and the same call with good params runs.
+// tools/call params of the wrong shape (a number beyond float64, a name
+// that is not a string or is missing, arguments or _meta that are not
+// objects) are -32602 with a message a model can act on, on stdio and HTTP
+// alike, and the same call with good params runs.
 func TestUnparsableToolsCallParams(t *testing.T) {
 	for _, transport := range []string{"stdio", "http"} {
 		t.Run(transport, func(t *testing.T) {
@@ -34,7 +34,13 @@ func TestUnparsableToolsCallParams(t *testing.T) {
 					`{"jsonrpc":"2.0","id":%d,"error":{"code":-32602,"message":"invalid arguments: the number -1e999 is out of range: a number must be within ±1.8e308 (a 64-bit float)"}}`},
 				{`{"name":5,"arguments":{}}`,
 					`{"jsonrpc":"2.0","id":%d,"error":{"code":-32602,"message":"invalid tools/call params: params.name must be a string, not a number"}}`},
-				{`{"name":"add","arguments":{"a":1e300,"b":1}}`,
+				{`{"name":"add","arguments":[1,2]}`,
+					`{"jsonrpc":"2.0","id":%d,"error":{"code":-32602,"message":"invalid tools/call params: params.arguments must be an object, not an array"}}`},
+				{`{"name":"add","arguments":{"s":"1e999"},"_meta":"x"}`,
+					`{"jsonrpc":"2.0","id":%d,"error":{"code":-32602,"message":"invalid tools/call params: params._meta must be an object, not a string"}}`},
+				{`{"arguments":{}}`,
+					`{"jsonrpc":"2.0","id":%d,"error":{"code":-32602,"message":"invalid tools/call params: params.name is required: the name of a tool from tools/list"}}`},
+				{`{"name":"add","arguments":{"a":1e300,"b":1,"s":"1e999"}}`,
 					`{"jsonrpc":"2.0","id":%d,"result":{"content":[{"type":"text","text":"1e+300"}],"structuredContent":{"sum":1e+300}}}`},
 			} {
 				id := 100 + i

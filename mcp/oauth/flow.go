@@ -197,6 +197,12 @@ type AuthorizationRequired struct {
 	Operator bool
 }
 
+// Authorization is the challenge: the upstream, the URL to open, where to
+// check on it, and whether it is the operator's.
+func (e *AuthorizationRequired) Authorization() (upstream, url, checkURL string, operator bool) {
+	return e.Upstream, e.URL, e.CheckURL, e.Operator
+}
+
 func (e *AuthorizationRequired) Error() string {
 	if e.Operator {
 		return fmt.Sprintf("upstream %q needs the operator to authorize the bridge (the URL to open is in the bridge's log)", e.Upstream)

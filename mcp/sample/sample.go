@@ -9,7 +9,8 @@ import (
 	"time"
 
 	mcpgo "github.com/mark3labs/mcp-go/mcp"
-	mcpserver "github.com/mark3labs/mcp-go/server"
+
+	"github.com/mcpotc/mcpotc/mcp/front"
 )
 
 // The serverInfo the sample server answers initialize with.
@@ -31,40 +32,49 @@ const (
 //	fail {}                an isError result with a text block
 //	slow {seconds, steps}  waits seconds (≤ 30) in steps (≤ 100), sending notifications/progress after
 //	                       each step when the request has a progressToken; returns early when cancelled
-func NewServer() *mcpserver.MCPServer {
-	s := mcpserver.NewMCPServer(Name, Version,
-		mcpserver.WithToolCapabilities(false),
-		mcpserver.WithRecovery(),
-		mcpserver.WithInstructions("A sample MCP server built into mcpotc. Its tools are samples for trying the bridge out."),
-	)
+func NewServer() *front.Front {
+	f := front.New(Name, Version, nil)
+	tools := []front.Tool{
+		{Tool: mcpgo.NewTool("echo",
+			mcpgo.WithDescription("Sample tool (built into mcpotc): returns the message it is given."),
+			mcpgo.WithString("message", mcpgo.Required(), mcpgo.Description("The text to send back.")),
+		), Handler: echo},
+		{Tool: mcpgo.NewTool("add",
+			mcpgo.WithDescription("Sample tool (built into mcpotc): adds two numbers and returns {\"sum\": a + b} as structured content."),
+			mcpgo.WithNumber("a", mcpgo.Required(), mcpgo.Description("The first number.")),
+			mcpgo.WithNumber("b", mcpgo.Required(), mcpgo.Description("The second number.")),
+			mcpgo.WithRawOutputSchema(json.RawMessage(`{"type":"object","properties":{"sum":{"type":"number","description":"a + b"}},"required":["sum"]}`)),
+		), Handler: add},
+		{Tool: mcpgo.NewTool("fail",
+			mcpgo.WithDescription("Sample tool (built into mcpotc): always fails, returning an error result (isError)."),
+		), Handler: fail},
+		{Tool: mcpgo.NewTool("slow",
+			mcpgo.WithDescription(fmt.Sprintf("Sample tool (built into mcpotc): waits the given number of seconds (at most %d) in steps, "+
+				"reporting progress after each step when asked for it; stops early when cancelled.", MaxSlowSeconds)),
+			mcpgo.WithNumber("seconds", mcpgo.Description(fmt.Sprintf("How long to wait, 0 to %d. Default 1.", MaxSlowSeconds)),
+				mcpgo.Min(0), mcpgo.Max(MaxSlowSeconds)),
+			mcpgo.WithInteger("steps", mcpgo.Description(fmt.Sprintf("How many steps (progress notifications), 1 to %d. Default 5.", MaxSlowSteps)),
+				mcpgo.Min(1), mcpgo.Max(MaxSlowSteps)),
+		), Handler: slow},
+	}
+	for i := range tools {
+		tools[i].Handler = withArguments(tools[i].Handler)
+	}
+	f.SetTools(tools...)
+	return f
+}
 
-	s.AddTool(mcpgo.NewTool("echo",
-		mcpgo.WithDescription("Sample tool (built into mcpotc): returns the message it is given."),
-		mcpgo.WithString("message", mcpgo.Required(), mcpgo.Description("The text to send back.")),
-	), echo)
-
-	s.AddTool(mcpgo.NewTool("add",
-		mcpgo.WithDescription("Sample tool (built into mcpotc): adds two numbers and returns {\"sum\": a + b} as structured content."),
-		mcpgo.WithNumber("a", mcpgo.Required(), mcpgo.Description("The first number.")),
-		mcpgo.WithNumber("b", mcpgo.Required(), mcpgo.Description("The second number.")),
-		mcpgo.WithRawOutputSchema(json.RawMessage(`{"type":"object","properties":{"sum":{"type":"number","description":"a + b"}},"required":["sum"]}`)),
-	), add)
-
-	s.AddTool(mcpgo.NewTool("fail",
-		mcpgo.WithDescription("Sample tool (built into mcpotc): always fails, returning an error result (isError)."),
-	), fail)
-
-	s.AddTool(mcpgo.NewTool("slow",
-		mcpgo.WithDescription(fmt.Sprintf("Sample tool (built into mcpotc): waits the given number of seconds (at most %d) in steps, "+
-			"reporting progress after each step when asked for it; stops early when cancelled.", MaxSlowSeconds)),
-		mcpgo.WithNumber("seconds", mcpgo.Description(fmt.Sprintf("How long to wait, 0 to %d. Default 1.", MaxSlowSeconds)),
-			mcpgo.Min(0), mcpgo.Max(MaxSlowSeconds)),
-		mcpgo.WithInteger("steps", mcpgo.Description(fmt.Sprintf("How many steps (progress notifications), 1 to %d. Default 5.", MaxSlowSteps)),
-			mcpgo.Min(1), mcpgo.Max(MaxSlowSteps)),
-	), func(ctx context.Context, req mcpgo.CallToolRequest) (*mcpgo.CallToolResult, error) {
-		return slow(ctx, s, req)
-	})
-	return s
+// withArguments decodes the arguments the front hands over as sent into
+// req.Params.Arguments, which mcp-go's accessors (RequireString …) read.
+func withArguments(h front.ToolHandler) front.ToolHandler {
+	return func(ctx context.Context, req mcpgo.CallToolRequest) (*mcpgo.CallToolResult, error) {
+		var args map[string]any
+		if err := json.Unmarshal(req.Params.RawArguments, &args); err != nil {
+			return mcpgo.NewToolResultError("arguments: " + err.Error()), nil
+		}
+		req.Params.Arguments = args
+		return h(ctx, req)
+	}
 }
 
 func echo(_ context.Context, req mcpgo.CallToolRequest) (*mcpgo.CallToolResult, error) {
@@ -97,7 +107,7 @@ func fail(context.Context, mcpgo.CallToolRequest) (*mcpgo.CallToolResult, error)
 	return mcpgo.NewToolResultError("this sample tool always fails"), nil
 }
 
-func slow(ctx context.Context, s *mcpserver.MCPServer, req mcpgo.CallToolRequest) (*mcpgo.CallToolResult, error) {
+func slow(ctx context.Context, req mcpgo.CallToolRequest) (*mcpgo.CallToolResult, error) {
 	seconds := req.GetFloat("seconds", 1)
 	steps := req.GetInt("steps", 5)
 	switch {
@@ -121,7 +131,7 @@ func slow(ctx context.Context, s *mcpserver.MCPServer, req mcpgo.CallToolRequest
 		}
 		if token != nil {
 			// Best effort: a client that went away does not stop the tool.
-			_ = s.SendNotificationToClient(ctx, string(mcpgo.MethodNotificationProgress), map[string]any{
+			_ = front.Notify(ctx, string(mcpgo.MethodNotificationProgress), map[string]any{
 				"progressToken": token,
 				"progress":      i,
 				"total":         steps,
@@ -134,13 +144,7 @@ func slow(ctx context.Context, s *mcpserver.MCPServer, req mcpgo.CallToolRequest
 }
 
 // ServeStdio serves a new sample server over newline-delimited JSON-RPC on
-// in and out until in ends (nil) or ctx does (ctx.Err()). mcp-go's stdio
-// server keeps its session in a package variable: serve one stream at a
-// time per process (a child process, as mcpotc sample-mcp does).
+// in and out until in ends or ctx does (see front.Front's ServeStdio).
 func ServeStdio(ctx context.Context, in io.Reader, out io.Writer) error {
-	s := mcpserver.NewStdioServer(NewServer())
-	// Room for concurrent calls (benchmarks); mcp-go's default is 5.
-	mcpserver.WithWorkerPoolSize(32)(s)
-	mcpserver.WithQueueSize(256)(s)
-	return s.Listen(ctx, in, out)
+	return NewServer().ServeStdio(ctx, in, out)
 }

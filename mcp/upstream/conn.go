@@ -199,12 +199,17 @@ func (c *connection) startSSE() error {
 }
 
 func (c *connection) startInProcess() error {
-	h := inProcessHandlers{c.u}
-	t := mcptransport.NewInProcessTransportWithOptions(c.u.cfg.InProcess,
-		mcptransport.WithElicitationHandler(h),
-		mcptransport.WithSamplingHandler(h),
-		mcptransport.WithRootsHandler(h),
-	)
+	t := c.u.cfg.InProcess(ServerRequests{c.u})
+	if t == nil {
+		return errors.New("the in-process server made no transport")
+	}
+	if rt, ok := t.(interface {
+		SetRequestHandler(mcptransport.RequestHandler)
+	}); ok {
+		// A transport that reads the server's requests itself (Piped)
+		// answers them as a child's are answered.
+		rt.SetRequestHandler(c.handleServerRequest)
+	}
 	t.SetNotificationHandler(c.handleNotification)
 	c.t = t
 	return t.Start(c.ctx)
@@ -808,11 +813,14 @@ func (c *connection) handleNotification(n mcpgo.JSONRPCNotification) {
 	}
 }
 
-// inProcessHandlers answers server→client requests of an in-process
-// server, as answerServerRequest does.
-type inProcessHandlers struct{ u *Upstream }
+// ServerRequests answers the requests an in-process server sends its
+// client (elicitation, sampling, roots) as those of any other server are
+// answered (answerServerRequest). It is mcp-go's client-side elicitation,
+// sampling and roots handler, for an InProcess whose transport takes them.
+type ServerRequests struct{ u *Upstream }
 
-func (h inProcessHandlers) Elicit(ctx context.Context, req mcpgo.ElicitationRequest) (*mcpgo.ElicitationResult, error) {
+// Elicit answers an elicitation/create.
+func (h ServerRequests) Elicit(ctx context.Context, req mcpgo.ElicitationRequest) (*mcpgo.ElicitationResult, error) {
 	params, err := json.Marshal(req.Params)
 	if err != nil {
 		return nil, err
@@ -828,12 +836,14 @@ func (h inProcessHandlers) Elicit(ctx context.Context, req mcpgo.ElicitationRequ
 	return &out, nil
 }
 
-func (h inProcessHandlers) CreateMessage(_ context.Context, _ mcpgo.CreateMessageRequest) (*mcpgo.CreateMessageResult, error) {
+// CreateMessage answers a sampling/createMessage.
+func (h ServerRequests) CreateMessage(_ context.Context, _ mcpgo.CreateMessageRequest) (*mcpgo.CreateMessageResult, error) {
 	_, _, msg := h.u.answerServerRequest(context.Background(), string(mcpgo.MethodSamplingCreateMessage), nil)
 	return nil, errors.New(msg)
 }
 
-func (h inProcessHandlers) ListRoots(_ context.Context, _ mcpgo.ListRootsRequest) (*mcpgo.ListRootsResult, error) {
+// ListRoots answers a roots/list.
+func (h ServerRequests) ListRoots(_ context.Context, _ mcpgo.ListRootsRequest) (*mcpgo.ListRootsResult, error) {
 	return &mcpgo.ListRootsResult{Roots: []mcpgo.Root{}}, nil
 }
 

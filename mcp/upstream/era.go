@@ -566,6 +566,10 @@ type InputRequiredError struct {
 	legacy *Error // the -32042 form, when URLs is set
 }
 
+// InputAsked is the number of URL requests (len(URLs)) and a description
+// of each request (Asked).
+func (e *InputRequiredError) InputAsked() (int, []string) { return len(e.URLs), e.Asked }
+
 // URLRequest is one URL elicitation of an input_required result.
 type URLRequest struct {
 	Key     string // its key in inputRequests: the key of its answer

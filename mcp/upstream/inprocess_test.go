@@ -18,7 +18,7 @@ func TestUpstreamInProcessSample(t *testing.T) {
 	var mu sync.Mutex
 	var progress []string
 	logs := &testLogs{}
-	u, err := Start(context.Background(), &Config{Name: "sample", InProcess: sample.NewServer()}, &Options{
+	u, err := Start(context.Background(), &Config{Name: "sample", InProcess: Piped(sample.ServeStdio)}, &Options{
 		Logger: logs.logger(),
 		OnNotification: func(method string, params json.RawMessage) {
 			mu.Lock()

@@ -31,6 +31,9 @@ type TooLargeError struct {
 	Size     int64  // the answer's size in bytes when it was read to its end; 0 when not
 }
 
+// MessageLimit is the limit the answer was over (Limit).
+func (e *TooLargeError) MessageLimit() int64 { return e.Limit }
+
 func (e *TooLargeError) Error() string {
 	what := "the answer"
 	if e.Tool != "" {

@@ -13,8 +13,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	mcpserver "github.com/mark3labs/mcp-go/server"
 )
 
 // Defaults used when the matching Config field is zero.
@@ -44,10 +42,19 @@ const (
 // A call ended by the caller's own context returns an error wrapping
 // ctx.Err() (context.Canceled or context.DeadlineExceeded) and none of these.
 var (
-	ErrUnavailable  = errors.New("mcp: upstream unavailable")
-	ErrLost         = errors.New("mcp: upstream call lost")
-	ErrUnauthorized = errors.New("mcp: upstream rejected the credentials")
+	ErrUnavailable  error = &failure{"unavailable", "mcp: upstream unavailable"}
+	ErrLost         error = &failure{"lost", "mcp: upstream call lost"}
+	ErrUnauthorized error = &failure{"unauthorized", "mcp: upstream rejected the credentials"}
 )
+
+// failure is one of the errors above: its Failure method names its kind,
+// for code that reads errors by their methods (the mapping to OTC).
+type failure struct{ kind, text string }
+
+func (f *failure) Error() string { return f.text }
+
+// Failure is "unavailable", "lost" or "unauthorized".
+func (f *failure) Failure() string { return f.kind }
 
 // Error is a JSON-RPC error answered by an upstream MCP server to a
 // request of the bridge.
@@ -60,6 +67,9 @@ type Error struct {
 	Message string
 	Data    json.RawMessage
 }
+
+// RPCError is the error's code, message and data.
+func (e *Error) RPCError() (int, string, json.RawMessage) { return e.Code, e.Message, e.Data }
 
 // Error is the code and message; never the data.
 func (e *Error) Error() string {
@@ -121,9 +131,10 @@ type Config struct {
 	// upstream.
 	HTTPClient *http.Client
 
-	// InProcess is an mcp-go server in this process, reached without any
-	// I/O (the built-in sample server, tests). Zero: not in-process.
-	InProcess *mcpserver.MCPServer
+	// InProcess is an MCP server in this process (the built-in sample
+	// server, tests): a client transport is made with it for each
+	// connection (see InProcess, Piped). Zero: not in-process.
+	InProcess InProcess
 
 	// CallTimeout bounds one tools/call; when it passes, the call is
 	// cancelled upstream and fails with ErrLost. Zero: DefaultCallTimeout.

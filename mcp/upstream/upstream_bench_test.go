@@ -36,7 +36,7 @@ func BenchmarkUpCallParams(b *testing.B) {
 }
 
 func BenchmarkUpstreamCallInProcess(b *testing.B) {
-	u, err := Start(context.Background(), &Config{Name: "sample", InProcess: sample.NewServer()}, nil)
+	u, err := Start(context.Background(), &Config{Name: "sample", InProcess: Piped(sample.ServeStdio)}, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
