@@ -67,15 +67,20 @@ func TestUnescapeHTML(t *testing.T) {
 // of the message itself, not a copy or a re-encoding.
 func TestFrontReadsToolsCallOnce(t *testing.T) {
 	msg := []byte(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"Calculator_Add","arguments":{"a":2,"b":3}}}`)
-	allocs := testing.AllocsPerRun(100, func() {
-		m, failure := decode(msg)
-		if failure != nil {
-			t.Fatal(failure.Message)
-		}
-		if _, failure := callRequest(m.params); failure != nil {
-			t.Fatal(failure.Message)
-		}
-	})
+	// The fewest of five measures: AllocsPerRun counts the process's
+	// allocations, and a goroutine left by another test can add some.
+	allocs := 1e9
+	for range 5 {
+		allocs = min(allocs, testing.AllocsPerRun(100, func() {
+			m, failure := decode(msg)
+			if failure != nil {
+				t.Fatal(failure.Message)
+			}
+			if _, failure := callRequest(m.params); failure != nil {
+				t.Fatal(failure.Message)
+			}
+		}))
+	}
 	// The envelope and the tool's name: two allocations (the member
 	// lists stay on the stack), none of them of the arguments.
 	if allocs > 2 {
