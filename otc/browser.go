@@ -18,10 +18,6 @@ func (h *Handler) rejectRebinding(w http.ResponseWriter, r *http.Request) bool {
 	if refused == nil {
 		return false
 	}
-	what := "host"
-	if refused.Header == "Origin" {
-		what = "origin"
-	}
-	writeJSON(w, http.StatusForbidden, map[string]string{"message": fmt.Sprintf("forbidden: %s %q is not a loopback %s (see --allowed-host)", refused.Header, refused.Value, what)})
+	writeJSON(w, http.StatusForbidden, map[string]string{"message": fmt.Sprintf("forbidden: %s %q is not a loopback %s (see --allowed-host)", refused.Header, refused.Value, refused.Noun())})
 	return true
 }

@@ -3,6 +3,8 @@ package otc
 import (
 	"slices"
 	"strings"
+
+	"github.com/mcpotc/mcpotc/internal/editdist"
 )
 
 // Did-you-mean for a call to a tool id nobody serves: ids differ with how a
@@ -76,7 +78,7 @@ func (ix suggestIndex) suggest(id string) []string {
 			kit := normToolKey(k[:strings.LastIndexByte(k, '.')])
 			d := 0 // no toolkit asked for, or one toolkit name holds the other
 			if toolkit != "" && !strings.Contains(kit, toolkit) && !strings.Contains(toolkit, kit) {
-				d = 1 + levenshtein(toolkit, kit)
+				d = 1 + editdist.Distance(toolkit, kit)
 			}
 			switch {
 			case bestD < 0 || d < bestD:
@@ -96,7 +98,7 @@ func (ix suggestIndex) suggest(id string) []string {
 	want := strings.ToLower(req)
 	best, bestD := []string(nil), max(1, len(want)/8)+1
 	for _, k := range ix.keys {
-		switch d := levenshtein(want, strings.ToLower(k)); {
+		switch d := editdist.Distance(want, strings.ToLower(k)); {
 		case d < bestD:
 			best, bestD = []string{k}, d
 		case d == bestD && best != nil && len(best) < suggestMax:
@@ -117,25 +119,4 @@ func didYouMean(keys []string) string {
 		quoted[i] = "'" + k + "'"
 	}
 	return "; did you mean " + strings.Join(quoted, " or ") + "?"
-}
-
-// levenshtein is the edit distance of a and b, in bytes.
-func levenshtein(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }

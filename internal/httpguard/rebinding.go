@@ -44,6 +44,14 @@ type Refusal struct {
 	Header, Value string
 }
 
+// Noun names what was refused in an answer's text: "host" or "origin".
+func (r *Refusal) Noun() string {
+	if r.Header == "Origin" {
+		return "origin"
+	}
+	return "host"
+}
+
 // Check returns nil when r may pass, else what it named that is not
 // local. See Rebinding.
 func (g *Rebinding) Check(r *http.Request) *Refusal {

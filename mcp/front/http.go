@@ -923,11 +923,7 @@ func (h *HTTPHandler) rejectRebinding(w http.ResponseWriter, r *http.Request) bo
 	if refused == nil {
 		return false
 	}
-	what := "host"
-	if refused.Header == "Origin" {
-		what = "origin"
-	}
-	http.Error(w, fmt.Sprintf("forbidden: %s %q is not a local %s (see --allowed-host)", refused.Header, refused.Value, what), http.StatusForbidden)
+	http.Error(w, fmt.Sprintf("forbidden: %s %q is not a local %s (see --allowed-host)", refused.Header, refused.Value, refused.Noun()), http.StatusForbidden)
 	return true
 }
 
