@@ -215,6 +215,19 @@ func TestOAuthSharedTypeScriptServer(t *testing.T) {
 	}, b.get(t, "/health", nil, nil).Body); len(errs) > 0 {
 		t.Errorf("/health: %s", strings.Join(errs, "; "))
 	}
+	// /oauth/ is behind the Host check (issue 25, item 13): a page served
+	// under a rebound name cannot drive the operator's flow; the real host
+	// opens it (below).
+	rebound, _ := http.NewRequest(http.MethodGet, url, nil)
+	rebound.Host = "attacker.example"
+	if resp, err := (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(rebound); err != nil {
+		t.Fatal(err)
+	} else {
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden {
+			t.Errorf("the operator's authorization URL under Host attacker.example: %d, want 403", resp.StatusCode)
+		}
+	}
 	// An upstream waiting for its operator does not hold the tool list
 	// (README, Start-up): GET /tools answers, without its tools.
 	if r := b.get(t, "/tools", map[string]string{"OXP-Version": "1.0"}, nil); r.Status != http.StatusOK || otcfShow(r.Body) != `{"items":[]}` {
