@@ -465,7 +465,8 @@ func tokenVerifier(jwts *oauth.JWTVerifier, intro *oauth.Introspector, introIssu
 				return nil, fmt.Errorf("%w: the introspection answer names no issuer", front.ErrInvalidToken)
 			}
 		}
-		return &front.Identity{Issuer: iss, Subject: info.Subject, ClientID: info.ClientID, Scopes: info.Scopes, Audience: info.Audience, Expiry: info.Expiry}, nil
+		return &front.Identity{Issuer: iss, Subject: info.Subject, ClientID: info.ClientID, Scopes: info.Scopes, Audience: info.Audience, Expiry: info.Expiry,
+			Claims: info.Claims}, nil
 	}
 }
 
