@@ -208,3 +208,18 @@ func TestJWTCallerClaims(t *testing.T) {
 		}
 	}
 }
+
+// withExtensions leaves its input as it was, even when it has room to
+// grow in place: the schemas it adds carriers to are a catalog's, kept
+// and encoded again (a filtered list after the carried ones).
+func TestWithExtensionsLeavesItsInput(t *testing.T) {
+	obj := make([]byte, 0, 64)
+	obj = append(obj, `{"type":"object"}`...)
+	out, err := withExtensions(obj, Extensions{"x-a": json.RawMessage(`1`)})
+	if err != nil || string(out) != `{"type":"object","x-a":1}` {
+		t.Fatalf("%s %v", out, err)
+	}
+	if string(obj) != `{"type":"object"}` {
+		t.Errorf("the input became %s", obj)
+	}
+}
