@@ -406,3 +406,41 @@ func TestOTCFrontControls(t *testing.T) {
 		t.Errorf("the override of gone was logged %d times, want once", n)
 	}
 }
+
+// Callers that did not authenticate are one principal per client address
+// (an IPv6 address by its /64): one address spending its limit leaves
+// another's whole; another address of the same /64 is the same caller.
+func TestOTCFrontLimitPerAddress(t *testing.T) {
+	limits, _ := policy.NewLimits(&policy.Rate{Requests: 1, Per: time.Hour}, nil)
+	f, err := NewOTCFront(context.Background(), []MCPUpstream{{Toolkit: "Sample", Config: upstream.Config{Name: "sample", InProcess: upstream.Piped(mcpsample.ServeStdio)}}},
+		&OTCFrontOptions{Logger: zerolog.Nop(), Controls: &Controls{Limits: limits}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.Close(context.Background()) })
+	waitOTCReady(t, f)
+	call := func(addr string) int {
+		w := httptest.NewRecorder()
+		r := httptest.NewRequest(http.MethodPost, "/tools/call", strings.NewReader(`{"tool_id":"Sample.echo","input":{"message":"hi"}}`))
+		r.Header.Set("Content-Type", "application/json")
+		r.Header.Set("OXP-Version", "1.0")
+		r.RemoteAddr = addr
+		f.Handler().ServeHTTP(w, r)
+		return w.Code
+	}
+	for _, tc := range []struct {
+		addr string
+		want int
+	}{
+		{"192.0.2.1:1000", 200},
+		{"192.0.2.1:2000", 429}, // the same address, another port
+		{"192.0.2.2:1000", 200},
+		{"[2001:db8:1:2::1]:1000", 200},
+		{"[2001:db8:1:2:ffff::9]:1000", 429}, // the same /64
+		{"[2001:db8:1:3::1]:1000", 200},
+	} {
+		if got := call(tc.addr); got != tc.want {
+			t.Errorf("a call from %s: %d, want %d", tc.addr, got, tc.want)
+		}
+	}
+}

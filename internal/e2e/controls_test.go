@@ -369,10 +369,12 @@ func TestControlsOTCFrontJWT(t *testing.T) {
 // 429 with Retry-After — not 30 run (10 per replica). bob, another JWT
 // subject, then has his own 10. A storm of 300 more of alice's calls is
 // answered without Redis running the script again more than once per
-// replica (the refusal is remembered for its wait).
+// replica (the refusal is remembered for its wait). Redis then stops:
+// calls go on, each replica counting in its own buckets (a new caller's
+// 45 calls: 10 run per replica), which each replica logs once.
 func TestControlsLimitAcrossReplicas(t *testing.T) {
 	const secret = "replicas-e2e-jwt-secret"
-	redisURL, _ := startRedis(t)
+	redisURL, redisProc := startRedis(t)
 	upURL, count := scaleUpstream(t)
 	bin := buildMcpotc(t)
 	cfgPath := filepath.Join(t.TempDir(), "serve-otc.json")
@@ -382,6 +384,7 @@ func TestControlsLimitAcrossReplicas(t *testing.T) {
 		t.Fatal(err)
 	}
 	var bases []string
+	var procs []*proc
 	for range 3 {
 		port := strconv.Itoa(freePort(t))
 		p := startProcess(t, context.Background(), bin, []string{"serve-otc", "--listen", "127.0.0.1:" + port, "--state", redisURL,
@@ -389,6 +392,7 @@ func TestControlsLimitAcrossReplicas(t *testing.T) {
 		base := "http://127.0.0.1:" + port
 		p.waitHTTP(t, base+"/ready", 60*time.Second)
 		bases = append(bases, base)
+		procs = append(procs, p)
 	}
 	rc := redis.NewClient(&redis.Options{Addr: strings.TrimSuffix(strings.TrimPrefix(redisURL, "redis://"), "/0")})
 	defer rc.Close()
@@ -482,6 +486,65 @@ func TestControlsLimitAcrossReplicas(t *testing.T) {
 			t.Errorf("the Redis key %s does not expire (%v)", k, ttl)
 		}
 	}
-	t.Logf("3 replicas, one Redis: alice's 60 concurrent calls → %d run, %d × 429; bob then %d of 12; a storm of 300 more → %d × 429 with %d script runs in Redis; %d bucket keys, all expiring, none naming a caller or tool",
-		first.status[200], first.status[429], 10, storm.status[429], after-before, len(keys))
+	if err := redisProc.Stop(); err != nil {
+		t.Logf("stopping redis-server: %v", err)
+	}
+	carol := hs256(t, secret, jwt.MapClaims{"sub": "carol"})
+	down := burst(carol, 45, "carol")
+	if down.status[200] != 30 || down.status[429] != 15 {
+		t.Errorf("carol's 45 calls with Redis down: %v, want 30 × 200 (10 per replica) and 15 × 429", down.status)
+	}
+	const downLine = "rate limits: the --state store cannot be reached; each replica counts calls in its own buckets until it answers"
+	for i, p := range procs {
+		if n := strings.Count(p.Stderr(), downLine); n != 1 {
+			t.Errorf("replica %d logged the store down %d times, want once", i+1, n)
+		}
+	}
+	t.Logf("3 replicas, one Redis: alice's 60 concurrent calls → %d run, %d × 429; bob then %d of 12; a storm of 300 more → %d × 429 with %d script runs in Redis; %d bucket keys, all expiring, none naming a caller or tool; Redis down: carol's 45 → %d run (10 per replica), logged once per replica",
+		first.status[200], first.status[429], 10, storm.status[429], after-before, len(keys), down.status[200])
+}
+
+// TestControlsMCPLimitAcrossReplicas: two serve-mcp replicas sharing a
+// redis-server (serve-mcp --state), a limit of 5 calls an hour of add per
+// caller; callers that did not authenticate are their address, here the
+// same one: 20 calls alternating between the replicas run 5 times, the
+// other 15 are isError results naming the wait.
+func TestControlsMCPLimitAcrossReplicas(t *testing.T) {
+	redisURL, _ := startRedis(t)
+	bin := buildMcpotc(t)
+	samplePort := strconv.Itoa(freePort(t))
+	sample := startProcess(t, context.Background(), bin, []string{"sample-otc", "--listen", "127.0.0.1:" + samplePort}, nil)
+	sample.waitHTTP(t, "http://127.0.0.1:"+samplePort+"/health", 30*time.Second)
+	cfgPath := filepath.Join(t.TempDir(), "serve-mcp.json")
+	cfg := `{"upstreams": [{"name": "tools", "url": "http://127.0.0.1:` + samplePort + `", "tools": {"Calculator_Add": {"name": "add"}}}],
+		"rate_limits": {"per_tool": [{"tools": ["add"], "requests": 5, "per": "1h"}]}}`
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var urls []string
+	for range 2 {
+		port := strconv.Itoa(freePort(t))
+		p := startProcess(t, context.Background(), bin, []string{"serve-mcp", "--transport", "http", "--stateless", "--listen", "127.0.0.1:" + port,
+			"--state", redisURL, "--config", cfgPath}, nil)
+		p.waitHTTP(t, "http://127.0.0.1:"+port+"/health", 60*time.Second)
+		urls = append(urls, "http://127.0.0.1:"+port+"/mcp")
+	}
+	ran, refused := 0, 0
+	for i := 0; i < 20; i++ {
+		frame := mcpJSONRPC(t, urls[i%2], "", "tools/call", `{"name":"add","arguments":{"a":1,"b":2}}`)
+		res, _ := frame["result"].(map[string]any)
+		raw, _ := json.Marshal(frame)
+		switch {
+		case res["isError"] == true && strings.Contains(string(raw), "Rate limit reached: this caller may call add 5 calls per hour."):
+			refused++
+		case strings.Contains(string(raw), `"sum":3`):
+			ran++
+		default:
+			t.Fatalf("call %d: %s", i+1, raw)
+		}
+	}
+	if ran != 5 || refused != 15 {
+		t.Errorf("20 calls over two serve-mcp replicas: %d ran, %d refused; want 5 and 15", ran, refused)
+	}
+	t.Logf("2 serve-mcp replicas, one Redis: 20 calls of add (5 an hour) → %d ran, %d refused", ran, refused)
 }
