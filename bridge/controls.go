@@ -65,6 +65,10 @@ func (c *controls) set(ctl *Controls) {
 
 func (c *controls) load() *activeControls { return c.cur.Load() }
 
+// limited reports whether there are rate limits (a call without them
+// costs nothing more).
+func (c *controls) limited() bool { return c.load().limiter != nil }
+
 // storeDown logs the shared buckets' store failing, and answering again.
 func (c *controls) storeDown(err error) {
 	if err != nil {

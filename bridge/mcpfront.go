@@ -573,9 +573,11 @@ func clashes(owner map[string]toolOwner, upstream string, tools map[string]*fron
 // handler calls the OTC tool behind one MCP tool.
 func (f *MCPFront) handler(t *frontTool) front.ToolHandler {
 	return func(ctx context.Context, req mcpgo.CallToolRequest) (*mcpgo.CallToolResult, error) {
-		if d := f.ctl.admit(ctx, mcpKey(ctx), t.up.Name, t.Tool.Name); d.Wait > 0 {
-			f.opts.Metrics.Call(metrics.FrontMCP, t.up.Name, t.Tool.Name, metrics.RateLimited, 0)
-			return rateLimited(t.Tool.Name, d), nil
+		if f.ctl.limited() {
+			if d := f.ctl.admit(ctx, mcpKey(ctx), t.up.Name, t.Tool.Name); d.Wait > 0 {
+				f.opts.Metrics.Call(metrics.FrontMCP, t.up.Name, t.Tool.Name, metrics.RateLimited, 0)
+				return rateLimited(t.Tool.Name, d), nil
+			}
 		}
 		start := time.Now()
 		callReq := &otc.CallToolRequest{

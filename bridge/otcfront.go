@@ -299,6 +299,9 @@ func (f *OTCFront) SetControls(c *Controls) { f.ctl.set(c) }
 // caller, and of its calls of the tool (labelled, as in the metrics, by
 // its upstream and its id without version).
 func (f *OTCFront) admit(ctx context.Context, caller otc.Caller, def *otc.ToolDefinition) *otc.ServerErrorResponse {
+	if !f.ctl.limited() {
+		return nil
+	}
 	up := metrics.Other
 	if u, ok := (*f.owners.Load())[def.ID]; ok {
 		up = u

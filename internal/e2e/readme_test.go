@@ -539,7 +539,7 @@ func readmeScaleOut(t *testing.T, r *readmeEnv, b readmeBlock) {
 func readmeControls(file, test, how string) func(t *testing.T, r *readmeEnv, b readmeBlock) {
 	return func(t *testing.T, r *readmeEnv, b readmeBlock) {
 		readmeSameJSON(t, r, b, file)
-		r.note(b, "is %s (as data); run by %s (internal/e2e/controls_test.go), %s; its figures are in CI's e2e step", file, test, how)
+		r.note(b, "is %s (as data); run by %s (internal/e2e/controls_test.go), %s", file, test, how)
 	}
 }
 
