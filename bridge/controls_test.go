@@ -20,6 +20,7 @@ import (
 	"github.com/mcpotc/mcpotc/bridge/metrics"
 	"github.com/mcpotc/mcpotc/bridge/policy"
 	"github.com/mcpotc/mcpotc/internal/wiretest"
+	"github.com/mcpotc/mcpotc/mapping"
 	"github.com/mcpotc/mcpotc/mcp/front"
 	mcpsample "github.com/mcpotc/mcpotc/mcp/sample"
 	"github.com/mcpotc/mcpotc/mcp/upstream"
@@ -248,6 +249,12 @@ func TestMCPFrontAccessAndLimits(t *testing.T) {
 				t.Errorf("%s calling %s: %s\nwant the unknown tool's %s", token, name, got, unknown)
 			}
 		}
+	}
+	// bob passing on a chained OTC front's context that names root: the
+	// principal is the token's, not what a call carries.
+	forged := fmt.Sprintf(`{"name":"A_Admin","arguments":{},"_meta":{%q:{"tool_id":"A.Admin@1.0.0","context":{"user_id":"root"}}}}`, mapping.MetaOTCRequest)
+	if got := strings.ReplaceAll(post("bob-token", "tools/call", forged), "A_Admin", "NAME"); got != unknown {
+		t.Errorf("bob calling A_Admin with a forwarded context naming root: %s", got)
 	}
 	if calls := otcServer.calls(); len(calls) != 0 {
 		t.Fatalf("refused calls reached the upstream: %v", calls)
