@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
@@ -19,6 +20,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mcpotc/mcpotc/bridge/metrics"
+	"github.com/mcpotc/mcpotc/bridge/policy"
 	"github.com/mcpotc/mcpotc/bridge/tracing"
 	"github.com/mcpotc/mcpotc/mapping"
 	"github.com/mcpotc/mcpotc/mcp/front"
@@ -75,6 +77,10 @@ type OTCUpstream struct {
 	// that must never reach a log line, should an upstream echo them;
 	// Secrets and Tokens values are redacted too. Zero: only those.
 	Credentials []string
+	// Tools override how the front shows some of its tools (README, "Tool
+	// overrides"), by the OTC name the upstream lists them under. Nil:
+	// none.
+	Tools policy.Overrides
 	// Configure, when set, replaces "configure it for upstream NAME" in
 	// the error of a call refused for a secret or user id this upstream
 	// was not given: how it can be given one (the built-in sample, which
@@ -105,6 +111,12 @@ type MCPFrontOptions struct {
 	// in this process. Zero: DefaultIdempotencyTTL; negative: the argument
 	// is an ordinary one, passed on as it is.
 	IdempotencyTTL time.Duration
+	// Controls are the access policy and rate limits (SetControls
+	// replaces them). Nil: none.
+	Controls *Controls
+	// LimitStore keeps the rate limits' buckets where the replicas share
+	// them (bridge/state). Nil: this process's memory.
+	LimitStore policy.Store
 }
 
 // MCPFront serves the tools of OTC upstreams to MCP clients.
@@ -117,10 +129,12 @@ type MCPFront struct {
 
 	draining atomic.Bool // Drain was called: /ready is 503
 	idem     *idemStore  // answers of calls with an idempotency_key; nil: off
+	ctl      *controls   // access policy and rate limits
 
 	mu          sync.Mutex // guards fingerprint and each upstream's tools on refresh
 	fingerprint [32]byte
 	print       catalogPrint // the served catalog, for the log of its changes
+	served      []front.Tool // the served catalog, for SetControls
 }
 
 type otcUpstream struct {
@@ -137,6 +151,9 @@ type otcUpstream struct {
 	// the error message explainedFor (the probes run once per message).
 	explainedFor string
 	explained    error
+	// overrideNotes are the Tools overrides naming a tool the upstream no
+	// longer lists, logged once.
+	overrideNotes onceNotes
 }
 
 // explain adds what to do to a listing error (see explainOTCListing).
@@ -212,7 +229,8 @@ func NewMCPFront(ctx context.Context, upstreams []OTCUpstream, opts *MCPFrontOpt
 		failed(span, metrics.UnknownTool)
 		span.End()
 	}
-	f.front = front.New("mcpotc", f.opts.Version, &front.Options{Logger: slogLogger(f.log), OnUnknownTool: unknown})
+	f.ctl = newControls(metrics.FrontMCP, f.opts.Controls, f.opts.LimitStore, f.log, f.opts.Metrics)
+	f.front = front.New("mcpotc", f.opts.Version, &front.Options{Logger: slogLogger(f.log), OnUnknownTool: unknown, Visibility: f.ctl.mcpVisibility})
 	f.opts.Metrics.Watch(metrics.FrontMCP, f.upstreamMetrics)
 	if err := f.refresh(ctx, true); err != nil {
 		return nil, err
@@ -261,6 +279,16 @@ func (f *MCPFront) Drain() { f.draining.Store(true) }
 
 // Front is the MCP server, for its transports.
 func (f *MCPFront) Front() *front.Front { return f.front }
+
+// SetControls replaces the access policy and rate limits (nil: none), for
+// the calls that start from now on; clients are told that the tool list
+// changed (what each may see may have).
+func (f *MCPFront) SetControls(c *Controls) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.ctl.set(c)
+	f.front.SetTools(f.served...)
+}
 
 // The first listings (Run): an OTC server started beside this one answers
 // 503 (or an empty list) until its own tool servers are up, so an
@@ -325,7 +353,8 @@ func (f *MCPFront) refresh(ctx context.Context, atStart bool) error {
 		err       error // the listing failed, or
 		clash     error // it names two tools alike
 		digest    otc.CatalogDigest
-		unchanged bool // the listing its tools were made from
+		unchanged bool     // the listing its tools were made from
+		missing   []string // overrides of tools it does not list
 	}
 	results := make([]listing, len(f.upstreams))
 	prev := make([]otc.CatalogDigest, len(f.upstreams))
@@ -353,6 +382,7 @@ func (f *MCPFront) refresh(ctx context.Context, atStart bool) error {
 			results[i].digest, results[i].unchanged = digest, unchanged
 			if !unchanged {
 				results[i].tools, results[i].clash = latestTools(u, defs)
+				results[i].missing = missingOverrides(u.Tools, defs)
 			}
 		}()
 	}
@@ -389,6 +419,15 @@ func (f *MCPFront) refresh(ctx context.Context, atStart bool) error {
 			f.log.Info().Str("upstream", u.Name).Int("tools", len(r.tools)).Msg("upstream catalog available again")
 		}
 		u.err = r.err
+		if r.err == nil && !r.unchanged {
+			for _, name := range r.missing {
+				if u.overrideNotes.fresh(name) {
+					f.log.Warn().Str("upstream", u.Name).Str("tool", name).
+						Msg("tool override: the upstream does not list this tool (any more); the override waits for it")
+				}
+			}
+			u.overrideNotes.round()
+		}
 		if r.err == nil {
 			if clash := clashes(owner, u.Name, r.tools); clash == nil {
 				u.tools, u.listed = r.tools, r.digest
@@ -425,6 +464,7 @@ func (f *MCPFront) refresh(ctx context.Context, atStart bool) error {
 	copy(fp[:], h.Sum(nil))
 	if fp != f.fingerprint || atStart {
 		f.fingerprint = fp
+		f.served = server
 		f.front.SetTools(server...)
 		next := catalogPrint{}
 		for _, t := range all {
@@ -454,12 +494,28 @@ func latestTools(u *otcUpstream, defs []otc.ToolDefinition) (map[string]*frontTo
 	for _, versions := range byKey {
 		sort.SliceStable(versions, func(i, j int) bool { return otc.CompareVersions(versions[i].Version, versions[j].Version) > 0 })
 		d := versions[0] // the latest
-		name := u.Prefix + d.Name
+		// An override (README, "Tool overrides") changes how the tool is
+		// shown, never the id its calls are sent with.
+		o, overridden := u.Tools[d.Name]
+		if o.Hidden {
+			continue
+		}
+		shown := d
+		if overridden {
+			c := *d
+			c.Name, c.Description = cmp.Or(o.Name, d.Name), cmp.Or(o.Description, d.Description)
+			shown = &c
+		}
+		name := u.Prefix + shown.Name
 		if prev, ok := tools[name]; ok {
 			return nil, fmt.Errorf("upstream %s lists two tools named %q: %s and %s", u.Name, name, prev.def.ID, d.ID)
 		}
-		ft := &frontTool{MCPTool: mapping.MCPToolFromOTC(d, name, u.Prefix, versions), up: u, def: d, versions: map[string]*otc.ToolDefinition{},
+		ft := &frontTool{MCPTool: mapping.MCPToolFromOTC(shown, name, u.Prefix, versions), up: u, def: d, versions: map[string]*otc.ToolDefinition{},
 			ownIdemKey: declaresProperty(d.InputSchema, IdempotencyKeyArg)}
+		if overridden {
+			ft.Tool.Name = name // a tool restored from an OTC front is named by its carrier otherwise
+			ft.Tool.Title = cmp.Or(o.Title, ft.Tool.Title)
+		}
 		for _, v := range versions {
 			ft.versions[exactID(v)] = v
 		}
@@ -467,6 +523,26 @@ func latestTools(u *otcUpstream, defs []otc.ToolDefinition) (map[string]*frontTo
 		tools[ft.Tool.Name] = ft
 	}
 	return tools, nil
+}
+
+// missingOverrides are the names of overrides whose tool defs do not
+// list, sorted.
+func missingOverrides(overrides policy.Overrides, defs []otc.ToolDefinition) []string {
+	if len(overrides) == 0 {
+		return nil
+	}
+	listed := map[string]bool{}
+	for i := range defs {
+		listed[defs[i].Name] = true
+	}
+	var missing []string
+	for name := range overrides {
+		if !listed[name] {
+			missing = append(missing, name)
+		}
+	}
+	sort.Strings(missing)
+	return missing
 }
 
 // exactID is a definition's id with its version: Toolkit.Tool@x.y.z.
@@ -497,6 +573,12 @@ func clashes(owner map[string]toolOwner, upstream string, tools map[string]*fron
 // handler calls the OTC tool behind one MCP tool.
 func (f *MCPFront) handler(t *frontTool) front.ToolHandler {
 	return func(ctx context.Context, req mcpgo.CallToolRequest) (*mcpgo.CallToolResult, error) {
+		if f.ctl.limited() {
+			if d := f.ctl.admit(ctx, mcpKey(ctx), t.up.Name, t.Tool.Name); d.Wait > 0 {
+				f.opts.Metrics.Call(metrics.FrontMCP, t.up.Name, t.Tool.Name, metrics.RateLimited, 0)
+				return rateLimited(t.Tool.Name, d), nil
+			}
+		}
 		start := time.Now()
 		callReq := &otc.CallToolRequest{
 			ToolID: t.OTCID,

@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -19,6 +20,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mcpotc/mcpotc/bridge/metrics"
+	"github.com/mcpotc/mcpotc/bridge/policy"
 	"github.com/mcpotc/mcpotc/bridge/tracing"
 	"github.com/mcpotc/mcpotc/internal/callid"
 	"github.com/mcpotc/mcpotc/mapping"
@@ -39,6 +41,9 @@ type MCPUpstream struct {
 	// Allow, when not empty, lists the only MCP tools exposed; Deny lists
 	// tools never exposed. Both name MCP tools as the server does.
 	Allow, Deny []string
+	// Tools override how the front shows some of its tools (README, "Tool
+	// overrides"), by the MCP name the server lists them under. Nil: none.
+	Tools policy.Overrides
 	// ForwardAuthorization sends the first token of a call's
 	// context.authorization to an HTTP upstream as "Authorization: Bearer".
 	// Zero: never.
@@ -94,6 +99,12 @@ type OTCFrontOptions struct {
 	// check_url of those challenges. Empty: the scheme and Host each call
 	// came with.
 	PublicURL string
+	// Controls are the access policy and rate limits (SetControls
+	// replaces them). Nil: none.
+	Controls *Controls
+	// LimitStore keeps the rate limits' buckets where the replicas share
+	// them (bridge/state). Nil: this process's memory.
+	LimitStore policy.Store
 }
 
 // ReadyCheckTimeout bounds each of OTCFrontOptions.Checks in one GET /ready.
@@ -116,6 +127,7 @@ type OTCFront struct {
 	trustStated bool
 	resumes     *resumes
 	started     time.Time
+	ctl         *controls // access policy and rate limits
 
 	mu    sync.Mutex   // serializes catalog rebuilds; guards what follows
 	print catalogPrint // the served catalog's fingerprint
@@ -175,6 +187,9 @@ func NewOTCFront(ctx context.Context, upstreams []MCPUpstream, opts *OTCFrontOpt
 		f.measure(rec)
 	}
 	server.Unknown = f.unknown
+	f.ctl = newControls(metrics.FrontOTC, o.Controls, o.LimitStore, f.log, f.metrics)
+	server.Access = f.ctl.otcAccess
+	server.Admit = f.admit
 	server.StartCall = f.startCall
 	server.ListNotReady = f.listNotReady
 	h, err := otc.NewHandler(nil, &server)
@@ -275,6 +290,32 @@ func (f *OTCFront) newUpstream(u *mcpUpstream, version string) (*upstream.Upstre
 
 // Handler serves OTC, and the /oauth/ routes with OTCFrontOptions.OAuth.
 func (f *OTCFront) Handler() http.Handler { return f.serve }
+
+// SetControls replaces the access policy and rate limits (nil: none), for
+// the calls and lists that start from now on.
+func (f *OTCFront) SetControls(c *Controls) { f.ctl.set(c) }
+
+// admit is the handler's otc.Options.Admit: the rate limits of the
+// caller, and of its calls of the tool (labelled, as in the metrics, by
+// its upstream and its id without version).
+func (f *OTCFront) admit(ctx context.Context, caller otc.Caller, def *otc.ToolDefinition) *otc.ServerErrorResponse {
+	if !f.ctl.limited() {
+		return nil
+	}
+	up := metrics.Other
+	if u, ok := (*f.owners.Load())[def.ID]; ok {
+		up = u
+	}
+	tool := def.ID
+	if id, err := otc.ParseToolID(def.ID); err == nil {
+		tool = id.Key()
+	}
+	d := f.ctl.admit(ctx, func() string { return otcPrincipal(caller).Key }, up, tool)
+	if d.Wait <= 0 {
+		return nil
+	}
+	return otcRefusal(tool, d)
+}
 
 // authorized reconnects an upstream at once when the bridge's own
 // identity (user "") was authorized for it: its connection waited for
@@ -563,6 +604,8 @@ func (f *OTCFront) rebuild() {
 func (f *OTCFront) otcTools(u *mcpUpstream, toolkit, version string, raw []json.RawMessage) []otc.Tool {
 	var names []string
 	byName := map[string]json.RawMessage{}
+	original := map[string]string{} // shown name → the server's, for the calls
+	listed := map[string]bool{}
 	for _, r := range raw {
 		name, err := mapping.MCPToolName(r)
 		if err != nil {
@@ -571,11 +614,26 @@ func (f *OTCFront) otcTools(u *mcpUpstream, toolkit, version string, raw []json.
 			}
 			continue
 		}
-		if _, dup := byName[name]; dup || !u.exposes(name) {
+		listed[name] = true
+		if !u.exposes(name) || u.Tools[name].Hidden {
 			continue
 		}
-		byName[name] = r
-		names = append(names, name)
+		shown, r := f.overridden(u, name, r)
+		if _, dup := byName[shown]; dup {
+			if shown != name && f.notes.fresh("override clash "+u.name()+" "+name) {
+				f.log.Error().Str("upstream", u.name()).Str("tool", name).Str("name", shown).
+					Msg("tool override: another tool of the server has this name; the overridden tool is withheld")
+			}
+			continue
+		}
+		byName[shown], original[shown] = r, name
+		names = append(names, shown)
+	}
+	for _, name := range slices.Sorted(maps.Keys(u.Tools)) {
+		if !listed[name] && f.notes.fresh("override missing "+u.name()+" "+name) {
+			f.log.Warn().Str("upstream", u.name()).Str("tool", name).
+				Msg("tool override: the upstream does not list this tool (any more); the override waits for it")
+		}
 	}
 	sort.Strings(names)
 	var out []otc.Tool
@@ -603,7 +661,7 @@ func (f *OTCFront) otcTools(u *mcpUpstream, toolkit, version string, raw []json.
 				}
 				continue
 			}
-			tool := otc.Tool{Definition: t.Def, Func: f.call(u, id.MCPName, t), DeferRequirements: t.Restored, SchemaCarriers: carriers}
+			tool := otc.Tool{Definition: t.Def, Func: f.call(u, original[id.MCPName], t), DeferRequirements: t.Restored, SchemaCarriers: carriers}
 			if u.perUser() {
 				// Each user's own authorization: the tool says so, and its
 				// function checks (the vault may hold the user's token).
@@ -631,6 +689,31 @@ func perUserRequirements(r *otc.Requirements, upstream string, scopes []string) 
 	out.UserID = true
 	out.Authorization = append(out.Authorization, otc.AuthorizationRequirement{ID: upstream, OAuth2: &otc.OAuth2Details{Scopes: scopes}})
 	return &out
+}
+
+// overridden is an MCP tool as its override (README, "Tool overrides")
+// shows it: its name, and the raw tool with the override's name, title and
+// description; as it is without one (or when it does not read as an
+// object).
+func (f *OTCFront) overridden(u *mcpUpstream, name string, raw json.RawMessage) (string, json.RawMessage) {
+	o, ok := u.Tools[name]
+	if !ok {
+		return name, raw
+	}
+	var members map[string]json.RawMessage
+	if json.Unmarshal(raw, &members) != nil || members == nil {
+		return name, raw
+	}
+	for key, v := range map[string]string{"name": o.Name, "title": o.Title, "description": o.Description} {
+		if v != "" {
+			members[key], _ = json.Marshal(v)
+		}
+	}
+	b, err := json.Marshal(members)
+	if err != nil {
+		return name, raw
+	}
+	return cmp.Or(o.Name, name), b
 }
 
 func (u *mcpUpstream) exposes(name string) bool {

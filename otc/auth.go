@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -39,6 +40,15 @@ type Caller struct {
 	// Addr is the client's IP address (of the connection: a proxy's, when
 	// there is one).
 	Addr string
+	// Issuer, Subject, Scopes and Claims are a JWT caller's token: its
+	// iss ("" when it has none or it is not a string), sub, scope
+	// (space-separated) or else scp, and every claim as JSON decodes
+	// them. Empty for other callers. For decisions on who calls (access
+	// rules); read only.
+	Issuer  string
+	Subject string
+	Scopes  []string
+	Claims  map[string]any
 }
 
 // Principal is the caller as one string, for what is bound to the caller
@@ -101,21 +111,24 @@ func (h *Handler) Authenticate(r *http.Request) (Caller, string) {
 	if len(h.opts.JWTSecret) == 0 {
 		return c, "the bearer token is not valid"
 	}
-	sub, user, err := h.checkJWT(bearer)
+	sub, user, claims, err := h.checkJWT(bearer)
 	if err != nil {
 		return c, "the bearer token is not valid: " + err.Error()
 	}
 	c.ID, c.Authenticated, c.User = callerJWTPrefix+sub, true, user
+	c.Subject, c.Claims, c.Scopes = sub, claims, jwtScopes(claims)
+	c.Issuer, _ = claims["iss"].(string)
 	return c, ""
 }
 
 // checkJWT verifies an HS256 JWT: signature, exp (required), nbf/iat, and
 // aud against the allow-list when the token has one, and returns its sub
-// and the user its Options.JWTUserClaim names ("" when it has none).
+// and the user its Options.JWTUserClaim names ("" when it has none), and
+// its claims.
 // aud must be a string or a non-empty array of strings (RFC 7519 §4.1.3);
 // sub and the user claim, when present, strings.
-func (h *Handler) checkJWT(token string) (sub, user string, err error) {
-	claims := jwt.MapClaims{}
+func (h *Handler) checkJWT(token string) (sub, user string, claims jwt.MapClaims, err error) {
+	claims = jwt.MapClaims{}
 	_, err = jwt.ParseWithClaims(token, claims, func(*jwt.Token) (any, error) { return h.opts.JWTSecret, nil },
 		jwt.WithValidMethods([]string{"HS256"}),
 		jwt.WithExpirationRequired(),
@@ -125,19 +138,19 @@ func (h *Handler) checkJWT(token string) (sub, user string, err error) {
 	if err != nil {
 		switch {
 		case errors.Is(err, jwt.ErrTokenExpired):
-			return "", "", errors.New("expired")
+			return "", "", nil, errors.New("expired")
 		case errors.Is(err, jwt.ErrTokenRequiredClaimMissing):
-			return "", "", errors.New("exp is required")
+			return "", "", nil, errors.New("exp is required")
 		case errors.Is(err, jwt.ErrTokenSignatureInvalid), errors.Is(err, jwt.ErrTokenUnverifiable):
-			return "", "", errors.New("bad signature")
+			return "", "", nil, errors.New("bad signature")
 		case errors.Is(err, jwt.ErrTokenMalformed):
-			return "", "", errors.New("malformed")
+			return "", "", nil, errors.New("malformed")
 		}
-		return "", "", errors.New("rejected")
+		return "", "", nil, errors.New("rejected")
 	}
 	if raw, ok := claims["sub"]; ok {
 		if sub, ok = raw.(string); !ok {
-			return "", "", errors.New("sub is malformed")
+			return "", "", nil, errors.New("sub is malformed")
 		}
 	}
 	claim := h.opts.JWTUserClaim
@@ -146,22 +159,38 @@ func (h *Handler) checkJWT(token string) (sub, user string, err error) {
 	}
 	if raw, ok := claims[claim]; ok {
 		if user, ok = raw.(string); !ok {
-			return "", "", fmt.Errorf("%s is malformed", claim)
+			return "", "", nil, fmt.Errorf("%s is malformed", claim)
 		}
 	}
 	aud, present, ok := audience(claims)
 	if !ok {
-		return "", "", errors.New("aud is malformed: want a string or a non-empty array of strings")
+		return "", "", nil, errors.New("aud is malformed: want a string or a non-empty array of strings")
 	}
 	if !present {
-		return sub, user, nil
+		return sub, user, claims, nil
 	}
 	for _, a := range aud {
 		if slices.Contains(h.opts.JWTAudiences, a) {
-			return sub, user, nil
+			return sub, user, claims, nil
 		}
 	}
-	return "", "", errors.New("audience not allowed")
+	return "", "", nil, errors.New("audience not allowed")
+}
+
+// jwtScopes are the scopes a JWT grants: its scope claim (space-separated,
+// RFC 9068 §2.2.3), else its scp (an array of strings).
+func jwtScopes(claims jwt.MapClaims) []string {
+	if s, ok := claims["scope"].(string); ok {
+		return strings.Fields(s)
+	}
+	list, _ := claims["scp"].([]any)
+	var out []string
+	for _, v := range list {
+		if s, ok := v.(string); ok {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // audience reads the aud claim, strictly: a string, or a non-empty array

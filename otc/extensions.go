@@ -45,7 +45,9 @@ func withExtensions(obj []byte, ext Extensions) ([]byte, error) {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	out := bytes.TrimRight(obj, " \n")
+	// A copy: appending in place would write over obj's closing brace
+	// whenever obj has room beyond it (a validator's schema, kept).
+	out := bytes.Clone(bytes.TrimRight(obj, " \n"))
 	out = out[:len(out)-1] // the closing brace
 	for _, k := range keys {
 		if len(out) > 1 {

@@ -126,6 +126,17 @@ type Options struct {
 	// body (and Retry-After from its RetryAfter) instead of a partial
 	// list. Nil: GET /tools always answers the catalog.
 	ListNotReady func(ctx context.Context) *ServerErrorResponse
+	// Access, when set, is the tools a caller may see and call (see
+	// ToolFilter): GET /tools lists only those, and a call of any other is
+	// answered as a call of a tool nobody serves. A nil *ToolFilter
+	// allows every tool. Nil: every caller sees every tool.
+	Access func(ctx context.Context, caller Caller) *ToolFilter
+	// Admit, when set, is asked before a call runs its tool (once the
+	// tool is resolved, the caller allowed it, and its input and
+	// requirements are checked): a non-nil answer refuses the call with
+	// 429 Too Many Requests, that body, and Retry-After (whole seconds,
+	// at least 1) from its RetryAfter. Nil: every call runs.
+	Admit func(ctx context.Context, caller Caller, tool *ToolDefinition) *ServerErrorResponse
 	// Unknown, when set, may explain a call to a tool id the catalog does
 	// not hold (for example: its server is still starting) with its own
 	// 400 body; nil from it, or a nil Unknown, answers "was not found".
@@ -238,6 +249,7 @@ const (
 	OutcomeTimeout      = "timeout"       // the call timeout ran out
 	OutcomeCancelled    = "cancelled"     // the client went away before the answer
 	OutcomeInternal     = "internal"      // a panic or a 5xx
+	OutcomeRateLimited  = "rate_limited"  // refused by Options.Admit (429)
 )
 
 // classify is the Outcome of an answer.
@@ -256,6 +268,8 @@ func classify(status int, success bool, failure any) string {
 		return OutcomeInvalidInput
 	case status == http.StatusUnauthorized || status == http.StatusForbidden:
 		return OutcomeAuthRequired
+	case status == tooManyRequests:
+		return OutcomeRateLimited
 	case status >= 500:
 		return OutcomeInternal
 	}
@@ -312,11 +326,14 @@ type catalog struct {
 	carrierKeys                            []string
 	// suggest offers served ids for a call to one nobody serves.
 	suggest suggestIndex
-	// What a caller that reads some of the carriers only is answered
-	// from, encoded for it (seldom: one family is in use).
+	// What a caller that reads some of the carriers only, or whose
+	// Options.Access filter hides tools, is answered from, encoded for it;
+	// keys are the defs' Toolkit.Tool.
 	defs     []ToolDefinition
 	plains   []json.RawMessage
 	carriers []Extensions
+	keys     []string
+	filtered filteredListings
 }
 
 type toolVersions struct {
@@ -459,6 +476,7 @@ func (h *Handler) SetTools(tools []Tool) error {
 		tv.byVer[d.Version] = &servedTool{Tool: t, validator: v}
 		tv.versions = append(tv.versions, d.Version)
 		defs = append(defs, *d)
+		c.keys = append(c.keys, id.Key())
 		plains = append(plains, v.plain)
 		for k := range t.SchemaCarriers {
 			if !strings.HasPrefix(k, "x-") {
@@ -494,8 +512,9 @@ func (h *Handler) SetTools(tools []Tool) error {
 		for k := range keys {
 			c.carrierKeys = append(c.carrierKeys, k)
 		}
-		c.defs, c.plains, c.carriers = defs, plains, carriers
+		c.carriers = carriers
 	}
+	c.defs, c.plains = defs, plains
 	h.catalog.Store(c)
 	return nil
 }
@@ -746,7 +765,8 @@ func (h *Handler) serveTools(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if _, ok := h.authorized(rp); !ok {
+	caller, ok := h.authorized(rp)
+	if !ok {
 		return
 	}
 	// A list request may carry {"$schema": …} in its body (OTC 1.0).
@@ -784,7 +804,7 @@ func (h *Handler) serveTools(w http.ResponseWriter, r *http.Request) {
 	if d, _ := dialectOfSchema(rp.schema); d == DialectOTC10 {
 		wrapped = true
 	}
-	tools := c.listing(rp.carriers, wrapped)
+	tools := c.listingFor(h.filter(r.Context(), caller), rp.carriers, wrapped)
 	rp.headers()
 	// The catalog was encoded by SetTools (compact, as writeJSON writes
 	// it): its bytes are written as they are, in place, not encoded again.
@@ -994,15 +1014,25 @@ func (h *Handler) call(rp *reply, r *http.Request, req *CallToolRequest, caller 
 		req.CallID = newUUID()
 	}
 	c := h.catalog.Load()
+	filter := h.filter(r.Context(), caller)
 	id, err := ParseToolID(req.ToolID)
 	if err != nil {
-		failure := &ServerErrorResponse{Message: fmt.Sprintf("Tool '%s' was not found%s", req.ToolID, didYouMean(c.suggest.suggest(req.ToolID))), DeveloperMessage: err.Error()}
+		failure := notFound(c, filter, req.ToolID, err.Error())
 		rp.error(http.StatusBadRequest, failure)
 		h.observeUnknown(r.Context(), req, start, failure)
 		return
 	}
 	// Toolkit.Tool is the id up to its version: looked up without building it.
-	tv := c.byKey[req.ToolID[:len(id.Toolkit)+1+len(id.Tool)]]
+	key := req.ToolID[:len(id.Toolkit)+1+len(id.Tool)]
+	if !filter.allows(key) {
+		// As if nobody served it: no version, no Unknown, no suggestion
+		// the caller may not see.
+		failure := notFound(c, filter, req.ToolID, fmt.Sprintf("no tool %s is served", id.Key()))
+		rp.error(http.StatusBadRequest, failure)
+		h.observeUnknown(r.Context(), req, start, failure)
+		return
+	}
+	tv := c.byKey[key]
 	var st *servedTool
 	if tv != nil {
 		if v, ok := tv.resolve(id.Version); ok {
@@ -1017,14 +1047,11 @@ func (h *Handler) call(rp *reply, r *http.Request, req *CallToolRequest, caller 
 		}
 	}
 	if st == nil {
-		dev := fmt.Sprintf("no tool %s is served", id.Key())
-		hint := ""
+		failure := notFound(c, filter, req.ToolID, fmt.Sprintf("no tool %s is served", id.Key()))
 		if tv != nil {
-			dev = fmt.Sprintf("%s is not available; available versions of %s: %s", id, id.Key(), strings.Join(tv.versions, ", "))
-		} else {
-			hint = didYouMean(c.suggest.suggest(req.ToolID))
+			failure = &ServerErrorResponse{Message: fmt.Sprintf("Tool '%s' was not found", req.ToolID),
+				DeveloperMessage: fmt.Sprintf("%s is not available; available versions of %s: %s", id, id.Key(), strings.Join(tv.versions, ", "))}
 		}
-		failure := &ServerErrorResponse{Message: fmt.Sprintf("Tool '%s' was not found%s", req.ToolID, hint), DeveloperMessage: dev}
 		rp.error(http.StatusBadRequest, failure)
 		h.observeUnknown(r.Context(), req, start, failure)
 		return
@@ -1040,6 +1067,13 @@ func (h *Handler) call(rp *reply, r *http.Request, req *CallToolRequest, caller 
 		rp.error(http.StatusBadRequest, failure)
 		h.observe(r.Context(), req, def.ID, http.StatusBadRequest, false, start, failure)
 		return
+	}
+	if h.opts.Admit != nil {
+		if failure := h.opts.Admit(r.Context(), caller, def); failure != nil {
+			rp.error(tooManyRequests, failure)
+			h.observe(r.Context(), req, def.ID, tooManyRequests, false, start, failure)
+			return
+		}
 	}
 	if len(req.Input) == 0 {
 		req.Input = json.RawMessage("{}")

@@ -10,7 +10,8 @@ import (
 // Did-you-mean for a call to a tool id nobody serves: ids differ with how a
 // server was started (Sample.add, mcpotc_sample.add) and clients write the
 // name (Calculator_Add) or the MCP spelling (get-sum) where the id goes.
-// The suggestions are tool ids the catalog lists to every caller anyway.
+// The suggestions are tool ids the catalog lists to the caller anyway
+// (suggestFor: never one its Options.Access filter hides).
 
 // Bounds: the edit-distance pass runs only over catalogs of at most
 // suggestScanMax tools and requests of at most suggestMaxLen bytes (the
@@ -57,12 +58,27 @@ func newSuggestIndex(keys []string) suggestIndex {
 // suggest returns the served Toolkit.Tool keys a request for id (any
 // string a client sent as tool_id) most likely meant, best first; nil when
 // none is close.
-func (ix suggestIndex) suggest(id string) []string {
+func (ix suggestIndex) suggest(id string) []string { return ix.suggestFor(id, nil) }
+
+// suggestFor is suggest among the keys keep allows (nil: all).
+func (ix suggestIndex) suggestFor(id string, keep func(string) bool) []string {
 	if len(id) > suggestMaxLen || len(ix.keys) == 0 {
 		return nil
 	}
+	kept := func(ks []string) []string {
+		if keep == nil {
+			return ks
+		}
+		var out []string
+		for _, k := range ks {
+			if keep(k) {
+				out = append(out, k)
+			}
+		}
+		return out
+	}
 	req, _, _ := strings.Cut(id, "@")
-	if ks := ix.byNorm[normToolKey(req)]; len(ks) > 0 {
+	if ks := kept(ix.byNorm[normToolKey(req)]); len(ks) > 0 {
 		return ks[:min(len(ks), suggestMax)]
 	}
 	// The same tool in another toolkit: Sample.add for mcpotc_sample.add.
@@ -71,7 +87,7 @@ func (ix suggestIndex) suggest(id string) []string {
 	if i := strings.LastIndexByte(req, '.'); i >= 0 {
 		toolkit, tool = normToolKey(req[:i]), req[i+1:]
 	}
-	if ks := ix.byTool[normToolKey(tool)]; len(ks) > 0 {
+	if ks := kept(ix.byTool[normToolKey(tool)]); len(ks) > 0 {
 		var best []string
 		bestD := -1
 		for _, k := range ks {
@@ -98,6 +114,9 @@ func (ix suggestIndex) suggest(id string) []string {
 	want := strings.ToLower(req)
 	best, bestD := []string(nil), max(1, len(want)/8)+1
 	for _, k := range ix.keys {
+		if keep != nil && !keep(k) {
+			continue
+		}
 		switch d := editdist.Distance(want, strings.ToLower(k)); {
 		case d < bestD:
 			best, bestD = []string{k}, d

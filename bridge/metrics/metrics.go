@@ -27,6 +27,7 @@ const (
 	Timeout      = otc.OutcomeTimeout      // the call timeout ran out
 	Cancelled    = otc.OutcomeCancelled    // the client cancelled the call or went away
 	Internal     = otc.OutcomeInternal     // anything else: the bridge or the upstream failed
+	RateLimited  = otc.OutcomeRateLimited  // refused by a rate limit (README, Operator controls)
 )
 
 // Fronts: the label front.
@@ -48,6 +49,7 @@ type Metrics struct {
 	refreshes *prometheus.CounterVec
 	replays   *prometheus.CounterVec
 	oauth     *prometheus.CounterVec
+	limited   *prometheus.CounterVec
 
 	mu       sync.Mutex
 	watchers []watcher
@@ -97,7 +99,10 @@ func New() *Metrics {
 	m.oauth = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "mcpotc_oauth_events_total", Help: "OAuth client events of serve-otc, by upstream and event (challenge, authorized, authorization_failed, refresh, refresh_failed).",
 	}, []string{"upstream", "event"})
-	m.reg.MustRegister(m.calls, m.server, m.client, m.refreshes, m.replays, m.oauth, upstreamCollector{m},
+	m.limited = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "mcpotc_rate_limited_total", Help: "Calls refused by a rate limit, by front, upstream, tool and limit (principal, tool).",
+	}, []string{"front", "upstream", "tool", "limit"})
+	m.reg.MustRegister(m.calls, m.server, m.client, m.refreshes, m.replays, m.oauth, m.limited, upstreamCollector{m},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -128,6 +133,14 @@ func (m *Metrics) Call(front, upstream, tool, outcome string, d time.Duration) {
 func (m *Metrics) Replayed(front string) {
 	if m != nil {
 		m.replays.WithLabelValues(front).Inc()
+	}
+}
+
+// RateLimited records a call of tool (of upstream) that a rate limit
+// refused: limit is the one that did, "principal" or "tool".
+func (m *Metrics) RateLimited(front, upstream, tool, limit string) {
+	if m != nil {
+		m.limited.WithLabelValues(front, upstream, tool, limit).Inc()
 	}
 }
 

@@ -1,14 +1,16 @@
 // Package state keeps what the replicas of a front share — the call_id
 // idempotency of the OTC front (otc.IdempotencyStore), the OAuth token
 // vault (vault.Store) and the state of calls that wait for a user to open
-// a URL (bridge.ResumeStore, Redis.Resumes) — in Redis. One process needs
+// a URL (bridge.ResumeStore, Redis.Resumes) and the rate limits' token
+// buckets (policy.Store, limits.go) — in Redis. One process needs
 // none of it: the in-memory stores of otc, vault and bridge are the
 // default.
 //
 // Keys are "mcpotc:idem:<sha256 of the call_id>", "mcpotc:vault:<HMAC
-// id>" and "mcpotc:{resume}:…" (resume.go); values are what otc, vault
-// and bridge hand over (an answer and hashes; a sealed token record; a
-// requestState and a status). Every key expires. Every request is bounded by
+// id>", "mcpotc:{resume}:…" (resume.go) and "mcpotc:rl:{<hash of the
+// principal>}:…" (limits.go); values are what otc, vault and bridge hand
+// over (an answer and hashes; a sealed token record; a requestState and a
+// status; a bucket's tokens and time). Every key expires. Every request is bounded by
 // the client's timeouts (Open): Redis down makes requests fail fast, it
 // never makes them hang.
 package state

@@ -17,6 +17,7 @@ import (
 
 	"github.com/mcpotc/mcpotc/bridge"
 	"github.com/mcpotc/mcpotc/bridge/metrics"
+	"github.com/mcpotc/mcpotc/bridge/state"
 	"github.com/mcpotc/mcpotc/internal/httpguard"
 	"github.com/mcpotc/mcpotc/mcp/front"
 	"github.com/mcpotc/mcpotc/mcp/oauth"
@@ -27,6 +28,9 @@ import (
 // mcpFrontConfig is the config file of serve-mcp.
 type mcpFrontConfig struct {
 	Upstreams []otcUpstreamConfig `json:"upstreams"`
+	// The operator controls (controls.go).
+	Access     *[]accessRuleConfig `json:"access"`
+	RateLimits *rateLimitsConfig   `json:"rate_limits"`
 }
 
 // otcUpstreamConfig is one OTC tool server in the config file. Secrets are
@@ -55,6 +59,9 @@ type otcUpstreamConfig struct {
 	// AcceptForwardedContext uses the OTC context an mcpotc OTC front
 	// forwards with a call (README, Round trips).
 	AcceptForwardedContext bool `json:"accept_forwarded_context"`
+	// Tools override how some tools are shown, by their OTC name
+	// (controls.go).
+	Tools map[string]toolOverrideConfig `json:"tools"`
 }
 
 var mcpNamePrefix = regexp.MustCompile(`^[A-Za-z0-9_.-]*$`)
@@ -106,6 +113,8 @@ type serveMCPFlags struct {
 	corsOrigins          corsOriginList
 	drainDelay           time.Duration
 	metricsListen        string
+	stateURL             string
+	statePasswordEnv     string
 	logger               func() (zerolog.Logger, error)
 	set                  map[string]bool // the flags the command line gave
 }
@@ -120,6 +129,15 @@ type mcpFrontSetup struct {
 	resource  *front.ResourceAuth // --oauth-issuer; nil without
 	bearer    string              // --bearer-token-env's token; "" without
 	upstreams []bridge.OTCUpstream
+	controls  *bridge.Controls // the config file's access and rate_limits; nil without
+	shared    *state.Redis     // --state; nil: this process's memory
+}
+
+// close closes what the setup opened: the --state client.
+func (s *mcpFrontSetup) close() {
+	if s.shared != nil {
+		_ = s.shared.Close()
+	}
 }
 
 // serveMCP is serve-mcp: its flags (parseServeMCP, then check, which
@@ -139,8 +157,10 @@ func (m *Main) serveMCP(ctx context.Context, args []string) error {
 		return err
 	}
 	if err := m.readMCPFrontSetup(s, f, log); err != nil {
+		s.close()
 		return err
 	}
+	defer s.close()
 	return m.runMCPFront(ctx, log, f, s)
 }
 
@@ -180,6 +200,8 @@ func (m *Main) parseServeMCP(args []string) (*serveMCPFlags, error) {
 	fs.Var(&f.corsOrigins, "cors-origin", corsOriginUsage)
 	durationVar(fs, &f.drainDelay, "drain-delay", 0, "at SIGTERM, how long GET /ready answers 503 before the server stops taking requests (http and sse transports)")
 	fs.StringVar(&f.metricsListen, "metrics-listen", "", metricsUsage)
+	fs.StringVar(&f.stateURL, "state", "", "redis:// (rediss:// for TLS) URL of the Redis that replicas share for the rate limits' buckets (default: this process's memory)")
+	fs.StringVar(&f.statePasswordEnv, "state-password-env", "", "environment variable holding the password of the --state Redis (instead of writing it in the URL)")
 	f.logger = m.logFlags(fs)
 	if err := m.parse(fs, args); err != nil {
 		return nil, err
@@ -240,6 +262,7 @@ func (f *serveMCPFlags) checkValues() error {
 		needs(f.set, len(f.otcURLs) > 0, "--otc URL (in a config file, set it per upstream: dialect, accept_forwarded_context, headers, api_key_env)",
 			"otc-dialect", "accept-otc-context", "header", "otc-api-key-env"),
 		needs(f.set, len(f.otcURLs) < 2, "exactly one --otc: for several servers, use a config file (headers and api_key_env per upstream)", "header", "otc-api-key-env"),
+		needs(f.set, f.stateURL != "", "--state redis://…", "state-password-env"),
 	} {
 		if err != nil {
 			return err
@@ -311,6 +334,11 @@ func (m *Main) readMCPFrontSetup(s *mcpFrontSetup, f *serveMCPFlags, log zerolog
 		} else if len(cfg.Upstreams) == 0 {
 			p.add(f.configPath, "upstreams", "lists no OTC server: add one ({\"url\": \"http://127.0.0.1:8081\"}), or run serve-mcp without --config for the built-in sample toolkit")
 		}
+		s.controls = controls(&p, f.configPath, cfg.Access, cfg.RateLimits,
+			controlsFront{issuers: f.oauthIssuers, tokens: len(f.oauthIssuers) > 0, tokenFlag: "--oauth-issuer"})
+	}
+	if f.stateURL != "" {
+		s.shared = m.openState(&p, f.stateURL, f.statePasswordEnv, log)
 	}
 	s.upstreams = m.otcUpstreams(&p, log, f.configPath, cfg.Upstreams, f.transport != "stdio")
 	for _, u := range f.otcURLs {
@@ -393,6 +421,8 @@ func (m *Main) runMCPFront(ctx context.Context, log zerolog.Logger, f *serveMCPF
 		Version:             buildVersion(),
 		Metrics:             mt,
 		Tracer:              tracer,
+		Controls:            s.controls,
+		LimitStore:          limitStore(s.shared),
 	})
 	if err != nil {
 		return err
@@ -465,7 +495,8 @@ func tokenVerifier(jwts *oauth.JWTVerifier, intro *oauth.Introspector, introIssu
 				return nil, fmt.Errorf("%w: the introspection answer names no issuer", front.ErrInvalidToken)
 			}
 		}
-		return &front.Identity{Issuer: iss, Subject: info.Subject, ClientID: info.ClientID, Scopes: info.Scopes, Audience: info.Audience, Expiry: info.Expiry}, nil
+		return &front.Identity{Issuer: iss, Subject: info.Subject, ClientID: info.ClientID, Scopes: info.Scopes, Audience: info.Audience, Expiry: info.Expiry,
+			Claims: info.Claims}, nil
 	}
 }
 
@@ -656,7 +687,8 @@ func (m *Main) otcUpstream(p *problems, log zerolog.Logger, file, key string, c 
 	}
 	opts := &otc.ClientOptions{Dialect: checkOTCUpstreamValues(p, file, where, c), Header: chainHeader()}
 	file, credentials := m.otcCredentials(p, file, where, c, opts, extra)
-	up := bridge.OTCUpstream{Name: name, Prefix: c.Prefix, UserID: c.UserID, UserIDFromToken: c.UserIDFromToken, UserIDClaim: c.UserIDClaim, CallTimeout: time.Duration(c.CallTimeout),
+	tools := overrides(p, file, where("tools"), c.Tools, c.Prefix)
+	up := bridge.OTCUpstream{Tools: tools, Name: name, Prefix: c.Prefix, UserID: c.UserID, UserIDFromToken: c.UserIDFromToken, UserIDClaim: c.UserIDClaim, CallTimeout: time.Duration(c.CallTimeout),
 		Secrets: map[string]string{}, Tokens: map[string]string{}, AcceptContext: c.AcceptForwardedContext}
 	for _, id := range sortedKeys(c.Secrets) {
 		up.Secrets[id] = p.env(m.Getenv, file, where("secrets."+id), c.Secrets[id])

@@ -31,6 +31,9 @@ import (
 // hosts use, with a few keys of mcpotc's own per server.
 type otcFrontConfig struct {
 	MCPServers map[string]mcpServerConfig `json:"mcpServers"`
+	// The operator controls (controls.go).
+	Access     *[]accessRuleConfig `json:"access"`
+	RateLimits *rateLimitsConfig   `json:"rate_limits"`
 }
 
 // hostServerKeys are keys MCP hosts write in a server entry that mcpotc has
@@ -92,8 +95,14 @@ func loadOTCFrontConfig(path string) (cfg otcFrontConfig, warning string, err er
 			cfg.MCPServers[name] = c
 		}
 	}
+	if raw, ok := top["access"]; ok {
+		decodeStrict(&p, path, "access", raw, reflect.ValueOf(&cfg.Access).Elem())
+	}
+	if raw, ok := top["rate_limits"]; ok {
+		decodeStrict(&p, path, "rate_limits", raw, reflect.ValueOf(&cfg.RateLimits).Elem())
+	}
 	for _, key := range sortedKeys(top) {
-		if key != "mcpServers" && key != "servers" {
+		if key != "mcpServers" && key != "servers" && key != "access" && key != "rate_limits" {
 			ignored = append(ignored, key)
 		}
 	}
@@ -137,6 +146,9 @@ type mcpServerConfig struct {
 	OAuth *oauthConfig `json:"oauth"`
 	// Disabled skips the server, as MCP hosts do.
 	Disabled bool `json:"disabled"`
+	// Tools override how some tools are shown, by their MCP name
+	// (controls.go).
+	Tools map[string]toolOverrideConfig `json:"tools"`
 
 	key string // where it is in the file: mcpServers.NAME or servers.NAME
 }
@@ -374,8 +386,9 @@ type otcFrontSetup struct {
 	// own are the variables that hold serve-otc's own secrets: kept from
 	// the children's environment.
 	own      []string
-	tokenKey []byte       // --token-key-env's key; nil without it
-	shared   *state.Redis // --state; nil: this process's memory
+	tokenKey []byte           // --token-key-env's key; nil without it
+	shared   *state.Redis     // --state; nil: this process's memory
+	controls *bridge.Controls // the config file's access and rate_limits; nil without
 }
 
 // close closes what the setup opened: the --state client.
@@ -398,6 +411,7 @@ func (m *Main) otcFrontSetup(f *serveOTCFlags, log zerolog.Logger) (*otcFrontSet
 		}
 	}
 	cfg := m.readMCPServers(&p, f, s, log)
+	s.controls = controls(&p, f.configPath, cfg.Access, cfg.RateLimits, controlsFront{otc: true, tokens: f.jwtSecretEnv != "", tokenFlag: "--jwt-secret-env"})
 	if err := p.err(); err != nil {
 		s.close()
 		return nil, err
@@ -503,7 +517,8 @@ func (m *Main) runOTCFront(ctx context.Context, log zerolog.Logger, f *serveOTCF
 		return err
 	}
 	defer stopTracing()
-	opts := &bridge.OTCFrontOptions{Server: s.server, Logger: log, Version: buildVersion(), Tracer: tracer, PublicURL: f.publicURL}
+	opts := &bridge.OTCFrontOptions{Server: s.server, Logger: log, Version: buildVersion(), Tracer: tracer, PublicURL: f.publicURL,
+		Controls: s.controls, LimitStore: limitStore(s.shared)}
 	if f.metricsListen != "" {
 		opts.Metrics = metrics.New()
 		if err := m.serveMetrics(ctx, log, f.metricsListen, opts.Metrics); err != nil {
@@ -674,7 +689,7 @@ func (m *Main) mcpUpstreams(p *problems, file string, cfg otcFrontConfig, callTi
 // mcpUpstream checks the MCP server n, at key in file; problems go to p.
 func (m *Main) mcpUpstream(p *problems, file, key, n string, c mcpServerConfig, callTimeout time.Duration) bridge.MCPUpstream {
 	u := bridge.MCPUpstream{Toolkit: c.Toolkit, Version: c.Version, Allow: c.Allow, Deny: c.Deny,
-		ForwardAuthorization: c.ForwardAuthorization, ForwardContext: c.ForwardContext}
+		ForwardAuthorization: c.ForwardAuthorization, ForwardContext: c.ForwardContext, Tools: overrides(p, file, key+".tools", c.Tools, "")}
 	u.Config = upstream.Config{Name: n, CallTimeout: time.Duration(c.CallTimeout)}
 	if u.Config.CallTimeout == 0 {
 		u.Config.CallTimeout = callTimeout

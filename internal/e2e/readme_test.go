@@ -135,6 +135,8 @@ var readmeChecks = map[string]func(t *testing.T, r *readmeEnv, b readmeBlock){
 	"serve-otc-oauth":      readmeServeOTCOAuth,
 	"serve-otc-per-user":   readmeServeOTCPerUser,
 	"replicas":             readmeScaleOut,
+	"controls-mcp-config":  readmeControls("testdata/config/serve-mcp-controls.json", "TestControlsMCPFrontOIDC", "its upstream on a free port, the issuer one of two zitadel/oidc OPs"),
+	"controls-otc-config":  readmeControls("testdata/config/serve-otc-controls.json", "TestControlsOTCFrontJWT", "on a free port, with HS256 JWT callers"),
 	"haproxy-cfg":          readmeScaleOut,
 	"serve-mcp-oauth":      readmePlain,
 	"cors":                 readmePlain,
@@ -529,6 +531,16 @@ func readmeTail(s string) string {
 func readmeScaleOut(t *testing.T, r *readmeEnv, b readmeBlock) {
 	readmeDeployment(t, r.root)
 	r.note(b, "run by TestScaleOut (internal/e2e/scaleout_test.go) as written, on free ports, with its own MCP server; its figures are in CI's step \"scale-out\"")
+}
+
+// readmeControls: an "Operator controls" config is the file the e2e test
+// test runs (internal/e2e/controls_test.go), as data; that test checks
+// what the README says of it.
+func readmeControls(file, test, how string) func(t *testing.T, r *readmeEnv, b readmeBlock) {
+	return func(t *testing.T, r *readmeEnv, b readmeBlock) {
+		readmeSameJSON(t, r, b, file)
+		r.note(b, "is %s (as data); run by %s (internal/e2e/controls_test.go), %s", file, test, how)
+	}
 }
 
 // readmeTraceTree: each line of the tree is a span of traceChain, in

@@ -13,7 +13,8 @@
 // Mcp-Protocol-Version, Mcp-Method and Mcp-Name headers against the body).
 // serve, the one dispatch table, answers each method for its protocol era
 // (front.go, modern.go): tools/list from the encoding made when the tools
-// were set, tools/call by walking the params' top level (the arguments
+// were set (cut to the tools the caller may see when Options.Visibility
+// filters them: visibility.go), tools/call by walking the params' top level (the arguments
 // stay the message's bytes) and calling the tool's handler under a context
 // that notifications/cancelled, the client leaving and shutdown end. The
 // handler returns a result, written directly (result.go), or an error:

@@ -72,6 +72,12 @@ type Options struct {
 	// serve, before it is answered -32602 (for metrics and traces). It
 	// must not block. Nil: nothing is told.
 	OnUnknownTool func(ctx context.Context, req mcpgo.CallToolRequest)
+	// Visibility, when set, is the tools the caller of a request may see
+	// and call (visibility.go): tools/list lists only those, and a
+	// tools/call of any other is answered as one of a tool the front does
+	// not serve. A nil *ToolFilter allows every tool. Nil: every caller
+	// sees every tool.
+	Visibility func(ctx context.Context) *ToolFilter
 }
 
 // ToolHandler answers a tools/call. req.Params.RawArguments holds the
@@ -100,6 +106,7 @@ type Front struct {
 	log           *slog.Logger
 	grace         time.Duration
 	onUnknown     func(context.Context, mcpgo.CallToolRequest)
+	visibility    func(context.Context) *ToolFilter
 
 	cat     atomic.Pointer[catalog]
 	changes listeners // told of each new catalog (notifications/tools/list_changed)
@@ -110,6 +117,11 @@ type Front struct {
 type catalog struct {
 	byName map[string]*Tool
 	tools  json.RawMessage // the JSON array of the tools
+	// names and spans are each listed tool's name and where its encoding
+	// is in tools, for the lists of filtered callers (visibility.go).
+	names    []string
+	spans    [][2]int
+	filtered filteredLists
 }
 
 // New returns a Front named name (serverInfo) serving no tool.
@@ -117,7 +129,8 @@ func New(name, version string, opts *Options) *Front {
 	if opts == nil {
 		opts = &Options{}
 	}
-	f := &Front{name: name, version: version, log: opts.Logger, grace: opts.StdioGrace, onUnknown: opts.OnUnknownTool}
+	f := &Front{name: name, version: version, log: opts.Logger, grace: opts.StdioGrace, onUnknown: opts.OnUnknownTool,
+		visibility: opts.Visibility}
 	if f.log == nil {
 		f.log = slog.New(slog.DiscardHandler)
 	}
@@ -141,12 +154,24 @@ func (f *Front) SetTools(tools ...Tool) {
 		}
 		c.byName[t.Tool.Name] = t
 	}
-	b, err := encode(defs)
-	if err != nil {
-		f.log.Error("mcp front: the tool list does not encode; serving none", "error", err)
-		b, c.byName = []byte("[]"), map[string]*Tool{}
+	// Each tool encoded alone, then joined: the array encoding/json writes,
+	// with each tool's place in it.
+	b := []byte{'['}
+	for i := range defs {
+		piece, err := encode(defs[i])
+		if err != nil {
+			f.log.Error("mcp front: the tool list does not encode; serving none", "error", err, "tool", defs[i].Name)
+			b, c.byName, c.names, c.spans = []byte("["), map[string]*Tool{}, nil, nil
+			break
+		}
+		if i > 0 {
+			b = append(b, ',')
+		}
+		c.names = append(c.names, defs[i].Name)
+		c.spans = append(c.spans, [2]int{len(b), len(b) + len(piece)})
+		b = append(b, piece...)
 	}
-	c.tools = b
+	c.tools = append(b, ']')
 	first := f.cat.Swap(c) == nil
 	if !first {
 		f.changes.tell(notificationFrame(mcpgo.MethodNotificationToolsListChanged, nil))
@@ -351,7 +376,7 @@ func (f *Front) serve(ctx context.Context, m *message, x *exchange) []byte {
 		}
 		return f.answer(m, f.discover(x), nil)
 	case mcpgo.MethodToolsList:
-		return f.answer(m, f.list(x), nil)
+		return f.answer(m, f.list(ctx, x), nil)
 	case mcpgo.MethodToolsCall:
 		return f.call(ctx, m, x)
 	case mcpgo.MethodSubscriptionsListen:
@@ -434,9 +459,10 @@ var serverCapabilities = mcpgo.ServerCapabilities{Tools: &struct {
 	ListChanged bool `json:"listChanged,omitempty"`
 }{ListChanged: true}}
 
-// list answers tools/list from the catalog's encoding.
-func (f *Front) list(x *exchange) json.RawMessage {
-	tools := f.cat.Load().tools
+// list answers tools/list from the catalog's encoding (the tools the
+// caller may see: visibility.go).
+func (f *Front) list(ctx context.Context, x *exchange) json.RawMessage {
+	tools := f.toolsFor(ctx, f.cat.Load())
 	if x.modern != nil {
 		return f.modernResult(json.RawMessage(`{"ttlMs":0,"cacheScope":"private"}`), "tools", tools)
 	}
@@ -455,6 +481,9 @@ func (f *Front) call(ctx context.Context, m *message, x *exchange) []byte {
 		return f.answer(m, nil, failure)
 	}
 	t := f.cat.Load().byName[req.Params.Name]
+	if t != nil && !f.allows(ctx, req.Params.Name) {
+		t = nil // as if it were not served (visibility.go)
+	}
 	if t == nil {
 		if f.onUnknown != nil {
 			f.onUnknown(ctx, req)

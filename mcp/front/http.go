@@ -626,7 +626,9 @@ func (h *HTTPHandler) modernPost(r *http.Request, m *message, headerVersion stri
 			return nil, protocolError(err)
 		}
 		if m.method == string(mcpgo.MethodToolsCall) {
-			if t := h.f.cat.Load().byName[toolName(m.params)]; t != nil {
+			// A tool the caller may not see is not one the front serves.
+			name := toolName(m.params)
+			if t := h.f.cat.Load().byName[name]; t != nil && h.f.allows(r.Context(), name) {
 				if err := mcpgo.ValidateParamHeadersLookup(lookupHeader(r.Header), &t.Tool, m.params); err != nil {
 					return nil, protocolError(err)
 				}

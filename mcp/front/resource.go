@@ -50,6 +50,10 @@ type Identity struct {
 	Scopes   []string  // the scopes it grants
 	Audience []string  // the resources it is for
 	Expiry   time.Time // zero: not said
+	// Claims are the token's claims (or introspection answer's members)
+	// as JSON decodes them, for what is decided on claims such as groups.
+	// Nil: none known. Read only: the verifier's value may be shared.
+	Claims map[string]any
 
 	// several is set by the front: the handler trusts more than one
 	// issuer, so Name qualifies names with the issuer.

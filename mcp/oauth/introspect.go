@@ -63,6 +63,11 @@ type TokenInfo struct {
 	Scopes   []string
 	Audience []string
 	Expiry   time.Time // zero: not said
+	// Claims are every member of the token (a JWT's claims, an
+	// introspection answer's members) as JSON decodes them, for access
+	// rules on claims such as groups (README, Operator controls). Nil:
+	// none read.
+	Claims map[string]any
 }
 
 // ErrTokenInactive is the error of a token the authorization server says
@@ -210,9 +215,13 @@ func (i *Introspector) ask(ctx context.Context, token string) (*TokenInfo, error
 		Aud      json.RawMessage `json:"aud"`
 		Exp      json.Number     `json:"exp"`
 	}
+	var raw json.RawMessage
 	dec := json.NewDecoder(io.LimitReader(resp.Body, MaxFetchBody))
-	dec.UseNumber()
-	if err := dec.Decode(&body); err != nil {
+	err = dec.Decode(&raw)
+	if err == nil {
+		err = json.Unmarshal(raw, &body)
+	}
+	if err != nil {
 		if tr.wasRefused() {
 			return nil, tr.fail("token introspection", i.url, err)
 		}
@@ -229,6 +238,7 @@ func (i *Introspector) ask(ctx context.Context, token string) (*TokenInfo, error
 		return nil, fmt.Errorf("introspection: HTTP %d", resp.StatusCode)
 	}
 	info := &TokenInfo{Issuer: body.Iss, Subject: body.Sub, ClientID: body.ClientID, Scopes: strings.Fields(body.Scope), Audience: audience(body.Aud)}
+	_ = json.Unmarshal(raw, &info.Claims) // an object: body decoded from it
 	if exp, err := body.Exp.Int64(); err == nil && exp > 0 {
 		info.Expiry = time.Unix(exp, 0)
 		if !now.Before(info.Expiry) {

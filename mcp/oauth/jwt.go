@@ -148,7 +148,8 @@ func (v *JWTVerifier) Verify(ctx context.Context, token string) (*TokenInfo, err
 		Scp      []string `json:"scp"`
 		ClientID string   `json:"client_id"`
 	}
-	if err := tok.Claims(key, &claims, &extra); err != nil {
+	var all map[string]any
+	if err := tok.Claims(key, &claims, &extra, &all); err != nil {
 		return nil, fmt.Errorf("%w: the signature does not verify", ErrTokenInactive)
 	}
 	if claims.Expiry == nil {
@@ -161,7 +162,8 @@ func (v *JWTVerifier) Verify(ctx context.Context, token string) (*TokenInfo, err
 	if len(scopes) == 0 {
 		scopes = extra.Scp
 	}
-	return &TokenInfo{Issuer: iss, Subject: claims.Subject, ClientID: extra.ClientID, Scopes: scopes, Audience: claims.Audience, Expiry: claims.Expiry.Time()}, nil
+	return &TokenInfo{Issuer: iss, Subject: claims.Subject, ClientID: extra.ClientID, Scopes: scopes, Audience: claims.Audience, Expiry: claims.Expiry.Time(),
+		Claims: all}, nil
 }
 
 // issuer returns the trusted issuer iss names (a final slash ignored), ""
