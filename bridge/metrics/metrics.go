@@ -48,6 +48,7 @@ type Metrics struct {
 	refreshes *prometheus.CounterVec
 	replays   *prometheus.CounterVec
 	oauth     *prometheus.CounterVec
+	reloads   *prometheus.CounterVec
 
 	mu       sync.Mutex
 	watchers []watcher
@@ -97,7 +98,10 @@ func New() *Metrics {
 	m.oauth = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "mcpotc_oauth_events_total", Help: "OAuth client events of serve-otc, by upstream and event (challenge, authorized, authorization_failed, refresh, refresh_failed).",
 	}, []string{"upstream", "event"})
-	m.reg.MustRegister(m.calls, m.server, m.client, m.refreshes, m.replays, m.oauth, upstreamCollector{m},
+	m.reloads = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "mcpotc_config_reloads_total", Help: "Configuration reloads (SIGHUP, --watch-config), by front and result (applied, refused).",
+	}, []string{"front", "result"})
+	m.reg.MustRegister(m.calls, m.server, m.client, m.refreshes, m.replays, m.oauth, m.reloads, upstreamCollector{m},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -150,6 +154,20 @@ func (m *Metrics) OAuth(upstream, event string) {
 	}
 }
 
+// Results of a configuration reload (see mcpotc_config_reloads_total).
+const (
+	ReloadApplied = "applied"
+	ReloadRefused = "refused"
+)
+
+// Reloaded records a configuration reload of front: ReloadApplied or
+// ReloadRefused.
+func (m *Metrics) Reloaded(front, result string) {
+	if m != nil {
+		m.reloads.WithLabelValues(front, result).Inc()
+	}
+}
+
 // Watch reports, at each scrape, the upstreams state returns for front.
 func (m *Metrics) Watch(front string, state func() []UpstreamState) {
 	if m == nil {
@@ -165,6 +183,14 @@ func (m *Metrics) Watch(front string, state func() []UpstreamState) {
 func (m *Metrics) GaugeFunc(name, help string, f func() float64) {
 	if m != nil {
 		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f))
+	}
+}
+
+// CounterFunc registers a counter read at each scrape (such as the audit
+// log's dropped lines).
+func (m *Metrics) CounterFunc(name, help string, f func() float64) {
+	if m != nil {
+		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, f))
 	}
 }
 
