@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mcpotc/mcpotc/bridge"
+	"github.com/mcpotc/mcpotc/bridge/audit"
 	"github.com/mcpotc/mcpotc/bridge/metrics"
 	"github.com/mcpotc/mcpotc/internal/httpguard"
 	"github.com/mcpotc/mcpotc/mcp/front"
@@ -106,6 +107,8 @@ type serveMCPFlags struct {
 	corsOrigins          corsOriginList
 	drainDelay           time.Duration
 	metricsListen        string
+	audit                *auditFlags
+	watchConfig          bool
 	logger               func() (zerolog.Logger, error)
 	set                  map[string]bool // the flags the command line gave
 }
@@ -180,6 +183,8 @@ func (m *Main) parseServeMCP(args []string) (*serveMCPFlags, error) {
 	fs.Var(&f.corsOrigins, "cors-origin", corsOriginUsage)
 	durationVar(fs, &f.drainDelay, "drain-delay", 0, "at SIGTERM, how long GET /ready answers 503 before the server stops taking requests (http and sse transports)")
 	fs.StringVar(&f.metricsListen, "metrics-listen", "", metricsUsage)
+	f.audit = registerAuditFlags(fs)
+	fs.BoolVar(&f.watchConfig, "watch-config", false, watchConfigUsage)
 	f.logger = m.logFlags(fs)
 	if err := m.parse(fs, args); err != nil {
 		return nil, err
@@ -240,6 +245,8 @@ func (f *serveMCPFlags) checkValues() error {
 		needs(f.set, len(f.otcURLs) > 0, "--otc URL (in a config file, set it per upstream: dialect, accept_forwarded_context, headers, api_key_env)",
 			"otc-dialect", "accept-otc-context", "header", "otc-api-key-env"),
 		needs(f.set, len(f.otcURLs) < 2, "exactly one --otc: for several servers, use a config file (headers and api_key_env per upstream)", "header", "otc-api-key-env"),
+		needs(f.set, f.configPath != "", "--config FILE", "watch-config"),
+		f.audit.check(f.set),
 	} {
 		if err != nil {
 			return err
@@ -304,6 +311,17 @@ func (m *Main) readMCPFrontSetup(s *mcpFrontSetup, f *serveMCPFlags, log zerolog
 	if s.resource != nil {
 		s.resource.Verify = m.resourceVerifier(&p, f, log)
 	}
+	m.readMCPFrontUpstreams(&p, f, s, log)
+	if err := p.err(); err != nil {
+		return err
+	}
+	return checkOTCUpstreams(log, f, s)
+}
+
+// readMCPFrontUpstreams reads what the configuration decides — the OTC servers
+// of the config file and of --otc — into s.upstreams; problems go to p. It
+// runs at the start and at each reload (README, Reload).
+func (m *Main) readMCPFrontUpstreams(p *problems, f *serveMCPFlags, s *mcpFrontSetup, log zerolog.Logger) {
 	var cfg mcpFrontConfig
 	if f.configPath != "" {
 		if err := loadMCPFrontConfig(f.configPath, &cfg); err != nil {
@@ -312,16 +330,18 @@ func (m *Main) readMCPFrontSetup(s *mcpFrontSetup, f *serveMCPFlags, log zerolog
 			p.add(f.configPath, "upstreams", "lists no OTC server: add one ({\"url\": \"http://127.0.0.1:8081\"}), or run serve-mcp without --config for the built-in sample toolkit")
 		}
 	}
-	s.upstreams = m.otcUpstreams(&p, log, f.configPath, cfg.Upstreams, f.transport != "stdio")
+	s.upstreams = m.otcUpstreams(p, log, f.configPath, cfg.Upstreams, f.transport != "stdio")
 	for _, u := range f.otcURLs {
 		c := otcUpstreamConfig{URL: u, Dialect: string(s.dialect), AcceptForwardedContext: f.acceptContext, APIKeyEnv: f.otcKeyEnv}
-		if up, ok := m.otcUpstream(&p, log, "--otc", "", c, false, f.headers.header(&p, m.Getenv)); ok {
+		if up, ok := m.otcUpstream(p, log, "--otc", "", c, false, f.headers.header(p, m.Getenv)); ok {
 			s.upstreams = append(s.upstreams, up)
 		}
 	}
-	if err := p.err(); err != nil {
-		return err
-	}
+}
+
+// checkOTCUpstreams checks what holds across s.upstreams, once each is
+// read: names are unique; a warning names who may forward context.
+func checkOTCUpstreams(log zerolog.Logger, f *serveMCPFlags, s *mcpFrontSetup) error {
 	if err := uniqueNames(s.upstreams); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
@@ -385,6 +405,11 @@ func (m *Main) runMCPFront(ctx context.Context, log zerolog.Logger, f *serveMCPF
 		return err
 	}
 	defer stopTracing()
+	al, err := f.audit.open(m, log, mt)
+	if err != nil {
+		return err
+	}
+	defer closeAudit(ctx, log, al)
 	mcpFront, err := bridge.NewMCPFront(ctx, upstreams, &bridge.MCPFrontOptions{
 		CallTimeout:         f.callTimeout,
 		Refresh:             f.refresh,
@@ -393,6 +418,8 @@ func (m *Main) runMCPFront(ctx context.Context, log zerolog.Logger, f *serveMCPF
 		Version:             buildVersion(),
 		Metrics:             mt,
 		Tracer:              tracer,
+		Audit:               al,
+		AuditArgNames:       f.audit.argNames,
 	})
 	if err != nil {
 		return err
@@ -400,10 +427,28 @@ func (m *Main) runMCPFront(ctx context.Context, log zerolog.Logger, f *serveMCPF
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go mcpFront.Run(rctx)
+	m.reloads(rctx, log, f.configPath, f.watchConfig, mt, metrics.FrontMCP, func(ctx context.Context) error {
+		return m.reloadMCPFront(ctx, log, f, s, mcpFront)
+	})
 	if f.transport == "stdio" {
 		return m.serveMCPStdio(ctx, log, mcpFront, len(upstreams))
 	}
-	return m.serveMCPHTTP(ctx, log, f, s, mcpFront, mt)
+	return m.serveMCPHTTP(ctx, log, f, s, mcpFront, mt, al)
+}
+
+// reloadMCPFront reads the config file again and has the front serve it
+// (README, Reload): its problems are those of the start.
+func (m *Main) reloadMCPFront(ctx context.Context, log zerolog.Logger, f *serveMCPFlags, s *mcpFrontSetup, front *bridge.MCPFront) error {
+	next := &mcpFrontSetup{dialect: s.dialect, resource: s.resource, bearer: s.bearer}
+	var p problems
+	m.readMCPFrontUpstreams(&p, f, next, log)
+	if err := p.err(); err != nil {
+		return err
+	}
+	if err := checkOTCUpstreams(log, f, next); err != nil {
+		return err
+	}
+	return front.Reload(ctx, bridge.MCPFrontConfig{Upstreams: next.upstreams})
 }
 
 // serveMCPStdio serves MCP on stdin and stdout until either ends.
@@ -422,7 +467,7 @@ func (m *Main) serveMCPStdio(ctx context.Context, log zerolog.Logger, mcpFront *
 
 // serveMCPHTTP serves MCP over streamable HTTP or legacy SSE on --listen
 // until ctx ends, then drains.
-func (m *Main) serveMCPHTTP(ctx context.Context, log zerolog.Logger, f *serveMCPFlags, s *mcpFrontSetup, mcpFront *bridge.MCPFront, mt *metrics.Metrics) error {
+func (m *Main) serveMCPHTTP(ctx context.Context, log zerolog.Logger, f *serveMCPFlags, s *mcpFrontSetup, mcpFront *bridge.MCPFront, mt *metrics.Metrics, al *audit.Log) error {
 	httpOpts := *s.http
 	httpOpts.BearerToken = s.bearer
 	httpOpts.Resource = s.resource
@@ -432,7 +477,7 @@ func (m *Main) serveMCPHTTP(ctx context.Context, log zerolog.Logger, f *serveMCP
 		h, sessions, what = mcpFront.Front().SSEHandler(&httpOpts), "MCP sessions open (legacy SSE streams).", "MCP over SSE at /sse"
 	}
 	mt.GaugeFunc("mcpotc_mcp_sessions", sessions, func() float64 { return float64(h.Sessions()) })
-	return m.serveHTTPWith(ctx, log, f.listen, bridge.CORS(f.corsOrigins, bridge.LogRefusals(log, h)), what,
+	return m.serveHTTPWith(ctx, log, f.listen, bridge.CORS(f.corsOrigins, bridge.LogRefusals(log, bridge.AuditRefusals(al, metrics.FrontMCP, h))), what,
 		draining(log, f.drainDelay, mcpFront.Drain, h.Shutdown))
 }
 
@@ -657,7 +702,7 @@ func (m *Main) otcUpstream(p *problems, log zerolog.Logger, file, key string, c 
 	opts := &otc.ClientOptions{Dialect: checkOTCUpstreamValues(p, file, where, c), Header: chainHeader()}
 	file, credentials := m.otcCredentials(p, file, where, c, opts, extra)
 	up := bridge.OTCUpstream{Name: name, Prefix: c.Prefix, UserID: c.UserID, UserIDFromToken: c.UserIDFromToken, UserIDClaim: c.UserIDClaim, CallTimeout: time.Duration(c.CallTimeout),
-		Secrets: map[string]string{}, Tokens: map[string]string{}, AcceptContext: c.AcceptForwardedContext}
+		Secrets: map[string]string{}, Tokens: map[string]string{}, AcceptContext: c.AcceptForwardedContext, Revision: revision(c)}
 	for _, id := range sortedKeys(c.Secrets) {
 		up.Secrets[id] = p.env(m.Getenv, file, where("secrets."+id), c.Secrets[id])
 	}
