@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -93,7 +94,9 @@ func (m *Main) reload(ctx context.Context, log zerolog.Logger, path, trigger str
 	start := time.Now()
 	if err := apply(ctx); err != nil {
 		mt.Reloaded(front, metrics.ReloadRefused)
-		log.Error().Str("config", path).Str("trigger", trigger).Err(err).
+		// In the words a start with this file prints (Run).
+		msg := strings.TrimPrefix(err.Error(), errUsage.Error()+": ")
+		log.Error().Str("config", path).Str("trigger", trigger).Str("error", msg).
 			Msg("configuration reload refused: the running configuration is kept")
 		return
 	}

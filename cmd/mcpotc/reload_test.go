@@ -160,3 +160,45 @@ func TestServeMCPWatchConfig(t *testing.T) {
 		t.Errorf("tools after a refused reload: %v, want %v", after, got)
 	}
 }
+
+// A reload refused for what the start refuses as a usage error (a config
+// upstream named like the --otc one) logs it as the start prints it,
+// without the "usage" mark.
+func TestServeMCPReloadRefusedUsage(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	otcA := startCommand(t, ctx, nil, "sample-otc", "--listen", "127.0.0.1:0", "--log-level", "error")
+	otcB := startCommand(t, ctx, nil, "sample-otc", "--listen", "127.0.0.1:0", "--log-level", "error")
+	path := filepath.Join(t.TempDir(), "serve-mcp.json")
+	writeFile(t, path, `{"upstreams":[{"name":"b","url":"`+otcB+`","prefix":"b_"}]}`)
+	_, stderr := startLogged(t, ctx, nil, "serve-mcp", "--transport", "http", "--stateless", "--listen", "127.0.0.1:0",
+		"--otc", otcA, "--config", path, "--watch-config", "--log-format", "json")
+	writeFile(t, path, `{"upstreams":[{"name":"`+strings.TrimPrefix(otcA, "http://")+`","url":"`+otcB+`","prefix":"b_"}]}`)
+	var atStart wiretest.Buffer
+	m := &Main{Stdout: io.Discard, Stderr: &atStart, Getenv: func(string) string { return "" }}
+	if code := m.Run(ctx, []string{"serve-mcp", "--otc", otcA, "--config", path}); code != 2 {
+		t.Fatalf("a start with two upstreams of one name: exit %d %s", code, atStart.String())
+	}
+	want := strings.TrimSuffix(strings.TrimPrefix(atStart.String(), "mcpotc serve-mcp: "), "\n")
+	if !strings.HasPrefix(want, "two OTC servers are named") {
+		t.Fatalf("the start printed %q", want)
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		var got string
+		for _, l := range strings.Split(stderr.String(), "\n") {
+			var m map[string]any
+			if json.Unmarshal([]byte(l), &m) == nil && m["message"] == "configuration reload refused: the running configuration is kept" {
+				got, _ = m["error"].(string)
+			}
+		}
+		if got != "" {
+			if got != want {
+				t.Errorf("the refusal logged %q, the start printed %q", got, want)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no refusal logged:\n%s", stderr.String())
+		}
+	}
+}
