@@ -329,8 +329,11 @@ func (f *OTCFront) Close(ctx context.Context) error {
 	// Calls held for a retry that will not come here: let them go now
 	// rather than at the end of the drain.
 	f.resumes.releaseAll()
-	// Upstreams a reload replaced stop now too, their calls bounded by ctx.
+	// Upstreams a reload replaced stop now too, their calls bounded by ctx;
+	// a reload under way ends first (its wait is bounded), and none starts.
+	f.reload.Lock()
 	f.closeOnce.Do(func() { close(f.closing) })
+	f.reload.Unlock()
 	var errs []error
 	var wg sync.WaitGroup
 	var mu sync.Mutex

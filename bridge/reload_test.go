@@ -468,3 +468,23 @@ func jsonEqual(a, b any) bool {
 	jb, _ := json.Marshal(b)
 	return bytes.Equal(ja, jb)
 }
+
+// A reload after Close is refused: nothing it would connect outlives the
+// front.
+func TestOTCFrontReloadAfterClose(t *testing.T) {
+	url := sampleMCPURL(t)
+	f, err := NewOTCFront(context.Background(), []MCPUpstream{urlUpstream("a", "A", url)}, &OTCFrontOptions{Logger: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	err = f.Reload(context.Background(), OTCFrontConfig{Upstreams: []MCPUpstream{urlUpstream("b", "B", url)}})
+	if err == nil || !strings.Contains(err.Error(), "closed") {
+		t.Fatalf("Reload after Close: %v", err)
+	}
+	if ups := f.upstreams(); len(ups) != 1 || ups[0].Config.Name != "a" {
+		t.Fatalf("a reload after Close changed the state: %d upstreams", len(ups))
+	}
+}
