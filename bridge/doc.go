@@ -3,6 +3,7 @@
 // owns what lies between a front's wire (packages otc and mcp/front) and
 // its upstreams (otc.Client, mcp/upstream): the catalogs of upstream tools
 // and their refresh, call routing, timeouts, cancellation, per-user
-// binding, and the logs, metrics and traces of calls; translation is
-// package mapping's.
+// binding, the logs, metrics, traces and audit lines of calls (package
+// audit writes those), and the swap of a reloaded configuration
+// (reload.go); translation is package mapping's.
 package bridge
