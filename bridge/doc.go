@@ -4,6 +4,8 @@
 // its upstreams (otc.Client, mcp/upstream): the catalogs of upstream tools
 // and their refresh, call routing, timeouts, cancellation, per-user
 // binding, the operator's controls (controls.go: tool overrides, access
-// policy and rate limits, whose data is package bridge/policy's), and the
-// logs, metrics and traces of calls; translation is package mapping's.
+// policy and rate limits, whose data is package bridge/policy's), the logs,
+// metrics, traces and audit lines of calls (package audit writes those),
+// and the swap of a reloaded configuration (reload.go); translation is
+// package mapping's.
 package bridge

@@ -19,6 +19,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/mcpotc/mcpotc/bridge/audit"
 	"github.com/mcpotc/mcpotc/bridge/metrics"
 	"github.com/mcpotc/mcpotc/bridge/policy"
 	"github.com/mcpotc/mcpotc/bridge/tracing"
@@ -86,6 +87,11 @@ type OTCUpstream struct {
 	// was not given: how it can be given one (the built-in sample, which
 	// takes no configuration, says how to try such a tool). Zero: that.
 	Configure string
+	// Revision identifies the configuration the upstream was made from
+	// (cmd/mcpotc: a digest of its config file entry): Reload keeps an
+	// upstream of the same Name and Revision as it is, its catalog
+	// included. Empty: Reload lists it afresh.
+	Revision string
 }
 
 // MCPFrontOptions configure an MCPFront. A nil *MCPFrontOptions is the zero value.
@@ -117,6 +123,12 @@ type MCPFrontOptions struct {
 	// LimitStore keeps the rate limits' buckets where the replicas share
 	// them (bridge/state). Nil: this process's memory.
 	LimitStore policy.Store
+	// Audit receives one line per answered tools/call (README, Audit
+	// log). Nil: none.
+	Audit *audit.Log
+	// AuditArgNames adds the names of a call's arguments (never their
+	// values) to its audit line. Zero: no names.
+	AuditArgNames bool
 }
 
 // MCPFront serves the tools of OTC upstreams to MCP clients.
@@ -131,7 +143,10 @@ type MCPFront struct {
 	idem     *idemStore  // answers of calls with an idempotency_key; nil: off
 	ctl      *controls   // access policy and rate limits
 
-	mu          sync.Mutex // guards fingerprint and each upstream's tools on refresh
+	// lists serializes the listings and installs of refresh and Reload.
+	lists sync.Mutex
+
+	mu          sync.Mutex // guards upstreams, fingerprint and each upstream's tools on refresh
 	fingerprint [32]byte
 	print       catalogPrint // the served catalog, for the log of its changes
 	served      []front.Tool // the served catalog, for SetControls
@@ -217,6 +232,7 @@ func NewMCPFront(ctx context.Context, upstreams []OTCUpstream, opts *MCPFrontOpt
 	// front answers them, and tells this.
 	unknown := func(ctx context.Context, req mcpgo.CallToolRequest) {
 		f.opts.Metrics.Call(metrics.FrontMCP, metrics.Other, metrics.Other, metrics.UnknownTool, 0)
+		f.auditCall(ctx, nil, req.Params.Name, nil, metrics.UnknownTool, 0)
 		// Its span, in the host's trace like any call's.
 		tp, ts := front.TraceHeaders(ctx)
 		if m := traceparent(req); m != "" {
@@ -348,23 +364,35 @@ func (f *MCPFront) incomplete() bool {
 // when it changed, which notifies clients (tools/list_changed). At start a
 // name clash is an error; later it keeps the clashing upstream's old tools.
 func (f *MCPFront) refresh(ctx context.Context, atStart bool) error {
-	type listing struct {
-		tools     map[string]*frontTool
-		err       error // the listing failed, or
-		clash     error // it names two tools alike
-		digest    otc.CatalogDigest
-		unchanged bool     // the listing its tools were made from
-		missing   []string // overrides of tools it does not list
-	}
-	results := make([]listing, len(f.upstreams))
-	prev := make([]otc.CatalogDigest, len(f.upstreams))
+	f.lists.Lock()
+	defer f.lists.Unlock()
 	f.mu.Lock()
-	for i, u := range f.upstreams {
+	ups := f.upstreams
+	f.mu.Unlock()
+	return f.install(ups, f.list(ctx, ups), atStart)
+}
+
+// listing is what listing one upstream gave.
+type listing struct {
+	tools     map[string]*frontTool
+	err       error // the listing failed, or
+	clash     error // it names two tools alike
+	digest    otc.CatalogDigest
+	unchanged bool     // the listing its tools were made from
+	missing   []string // overrides of tools it does not list
+}
+
+// list lists ups concurrently (f.lists held).
+func (f *MCPFront) list(ctx context.Context, ups []*otcUpstream) []listing {
+	results := make([]listing, len(ups))
+	prev := make([]otc.CatalogDigest, len(ups))
+	f.mu.Lock()
+	for i, u := range ups {
 		prev[i] = u.listed
 	}
 	f.mu.Unlock()
 	var wg sync.WaitGroup
-	for i, u := range f.upstreams {
+	for i, u := range ups {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -387,9 +415,15 @@ func (f *MCPFront) refresh(ctx context.Context, atStart bool) error {
 		}()
 	}
 	wg.Wait()
+	return results
+}
 
+// install makes ups, listed as results, the served upstreams and their
+// tools the catalog (f.lists held).
+func (f *MCPFront) install(ups []*otcUpstream, results []listing, atStart bool) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.upstreams = ups
 	if !atStart && !slices.ContainsFunc(results, func(r listing) bool { return !r.unchanged }) {
 		f.log.Debug().Msg("catalog unchanged: every upstream listed what its tools were made from")
 		return nil
@@ -641,7 +675,7 @@ func (f *MCPFront) handler(t *frontTool) front.ToolHandler {
 			// refused, as a result the model reads.
 			f.log.Warn().Str("call_id", cutID(callReq.CallID)).Str("tool", t.Tool.Name).Str("upstream", t.up.Name).
 				Msg("call refused: the forwarded user_id differs from the caller's token")
-			f.opts.Metrics.Call(metrics.FrontMCP, t.up.Name, t.Tool.Name, metrics.AuthRequired, time.Since(start))
+			f.recordCall(ctx, t, callReq, metrics.AuthRequired, time.Since(start))
 			failed(span, metrics.AuthRequired)
 			return mcpgo.NewToolResultError(msg), nil
 		}
@@ -655,7 +689,7 @@ func (f *MCPFront) handler(t *frontTool) front.ToolHandler {
 			// Calling would only earn a 400: say what to configure now.
 			f.log.Warn().Str("call_id", cutID(callReq.CallID)).Str("tool", t.Tool.Name).Str("tool_id", t.OTCID).Str("upstream", t.up.Name).
 				Str("missing", missing).Msg("call refused: requirement not configured")
-			f.opts.Metrics.Call(metrics.FrontMCP, t.up.Name, t.Tool.Name, metrics.AuthRequired, time.Since(start))
+			f.recordCall(ctx, t, callReq, metrics.AuthRequired, time.Since(start))
 			failed(span, metrics.AuthRequired)
 			how := "configure it for upstream " + t.up.Name
 			if t.up.Configure != "" {
@@ -706,7 +740,7 @@ func (f *MCPFront) handler(t *frontTool) front.ToolHandler {
 			d := time.Since(start)
 			ev.Dur("duration", d).Msg("call")
 			outcome := callOutcome(resp, err)
-			f.opts.Metrics.Call(metrics.FrontMCP, t.up.Name, t.Tool.Name, outcome, d)
+			f.recordCall(ctx, t, callReq, outcome, d)
 			failed(span, outcome)
 			failed(cspan, outcome)
 			cspan.End()

@@ -19,6 +19,7 @@ import (
 	"github.com/rs/zerolog"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/mcpotc/mcpotc/bridge/audit"
 	"github.com/mcpotc/mcpotc/bridge/metrics"
 	"github.com/mcpotc/mcpotc/bridge/policy"
 	"github.com/mcpotc/mcpotc/bridge/tracing"
@@ -105,6 +106,12 @@ type OTCFrontOptions struct {
 	// LimitStore keeps the rate limits' buckets where the replicas share
 	// them (bridge/state). Nil: this process's memory.
 	LimitStore policy.Store
+	// Audit receives one line per answered call and per OAuth flow event
+	// (README, Audit log). Nil: none.
+	Audit *audit.Log
+	// AuditArgNames adds the names of a call's arguments (never their
+	// values) to its audit line. Zero: no names.
+	AuditArgNames bool
 }
 
 // ReadyCheckTimeout bounds each of OTCFrontOptions.Checks in one GET /ready.
@@ -114,9 +121,21 @@ const ReadyCheckTimeout = 2 * time.Second
 type OTCFront struct {
 	log     zerolog.Logger
 	handler *otc.Handler
-	serve   http.Handler // handler, and the /oauth/ routes with OTCFrontOptions.OAuth
-	ups     []*mcpUpstream
-	oauth   *oauth.Manager // nil without OTCFrontOptions.OAuth
+	serve   http.Handler             // handler, and the /oauth/ routes with OTCFrontOptions.OAuth
+	state   atomic.Pointer[otcState] // what the configuration decides (reload.go)
+	oauth   *oauth.Manager           // nil without OTCFrontOptions.OAuth
+
+	// Reloads (reload.go).
+	ctx       context.Context // the upstreams' (NewOTCFront's)
+	version   string          // OTCFrontOptions.Version
+	authn     bool            // callers authenticate (an API key or JWTs)
+	reload    sync.Mutex      // serializes Reload
+	retired   sync.WaitGroup  // connections a reload replaced, until they are closed
+	closing   chan struct{}   // closed by Close
+	closeOnce sync.Once
+	// The audit log (auditlog.go).
+	audit  *audit.Log // OTCFrontOptions.Audit
+	argsIn bool       // OTCFrontOptions.AuditArgNames
 
 	checks   map[string]func(context.Context) error
 	draining atomic.Bool // Drain was called: /ready is 503
@@ -134,12 +153,29 @@ type OTCFront struct {
 	notes onceNotes    // catalog problems already logged
 }
 
+// mcpUpstream is one MCP server as one configuration has it: a reload
+// that keeps its connection (upstream.Config and OAuth unchanged) makes a
+// new mcpUpstream around the same upConn.
 type mcpUpstream struct {
 	MCPUpstream
-	up     *upstream.Upstream // set by NewOTCFront before any connects; never changes after
+	*upConn
+}
+
+// upConn is the connection to an MCP server and what it listed.
+type upConn struct {
+	up     *upstream.Upstream // set before it connects; never changes after
 	mu     sync.Mutex
 	tools  []json.RawMessage // the latest raw tools/list
 	served bool              // its tools are in the served catalog
+	// listed is closed at its first tool list.
+	listed     chan struct{}
+	listedOnce sync.Once
+	// calls counts the front's calls in flight on it: a reload that
+	// replaced it closes it once they are done.
+	calls atomic.Int64
+	// initial: connected when the front started (GET /tools waits for
+	// those only: listNotReady).
+	initial bool
 }
 
 // NewOTCFront starts every upstream (in the background: one that is down
@@ -155,28 +191,17 @@ func NewOTCFront(ctx context.Context, upstreams []MCPUpstream, opts *OTCFrontOpt
 		o.Version = "dev"
 	}
 	f := &OTCFront{log: o.Logger, checks: o.Checks, metrics: o.Metrics, tracer: o.Tracer, trustStated: o.TrustStatedUserIDs,
-		resumes: newResumes(o.ResumeStore, o.ResumeTTL, 0, 0, o.PublicURL), started: time.Now()}
+		resumes: newResumes(o.ResumeStore, o.ResumeTTL, 0, 0, o.PublicURL), started: time.Now(),
+		ctx: ctx, version: o.Version, authn: o.Server.APIKey != "" || len(o.Server.JWTSecret) > 0, closing: make(chan struct{}),
+		audit: o.Audit, argsIn: o.AuditArgNames}
 	if f.tracer == nil {
 		f.tracer = tracing.Tracer(nil)
 	}
 	f.owners.Store(&map[string]string{})
-	names, toolkits := map[string]bool{}, map[string]bool{}
-	for _, u := range upstreams {
-		if u.Config.Name != "" && names[u.Config.Name] {
-			return nil, fmt.Errorf("two MCP servers are named %q", u.Config.Name)
-		}
-		names[u.Config.Name] = true
-		if u.OAuth != nil && u.OAuth.PerUser && o.Server.APIKey == "" && len(o.Server.JWTSecret) == 0 && !o.TrustStatedUserIDs {
-			return nil, fmt.Errorf("MCP server %s: per_user needs authenticated callers (an API key or JWTs): context.user_id is the caller's word", u.Config.Name)
-		}
-		if u.Toolkit != "" {
-			tk := mapping.Sanitize(u.Toolkit)
-			if toolkits[tk] {
-				return nil, fmt.Errorf("two MCP servers have the toolkit name %q", tk)
-			}
-			toolkits[tk] = true
-		}
-		f.ups = append(f.ups, &mcpUpstream{MCPUpstream: u})
+	f.state.Store(&otcState{})
+	cfg := OTCFrontConfig{Upstreams: upstreams}
+	if err := f.check(cfg); err != nil {
+		return nil, err
 	}
 	server := o.Server
 	server.Health = f.health
@@ -185,6 +210,7 @@ func NewOTCFront(ctx context.Context, upstreams []MCPUpstream, opts *OTCFrontOpt
 	server.Observe = func(rec *otc.CallRecord) {
 		logCall(rec)
 		f.measure(rec)
+		f.auditCall(rec)
 	}
 	server.Unknown = f.unknown
 	f.ctl = newControls(metrics.FrontOTC, o.Controls, o.LimitStore, f.log, f.metrics)
@@ -214,6 +240,7 @@ func NewOTCFront(ctx context.Context, upstreams []MCPUpstream, opts *OTCFrontOpt
 		oo.Logger = slogLogger(f.log)
 		oo.OnAuthorized = f.authorized
 		oo.OnEvent = f.metrics.OAuth
+		oo.OnFlowEvent = f.auditFlow
 		if f.oauth, err = oauth.NewManager(&oo); err != nil {
 			return nil, err
 		}
@@ -223,14 +250,17 @@ func NewOTCFront(ctx context.Context, upstreams []MCPUpstream, opts *OTCFrontOpt
 	// Every upstream is built and recorded before any connects: its
 	// callbacks (a tool list can arrive before Connect returns) find the
 	// front whole, and u.up never changes after.
-	for _, u := range f.ups {
-		if u.up, err = f.newUpstream(u, o.Version); err != nil {
-			return nil, err
-		}
+	next, fresh, err := f.prepare(cfg)
+	if err != nil {
+		return nil, err
 	}
+	for _, c := range fresh {
+		c.initial = true
+	}
+	f.state.Store(next)
 	f.metrics.Watch(metrics.FrontOTC, f.upstreamMetrics)
-	for _, u := range f.ups {
-		u.up.Connect(ctx)
+	for _, c := range fresh {
+		c.up.Connect(ctx)
 	}
 	return f, nil
 }
@@ -258,6 +288,7 @@ func (f *OTCFront) newUpstream(u *mcpUpstream, version string) (*upstream.Upstre
 		OnToolsChanged: func(tools []json.RawMessage) {
 			f.metrics.Refreshed(metrics.FrontOTC, u.name(), nil)
 			f.toolsChanged(u, tools)
+			u.listedOnce.Do(func() { close(u.listed) })
 		},
 		OnListFailed: func(err error) {
 			f.metrics.Refreshed(metrics.FrontOTC, u.name(), err)
@@ -325,7 +356,7 @@ func (f *OTCFront) authorized(name, user string) {
 	if user != "" {
 		return
 	}
-	for _, u := range f.ups {
+	for _, u := range f.upstreams() {
 		if u.Config.Name == name {
 			u.up.Retry()
 		}
@@ -339,10 +370,22 @@ func (f *OTCFront) Close(ctx context.Context) error {
 	// Calls held for a retry that will not come here: let them go now
 	// rather than at the end of the drain.
 	f.resumes.releaseAll()
+	// Upstreams a reload replaced stop now too, their calls bounded by ctx;
+	// a reload under way ends first (its wait is bounded), and none starts.
+	f.reload.Lock()
+	f.closeOnce.Do(func() { close(f.closing) })
+	f.reload.Unlock()
 	var errs []error
 	var wg sync.WaitGroup
 	var mu sync.Mutex
-	for _, u := range f.ups {
+	wg.Go(func() {
+		if err := waitGroupCtx(ctx, &f.retired); err != nil {
+			mu.Lock()
+			errs = append(errs, fmt.Errorf("MCP servers a reload replaced: %w", err))
+			mu.Unlock()
+		}
+	})
+	for _, u := range f.upstreams() {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -387,7 +430,7 @@ type upstreamStates struct {
 
 func (f *OTCFront) upstreamStates() upstreamStates {
 	st := upstreamStates{status: map[string]string{}, authz: map[string]string{}, ready: true, serving: true}
-	for _, u := range f.ups {
+	for _, u := range f.upstreams() {
 		name := u.name()
 		for i := 2; st.status[name] != ""; i++ { // two servers that call themselves alike
 			name = fmt.Sprintf("%s#%d", u.name(), i)
@@ -474,9 +517,9 @@ const ListRetryAfter = time.Second
 // without its tools, which come when it is ready.
 func (f *OTCFront) listNotReady(context.Context) *otc.ServerErrorResponse {
 	var connecting []string
-	for _, u := range f.ups {
-		if u.up == nil {
-			continue // NewOTCFront is still starting them
+	for _, u := range f.upstreams() {
+		if !u.initial {
+			continue // added by a reload: the catalog was complete before it
 		}
 		u.mu.Lock()
 		listed := u.served // its tools are in the served catalog
@@ -511,7 +554,7 @@ func (f *OTCFront) listNotReady(context.Context) *otc.ServerErrorResponse {
 // unknown explains a call to a toolkit whose MCP server is not ready yet:
 // the tool may well exist once it is.
 func (f *OTCFront) unknown(id otc.ToolID) *otc.ServerErrorResponse {
-	for _, u := range f.ups {
+	for _, u := range f.upstreams() {
 		if u.up.Ready() {
 			continue
 		}
@@ -550,7 +593,7 @@ func (f *OTCFront) rebuild() {
 	var included []*mcpUpstream
 	toolkits := map[string]string{} // toolkit → upstream, for clashes
 	ids := map[string]string{}      // tool id → upstream
-	for _, u := range f.ups {
+	for _, u := range f.upstreams() {
 		u.mu.Lock()
 		raw := u.tools
 		u.mu.Unlock()
@@ -732,6 +775,9 @@ func (f *OTCFront) call(u *mcpUpstream, mcpName string, t mapping.OTCTool) otc.T
 	// Worked out once per tool version, when the catalog changes.
 	shape := mapping.ResultShapeOf(t.Def.OutputSchema)
 	return func(ctx context.Context, c *otc.Call) (json.RawMessage, error) {
+		// A reload that replaced the upstream closes it once this is done.
+		u.calls.Add(1)
+		defer u.calls.Add(-1)
 		// The MCP request's span; its traceparent goes in
 		// _meta.traceparent and, to an HTTP server, the traceparent header.
 		ctx, span := f.tracer.Start(ctx, "tools/call "+mcpName, trace.WithSpanKind(trace.SpanKindClient),
@@ -981,8 +1027,9 @@ func (f *OTCFront) measure(rec *otc.CallRecord) {
 
 // upstreamMetrics is the state of every upstream, for a scrape.
 func (f *OTCFront) upstreamMetrics() []metrics.UpstreamState {
-	out := make([]metrics.UpstreamState, 0, len(f.ups))
-	for _, u := range f.ups {
+	ups := f.upstreams()
+	out := make([]metrics.UpstreamState, 0, len(ups))
+	for _, u := range ups {
 		s := u.up.Status()
 		u.mu.Lock()
 		st := metrics.UpstreamState{Name: u.name(), Up: s.Ready && u.served, Tools: len(u.tools), Restarts: int64(s.Restarts)}

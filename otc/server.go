@@ -235,7 +235,17 @@ type CallRecord struct {
 	// Outcome classifies the answer, for metrics: one of the Outcome
 	// constants.
 	Outcome string
+	// Caller is who the transport authentication established.
+	Caller Caller
+	// UserID is the request's context.user_id ("" when it names none).
+	UserID string
+	// Input is the request's input as sent. It may hold secrets: never
+	// log it (an audit log takes its member names at most).
+	Input json.RawMessage
 }
+
+// recordCallerKey holds, in a call's context, the Caller for its CallRecord.
+type recordCallerKey struct{}
 
 // Outcomes of a call (CallRecord.Outcome): the label values of the
 // bridge's metrics (README, Observability).
@@ -825,6 +835,8 @@ func (h *Handler) serveCall(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	// Its CallRecord names the caller.
+	r = r.WithContext(context.WithValue(r.Context(), recordCallerKey{}, caller))
 	if failure := checkContentType(r); failure != nil {
 		rp.error(http.StatusUnsupportedMediaType, failure)
 		h.observe(r.Context(), nil, "", http.StatusUnsupportedMediaType, false, h.opts.Now(), failure)
@@ -1275,8 +1287,12 @@ func (h *Handler) record(ctx context.Context, req *CallToolRequest, resolved str
 	rec := &CallRecord{Context: ctx, Resolved: resolved, Status: status, Success: success, Duration: h.opts.Now().Sub(start),
 		Outcome: classify(status, success, failure)}
 	if req != nil {
-		rec.CallID, rec.TraceID, rec.ToolID = req.CallID, req.TraceID, req.ToolID
+		rec.CallID, rec.TraceID, rec.ToolID, rec.Input = req.CallID, req.TraceID, req.ToolID, req.Input
+		if req.Context != nil {
+			rec.UserID = req.Context.UserID
+		}
 	}
+	rec.Caller, _ = ctx.Value(recordCallerKey{}).(Caller)
 	switch f := failure.(type) {
 	case *ServerErrorResponse:
 		rec.DeveloperMessage = f.DeveloperMessage

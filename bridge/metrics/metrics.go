@@ -50,6 +50,7 @@ type Metrics struct {
 	replays   *prometheus.CounterVec
 	oauth     *prometheus.CounterVec
 	limited   *prometheus.CounterVec
+	reloads   *prometheus.CounterVec
 
 	mu       sync.Mutex
 	watchers []watcher
@@ -102,7 +103,10 @@ func New() *Metrics {
 	m.limited = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "mcpotc_rate_limited_total", Help: "Calls refused by a rate limit, by front, upstream, tool and limit (principal, tool).",
 	}, []string{"front", "upstream", "tool", "limit"})
-	m.reg.MustRegister(m.calls, m.server, m.client, m.refreshes, m.replays, m.oauth, m.limited, upstreamCollector{m},
+	m.reloads = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "mcpotc_config_reloads_total", Help: "Configuration reloads (SIGHUP, --watch-config), by front and result (applied, refused).",
+	}, []string{"front", "result"})
+	m.reg.MustRegister(m.calls, m.server, m.client, m.refreshes, m.replays, m.oauth, m.limited, m.reloads, upstreamCollector{m},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -163,6 +167,20 @@ func (m *Metrics) OAuth(upstream, event string) {
 	}
 }
 
+// Results of a configuration reload (see mcpotc_config_reloads_total).
+const (
+	ReloadApplied = "applied"
+	ReloadRefused = "refused"
+)
+
+// Reloaded records a configuration reload of front: ReloadApplied or
+// ReloadRefused.
+func (m *Metrics) Reloaded(front, result string) {
+	if m != nil {
+		m.reloads.WithLabelValues(front, result).Inc()
+	}
+}
+
 // Watch reports, at each scrape, the upstreams state returns for front.
 func (m *Metrics) Watch(front string, state func() []UpstreamState) {
 	if m == nil {
@@ -178,6 +196,14 @@ func (m *Metrics) Watch(front string, state func() []UpstreamState) {
 func (m *Metrics) GaugeFunc(name, help string, f func() float64) {
 	if m != nil {
 		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f))
+	}
+}
+
+// CounterFunc registers a counter read at each scrape (such as the audit
+// log's dropped lines).
+func (m *Metrics) CounterFunc(name, help string, f func() float64) {
+	if m != nil {
+		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, f))
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mcpotc/mcpotc/bridge"
+	"github.com/mcpotc/mcpotc/bridge/audit"
 	"github.com/mcpotc/mcpotc/bridge/metrics"
 	"github.com/mcpotc/mcpotc/bridge/state"
 	"github.com/mcpotc/mcpotc/internal/httpguard"
@@ -115,6 +116,8 @@ type serveMCPFlags struct {
 	metricsListen        string
 	stateURL             string
 	statePasswordEnv     string
+	audit                *auditFlags
+	watchConfig          bool
 	logger               func() (zerolog.Logger, error)
 	set                  map[string]bool // the flags the command line gave
 }
@@ -202,6 +205,8 @@ func (m *Main) parseServeMCP(args []string) (*serveMCPFlags, error) {
 	fs.StringVar(&f.metricsListen, "metrics-listen", "", metricsUsage)
 	fs.StringVar(&f.stateURL, "state", "", "redis:// (rediss:// for TLS) URL of the Redis that replicas share for the rate limits' buckets (default: this process's memory)")
 	fs.StringVar(&f.statePasswordEnv, "state-password-env", "", "environment variable holding the password of the --state Redis (instead of writing it in the URL)")
+	f.audit = registerAuditFlags(fs)
+	fs.BoolVar(&f.watchConfig, "watch-config", false, watchConfigUsage)
 	f.logger = m.logFlags(fs)
 	if err := m.parse(fs, args); err != nil {
 		return nil, err
@@ -263,6 +268,8 @@ func (f *serveMCPFlags) checkValues() error {
 			"otc-dialect", "accept-otc-context", "header", "otc-api-key-env"),
 		needs(f.set, len(f.otcURLs) < 2, "exactly one --otc: for several servers, use a config file (headers and api_key_env per upstream)", "header", "otc-api-key-env"),
 		needs(f.set, f.stateURL != "", "--state redis://…", "state-password-env"),
+		needs(f.set, f.configPath != "", "--config FILE", "watch-config"),
+		f.audit.check(f.set),
 	} {
 		if err != nil {
 			return err
@@ -327,6 +334,20 @@ func (m *Main) readMCPFrontSetup(s *mcpFrontSetup, f *serveMCPFlags, log zerolog
 	if s.resource != nil {
 		s.resource.Verify = m.resourceVerifier(&p, f, log)
 	}
+	if f.stateURL != "" {
+		s.shared = m.openState(&p, f.stateURL, f.statePasswordEnv, log)
+	}
+	m.readMCPFrontUpstreams(&p, f, s, log)
+	if err := p.err(); err != nil {
+		return err
+	}
+	return checkOTCUpstreams(log, f, s)
+}
+
+// readMCPFrontUpstreams reads what the configuration decides — the OTC servers
+// of the config file and of --otc — into s.upstreams; problems go to p. It
+// runs at the start and at each reload (README, Reload).
+func (m *Main) readMCPFrontUpstreams(p *problems, f *serveMCPFlags, s *mcpFrontSetup, log zerolog.Logger) {
 	var cfg mcpFrontConfig
 	if f.configPath != "" {
 		if err := loadMCPFrontConfig(f.configPath, &cfg); err != nil {
@@ -334,22 +355,21 @@ func (m *Main) readMCPFrontSetup(s *mcpFrontSetup, f *serveMCPFlags, log zerolog
 		} else if len(cfg.Upstreams) == 0 {
 			p.add(f.configPath, "upstreams", "lists no OTC server: add one ({\"url\": \"http://127.0.0.1:8081\"}), or run serve-mcp without --config for the built-in sample toolkit")
 		}
-		s.controls = controls(&p, f.configPath, cfg.Access, cfg.RateLimits,
+		s.controls = controls(p, f.configPath, cfg.Access, cfg.RateLimits,
 			controlsFront{issuers: f.oauthIssuers, tokens: len(f.oauthIssuers) > 0, tokenFlag: "--oauth-issuer"})
 	}
-	if f.stateURL != "" {
-		s.shared = m.openState(&p, f.stateURL, f.statePasswordEnv, log)
-	}
-	s.upstreams = m.otcUpstreams(&p, log, f.configPath, cfg.Upstreams, f.transport != "stdio")
+	s.upstreams = m.otcUpstreams(p, log, f.configPath, cfg.Upstreams, f.transport != "stdio")
 	for _, u := range f.otcURLs {
 		c := otcUpstreamConfig{URL: u, Dialect: string(s.dialect), AcceptForwardedContext: f.acceptContext, APIKeyEnv: f.otcKeyEnv}
-		if up, ok := m.otcUpstream(&p, log, "--otc", "", c, false, f.headers.header(&p, m.Getenv)); ok {
+		if up, ok := m.otcUpstream(p, log, "--otc", "", c, false, f.headers.header(p, m.Getenv)); ok {
 			s.upstreams = append(s.upstreams, up)
 		}
 	}
-	if err := p.err(); err != nil {
-		return err
-	}
+}
+
+// checkOTCUpstreams checks what holds across s.upstreams, once each is
+// read: names are unique; a warning names who may forward context.
+func checkOTCUpstreams(log zerolog.Logger, f *serveMCPFlags, s *mcpFrontSetup) error {
 	if err := uniqueNames(s.upstreams); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
@@ -413,6 +433,11 @@ func (m *Main) runMCPFront(ctx context.Context, log zerolog.Logger, f *serveMCPF
 		return err
 	}
 	defer stopTracing()
+	al, err := f.audit.open(m, log, mt)
+	if err != nil {
+		return err
+	}
+	defer closeAudit(ctx, log, al)
 	mcpFront, err := bridge.NewMCPFront(ctx, upstreams, &bridge.MCPFrontOptions{
 		CallTimeout:         f.callTimeout,
 		Refresh:             f.refresh,
@@ -423,6 +448,8 @@ func (m *Main) runMCPFront(ctx context.Context, log zerolog.Logger, f *serveMCPF
 		Tracer:              tracer,
 		Controls:            s.controls,
 		LimitStore:          limitStore(s.shared),
+		Audit:               al,
+		AuditArgNames:       f.audit.argNames,
 	})
 	if err != nil {
 		return err
@@ -430,10 +457,28 @@ func (m *Main) runMCPFront(ctx context.Context, log zerolog.Logger, f *serveMCPF
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go mcpFront.Run(rctx)
+	m.reloads(rctx, log, f.configPath, f.watchConfig, mt, metrics.FrontMCP, func(ctx context.Context) error {
+		return m.reloadMCPFront(ctx, log, f, s, mcpFront)
+	})
 	if f.transport == "stdio" {
 		return m.serveMCPStdio(ctx, log, mcpFront, len(upstreams))
 	}
-	return m.serveMCPHTTP(ctx, log, f, s, mcpFront, mt)
+	return m.serveMCPHTTP(ctx, log, f, s, mcpFront, mt, al)
+}
+
+// reloadMCPFront reads the config file again and has the front serve it
+// (README, Reload): its problems are those of the start.
+func (m *Main) reloadMCPFront(ctx context.Context, log zerolog.Logger, f *serveMCPFlags, s *mcpFrontSetup, front *bridge.MCPFront) error {
+	next := &mcpFrontSetup{dialect: s.dialect, resource: s.resource, bearer: s.bearer}
+	var p problems
+	m.readMCPFrontUpstreams(&p, f, next, log)
+	if err := p.err(); err != nil {
+		return err
+	}
+	if err := checkOTCUpstreams(log, f, next); err != nil {
+		return err
+	}
+	return front.Reload(ctx, bridge.MCPFrontConfig{Upstreams: next.upstreams, Controls: next.controls})
 }
 
 // serveMCPStdio serves MCP on stdin and stdout until either ends.
@@ -452,7 +497,7 @@ func (m *Main) serveMCPStdio(ctx context.Context, log zerolog.Logger, mcpFront *
 
 // serveMCPHTTP serves MCP over streamable HTTP or legacy SSE on --listen
 // until ctx ends, then drains.
-func (m *Main) serveMCPHTTP(ctx context.Context, log zerolog.Logger, f *serveMCPFlags, s *mcpFrontSetup, mcpFront *bridge.MCPFront, mt *metrics.Metrics) error {
+func (m *Main) serveMCPHTTP(ctx context.Context, log zerolog.Logger, f *serveMCPFlags, s *mcpFrontSetup, mcpFront *bridge.MCPFront, mt *metrics.Metrics, al *audit.Log) error {
 	httpOpts := *s.http
 	httpOpts.BearerToken = s.bearer
 	httpOpts.Resource = s.resource
@@ -462,7 +507,7 @@ func (m *Main) serveMCPHTTP(ctx context.Context, log zerolog.Logger, f *serveMCP
 		h, sessions, what = mcpFront.Front().SSEHandler(&httpOpts), "MCP sessions open (legacy SSE streams).", "MCP over SSE at /sse"
 	}
 	mt.GaugeFunc("mcpotc_mcp_sessions", sessions, func() float64 { return float64(h.Sessions()) })
-	return m.serveHTTPWith(ctx, log, f.listen, bridge.CORS(f.corsOrigins, bridge.LogRefusals(log, h)), what,
+	return m.serveHTTPWith(ctx, log, f.listen, bridge.CORS(f.corsOrigins, bridge.LogRefusals(log, bridge.AuditRefusals(al, metrics.FrontMCP, h))), what,
 		draining(log, f.drainDelay, mcpFront.Drain, h.Shutdown))
 }
 
@@ -689,7 +734,7 @@ func (m *Main) otcUpstream(p *problems, log zerolog.Logger, file, key string, c 
 	file, credentials := m.otcCredentials(p, file, where, c, opts, extra)
 	tools := overrides(p, file, where("tools"), c.Tools, c.Prefix)
 	up := bridge.OTCUpstream{Tools: tools, Name: name, Prefix: c.Prefix, UserID: c.UserID, UserIDFromToken: c.UserIDFromToken, UserIDClaim: c.UserIDClaim, CallTimeout: time.Duration(c.CallTimeout),
-		Secrets: map[string]string{}, Tokens: map[string]string{}, AcceptContext: c.AcceptForwardedContext}
+		Secrets: map[string]string{}, Tokens: map[string]string{}, AcceptContext: c.AcceptForwardedContext, Revision: revision(c)}
 	for _, id := range sortedKeys(c.Secrets) {
 		up.Secrets[id] = p.env(m.Getenv, file, where("secrets."+id), c.Secrets[id])
 	}

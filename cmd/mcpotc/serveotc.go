@@ -226,6 +226,8 @@ type serveOTCFlags struct {
 	allowedHosts       allowedHostList
 	corsOrigins        corsOriginList
 	identity           *identityFlags
+	audit              *auditFlags
+	watchConfig        bool
 	logger             func() (zerolog.Logger, error)
 	command            []string        // after --: the stdio MCP server to start
 	set                map[string]bool // the flags the command line gave
@@ -283,6 +285,8 @@ func (m *Main) parseServeOTC(args []string) (*serveOTCFlags, error) {
 	fs.Var(&f.allowedHosts, "allowed-host", allowedHostUsage)
 	fs.Var(&f.corsOrigins, "cors-origin", corsOriginUsage)
 	f.identity = registerIdentityFlags(fs)
+	f.audit = registerAuditFlags(fs)
+	fs.BoolVar(&f.watchConfig, "watch-config", false, watchConfigUsage)
 	f.logger = m.logFlags(fs)
 	if i := slices.Index(args, "--"); i >= 0 {
 		if i == len(args)-1 {
@@ -335,6 +339,8 @@ func (f *serveOTCFlags) checkCombinations() error {
 		needs(f.set, len(f.command) > 0, "an MCP server's command after --, e.g. --name Everything -- npx -y @modelcontextprotocol/server-everything", "name"),
 		needs(f.set, f.jwtSecretEnv != "", "--jwt-secret-env", "jwt-audience"),
 		needs(f.set, f.stateURL != "", "--state redis://…", "state-password-env"),
+		needs(f.set, f.configPath != "", "--config FILE", "watch-config"),
+		f.audit.check(f.set),
 	} {
 		if err != nil {
 			return err
@@ -410,11 +416,29 @@ func (m *Main) otcFrontSetup(f *serveOTCFlags, log zerolog.Logger) (*otcFrontSet
 			s.server.JWTAudiences = append(s.server.JWTAudiences, a)
 		}
 	}
-	cfg := m.readMCPServers(&p, f, s, log)
+	cfg := m.readOTCFrontUpstreams(&p, f, s, log)
 	s.controls = controls(&p, f.configPath, cfg.Access, cfg.RateLimits, controlsFront{otc: true, tokens: f.jwtSecretEnv != "", tokenFlag: "--jwt-secret-env"})
 	if err := p.err(); err != nil {
 		s.close()
 		return nil, err
+	}
+	for _, u := range s.ups {
+		// A call with a call_id runs detached from its client: bound it a
+		// little past the longest upstream call timeout, so that the
+		// upstream's own timeout (which cancels the call there) ends it first.
+		s.server.CallTimeout = max(s.server.CallTimeout, u.Config.CallTimeout+detachedCallGrace)
+	}
+	return s, nil
+}
+
+// readOTCFrontUpstreams reads what the configuration decides — the MCP servers
+// of the config file, of --mcp and after -- (the built-in sample without
+// any) — into s.ups; problems go to p. It runs at the start and at each
+// reload (README, Reload), s.own read.
+func (m *Main) readOTCFrontUpstreams(p *problems, f *serveOTCFlags, s *otcFrontSetup, log zerolog.Logger) otcFrontConfig {
+	cfg := m.readMCPServers(p, f, s, log)
+	if len(p.list) > 0 {
+		return cfg
 	}
 	if len(f.command) > 0 {
 		// Named by --name or, once it answers, by its serverInfo.name:
@@ -431,12 +455,8 @@ func (m *Main) otcFrontSetup(f *serveOTCFlags, log zerolog.Logger) (*otcFrontSet
 		if c.MaxMessageBytes == 0 {
 			c.MaxMessageBytes = f.maxMessage
 		}
-		// A call with a call_id runs detached from its client: bound it a
-		// little past the longest upstream call timeout, so that the
-		// upstream's own timeout (which cancels the call there) ends it first.
-		s.server.CallTimeout = max(s.server.CallTimeout, c.CallTimeout+detachedCallGrace)
 	}
-	return s, nil
+	return cfg
 }
 
 // readOTCSecrets reads the secrets the flags name (transport auth, the
@@ -518,13 +538,17 @@ func (m *Main) runOTCFront(ctx context.Context, log zerolog.Logger, f *serveOTCF
 	}
 	defer stopTracing()
 	opts := &bridge.OTCFrontOptions{Server: s.server, Logger: log, Version: buildVersion(), Tracer: tracer, PublicURL: f.publicURL,
-		Controls: s.controls, LimitStore: limitStore(s.shared)}
+		Controls: s.controls, LimitStore: limitStore(s.shared), AuditArgNames: f.audit.argNames}
 	if f.metricsListen != "" {
 		opts.Metrics = metrics.New()
 		if err := m.serveMetrics(ctx, log, f.metricsListen, opts.Metrics); err != nil {
 			return err
 		}
 	}
+	if opts.Audit, err = f.audit.open(m, log, opts.Metrics); err != nil {
+		return err
+	}
+	defer closeAudit(ctx, log, opts.Audit)
 	if err := m.otcFrontStores(ctx, f, s, opts); err != nil {
 		return err
 	}
@@ -537,7 +561,11 @@ func (m *Main) runOTCFront(ctx context.Context, log zerolog.Logger, f *serveOTCF
 	if err != nil {
 		return err
 	}
-	serveErr := m.serveHTTPWith(ctx, log, f.listen, bridge.CORS(f.corsOrigins, bridge.LogRefusals(log, otcFront.Handler())), "OTC for MCP servers",
+	m.reloads(ctx, log, f.configPath, f.watchConfig, opts.Metrics, metrics.FrontOTC, func(rctx context.Context) error {
+		return m.reloadOTCFront(rctx, log, f, s, otcFront)
+	})
+	h := bridge.AuditRefusals(opts.Audit, metrics.FrontOTC, otcFront.Handler())
+	serveErr := m.serveHTTPWith(ctx, log, f.listen, bridge.CORS(f.corsOrigins, bridge.LogRefusals(log, h)), "OTC for MCP servers",
 		// /ready fails first, so that load balancers stop sending
 		// requests; those that still come are served until the shutdown,
 		// which lets in-flight calls end.
@@ -549,6 +577,27 @@ func (m *Main) runOTCFront(ctx context.Context, log zerolog.Logger, f *serveOTCF
 		log.Error().Err(err).Msg("stopping MCP servers")
 	}
 	return serveErr
+}
+
+// reloadOTCFront reads the config file again and has the front serve it
+// (README, Reload): its problems are those of the start; the front refuses
+// what it cannot serve without a restart (the first server with oauth).
+func (m *Main) reloadOTCFront(ctx context.Context, log zerolog.Logger, f *serveOTCFlags, s *otcFrontSetup, front *bridge.OTCFront) error {
+	next := &otcFrontSetup{own: s.own}
+	var p problems
+	cfg := m.readOTCFrontUpstreams(&p, f, next, log)
+	ctl := controls(&p, f.configPath, cfg.Access, cfg.RateLimits, controlsFront{otc: true, tokens: f.jwtSecretEnv != "", tokenFlag: "--jwt-secret-env"})
+	if err := p.err(); err != nil {
+		return err
+	}
+	for _, u := range next.ups {
+		if bound := u.Config.CallTimeout + detachedCallGrace; bound > s.server.CallTimeout {
+			log.Warn().Str("upstream", u.Config.Name).Dur("call_timeout", u.Config.CallTimeout).
+				Msgf("a call with a call_id runs detached from its client, bounded at start by the longest call_timeout: such calls are cut at %s until a restart", s.server.CallTimeout)
+		}
+	}
+	warnUnverified(log, next.ups)
+	return front.Reload(ctx, bridge.OTCFrontConfig{Upstreams: next.ups, Controls: ctl})
 }
 
 // otcFrontStores sets where the front keeps what outlives a request: the

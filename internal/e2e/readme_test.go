@@ -141,6 +141,8 @@ var readmeChecks = map[string]func(t *testing.T, r *readmeEnv, b readmeBlock){
 	"serve-mcp-oauth":      readmePlain,
 	"cors":                 readmePlain,
 	"metrics":              readmePlain,
+	"audit-log":            readmeOperator,
+	"reload":               readmeOperator,
 	"trace-tree":           readmeTraceTree,
 	"bench":                readmeBench,
 	"bench-output":         readmeBenchOutput,
@@ -829,6 +831,21 @@ func readmeServeOTCConfig(t *testing.T, r *readmeEnv, b readmeBlock) {
 		t.Errorf("GET /health: %d %s", status, body)
 	}
 	r.note(b, "is testdata/config/serve-otc.json (as data); started from .ci/peers with GITHUB_MCP_TOKEN=placeholder: Everything's tools listed (deny honoured), github and notes (nothing there) down in /health")
+}
+
+// The audit log and reload examples (README, Audit log; Reload without
+// restart): run as written, in a directory of their own (they write
+// audit.log, servers.json and serve-otc.log there); serve-otc is ready
+// when /health answers 200.
+func readmeOperator(t *testing.T, r *readmeEnv, b readmeBlock) {
+	servers := map[string]string{}
+	for _, c := range readmeCommands(b) {
+		if c.bg {
+			servers[strings.TrimSpace(c.text)] = "http://127.0.0.1:8080/health"
+		}
+	}
+	readmeShell(t, r, b, readmeShellOpts{dir: t.TempDir(), servers: servers})
+	r.note(b, "run as written in a temporary directory; serve-otc waited for until /health is 200; expected output compared")
 }
 
 // The OAuth example: the TypeScript SDK's example server with its demo

@@ -69,6 +69,18 @@ func Forwarder(ctx context.Context) bool {
 	return c != nil && c.forwarder
 }
 
+// Principal names the caller of the current request as the front binds
+// what is the caller's: "stdio", "bearer" (the bearer token's holder), an
+// OAuth token's issuer and subject ("iss:" the issuer's length ":" the
+// issuer "|sub:" the subject), or "addr:" and the client's address. ""
+// when the request did not arrive through a Front transport.
+func Principal(ctx context.Context) string {
+	if c := callerFrom(ctx); c != nil {
+		return c.principal
+	}
+	return ""
+}
+
 // ScopedCallID is the call_id to send upstream for a call_id that the
 // caller of the current request passed on: as it is when the caller is
 // the only principal that can be a chain peer, else prefixed with a hash

@@ -498,7 +498,7 @@ func (c *Client) renew(ctx context.Context, user string, rec *record) (*record, 
 	old := &oauth2.Token{RefreshToken: rec.RefreshToken, Expiry: time.Unix(1, 0)}
 	tok, err := cfg.TokenSource(c.clientContext(ctx), old).Token()
 	if err != nil {
-		c.m.onEvent(c.cfg.Upstream, "refresh_failed")
+		c.m.event(FlowEvent{Upstream: c.cfg.Upstream, Event: "refresh_failed", User: user})
 		var re *oauth2.RetrieveError
 		if errors.As(err, &re) && re.Response != nil && re.Response.StatusCode < 500 {
 			_ = c.m.vault.Delete(ctx, c.key(user))
@@ -508,7 +508,7 @@ func (c *Client) renew(ctx context.Context, user string, rec *record) (*record, 
 		}
 		return nil, fmt.Errorf("upstream %q: token refresh: %w", c.cfg.Upstream, tokenErr(err))
 	}
-	c.m.onEvent(c.cfg.Upstream, "refresh")
+	c.m.event(FlowEvent{Upstream: c.cfg.Upstream, Event: "refresh", User: user})
 	n := *rec
 	n.AccessToken, n.Expiry = tok.AccessToken, tok.Expiry
 	if tok.RefreshToken != "" {

@@ -93,6 +93,9 @@ type Options struct {
 	// authorization URL), "authorized", "authorization_failed",
 	// "refresh" and "refresh_failed" (a token refresh). Must not block.
 	OnEvent func(upstream, event string)
+	// OnFlowEvent is told of the same events with who they concern, for
+	// an audit log. Must not block. Nil: nobody.
+	OnFlowEvent func(FlowEvent)
 	// Now is the clock. Nil: time.Now.
 	Now func() time.Time
 }
@@ -127,6 +130,7 @@ type Manager struct {
 	clientName   string
 	onAuthorized func(upstream, user string)
 	onEvent      func(upstream, event string)
+	onFlowEvent  func(FlowEvent)
 	now          func() time.Time
 	verifierURL  string
 	oidc         *userOIDC // nil without Options.UserOIDC
@@ -227,6 +231,7 @@ func NewManager(o *Options) (*Manager, error) {
 		clientName:   o.ClientName,
 		onAuthorized: o.OnAuthorized,
 		onEvent:      o.OnEvent,
+		onFlowEvent:  o.OnFlowEvent,
 		now:          o.Now,
 		verifierURL:  o.VerifierURL,
 		maxPending:   maxPending,
@@ -306,6 +311,30 @@ func (m *Manager) Client(cfg Config) (*Client, error) {
 	return c, nil
 }
 
+// FlowEvent is one step of an authorization, for Options.OnFlowEvent. It
+// never holds a token, code, verifier or state.
+type FlowEvent struct {
+	Upstream string
+	// Event is one of Options.OnEvent's: challenge, authorized,
+	// authorization_failed, refresh, refresh_failed.
+	Event string
+	// Caller is the OTC caller that caused the authorization (WithCaller),
+	// User the user it is for ("" for the bridge's own identity). A
+	// refresh names no caller.
+	Caller, User string
+	// Reason is why an authorization failed, in the fixed words the user
+	// is shown (never an authorization server's).
+	Reason string
+}
+
+// event tells OnEvent and OnFlowEvent of e.
+func (m *Manager) event(e FlowEvent) {
+	m.onEvent(e.Upstream, e.Event)
+	if m.onFlowEvent != nil {
+		m.onFlowEvent(e)
+	}
+}
+
 func (m *Manager) callbackURL() string { return m.publicURL + "/oauth/callback" }
 
 // challenge returns the *AuthorizationRequired of (c, caller, user): the
@@ -365,7 +394,7 @@ func (m *Manager) challenge(ctx context.Context, c *Client, caller, user string,
 		m.unshare(ctx, e.state)
 	}
 	m.share(ctx, &shared)
-	m.onEvent(c.cfg.Upstream, "challenge")
+	m.event(FlowEvent{Upstream: c.cfg.Upstream, Event: "challenge", Caller: caller, User: user})
 	if r.Operator {
 		// The bridge's own identity: the operator authorizes; tell them
 		// where (and only them: the URL is on no endpoint).
@@ -675,10 +704,10 @@ func (m *Manager) end(ctx context.Context, p *pending, status, why string, held 
 	m.share(ctx, &ended)
 	switch status {
 	case statusFailed:
-		m.onEvent(p.c.cfg.Upstream, "authorization_failed")
+		m.event(FlowEvent{Upstream: p.c.cfg.Upstream, Event: "authorization_failed", Caller: p.caller, User: p.user, Reason: why})
 		m.log.Warn("authorization failed", "upstream", p.c.cfg.Upstream, "reason", why)
 	case statusCompleted:
-		m.onEvent(p.c.cfg.Upstream, "authorized")
+		m.event(FlowEvent{Upstream: p.c.cfg.Upstream, Event: "authorized", Caller: p.caller, User: p.user})
 		m.log.Info("authorization completed", "upstream", p.c.cfg.Upstream, "per_user", p.c.cfg.PerUser)
 		if m.onAuthorized != nil {
 			m.onAuthorized(p.c.cfg.Upstream, p.user)
