@@ -601,7 +601,7 @@ func (f *MCPFront) handler(t *frontTool) front.ToolHandler {
 		if r, ok := front.Resumed(ctx); ok {
 			// The user's answer to this call's authorization challenge
 			// (mcpfront_auth.go): it may end the call here.
-			if o := f.resumeAuthorization(ctx, t, r); o != nil {
+			if o := f.resumeAuthorization(ctx, t, r, carrier.ToolID != ""); o != nil {
 				f.log.Info().Str("call_id", cutID(callReq.CallID)).Str("tool", t.Tool.Name).Str("tool_id", callReq.ToolID).Str("upstream", t.up.Name).
 					Int("round", r.Round).Str("outcome", o.outcome).Msg("call")
 				f.opts.Metrics.Call(metrics.FrontMCP, t.up.Name, t.Tool.Name, metrics.AuthRequired, time.Since(start))
@@ -689,7 +689,7 @@ func (f *MCPFront) handler(t *frontTool) front.ToolHandler {
 				ev = ev.Str("developer_message", t.up.redact(se.DeveloperMessage, forwarded))
 			}
 		}
-		return f.authError(ctx, t, err)
+		return f.authError(ctx, t, err, carrier.ToolID != "")
 	}
 }
 

@@ -50,7 +50,15 @@ import (
 //     same way, with the new URL.
 //
 // So a user is asked once per action: at most twice per call, and never
-// again after declining. check_url is a URL the OTC server gave: it is
+// again after declining.
+//
+// A retry relayed by an OTC front (serve-otc: the call carries
+// mapping.MetaOTCRequest) is its OTC client's retry, and that client has
+// the challenge's own url and check_url (in the result's
+// mapping.DataOTCResponse carrier): OTC's rule applies, as with the OTC
+// server directly. The tool is called again at once, no check_url watched,
+// and a challenge again goes back as a challenge again, each retry being
+// its user's next action (the front bounds the rounds of one call). check_url is a URL the OTC server gave: it is
 // fetched with mcp/oauth's hardened client (no credentials, bounded in
 // time and size, a dial guard that admits public addresses and those of
 // the configured OTC servers' own hosts).
@@ -208,7 +216,7 @@ type authOutcome struct {
 // resumeAuthorization reads the user's answer to the challenges of a
 // call's input_required (r): an outcome that ends the call here, or nil
 // to call the OTC tool again. See the comment at the top of this file.
-func (f *MCPFront) resumeAuthorization(ctx context.Context, t *frontTool, r *front.Resumption) *authOutcome {
+func (f *MCPFront) resumeAuthorization(ctx context.Context, t *frontTool, r *front.Resumption, relayed bool) *authOutcome {
 	var st authState
 	if json.Unmarshal(r.State, &st) != nil || len(st.Challenges) == 0 {
 		return nil // not a challenge of this bridge: a call like any
@@ -233,6 +241,9 @@ func (f *MCPFront) resumeAuthorization(ctx context.Context, t *frontTool, r *fro
 		parts = append(parts, fmt.Sprintf("The tool %s did not run; call it again to be asked again.", t.Tool.Name))
 		return &authOutcome{res: mcpgo.NewToolResultError(strings.Join(parts, " ")), outcome: "authorization declined"}
 	}
+	if relayed {
+		return nil // an OTC client's retry: the OTC server's answer says
+	}
 	switch f.checks.status(ctx, idemPrincipal(ctx), st.Challenges) {
 	case watchPending:
 		if r.Round >= authPrompts {
@@ -247,8 +258,9 @@ func (f *MCPFront) resumeAuthorization(ctx context.Context, t *frontTool, r *fro
 // elicitations of se's challenges) into the request the front sends: with
 // the challenges as State (2026-07-28 clients, for resumeAuthorization)
 // and a text content. A call that was asked authPrompts times already ends
-// with an isError result instead. Anything else is returned as it is.
-func challenged(ctx context.Context, t *frontTool, callErr error, res *mcpgo.CallToolResult, err error) (*mcpgo.CallToolResult, error) {
+// with an isError result instead, unless an OTC front relays it. Anything
+// else is returned as it is.
+func challenged(ctx context.Context, t *frontTool, callErr error, res *mcpgo.CallToolResult, err error, relayed bool) (*mcpgo.CallToolResult, error) {
 	var elicit mcpgo.URLElicitationRequiredError
 	var se *otc.StatusError
 	if !errors.As(err, &elicit) || !errors.As(callErr, &se) || se.MissingRequirements == nil || len(se.MissingRequirements.Authorization) == 0 {
@@ -258,7 +270,7 @@ func challenged(ctx context.Context, t *frontTool, callErr error, res *mcpgo.Cal
 		return res, err // -32042: the client calls again, a new call
 	}
 	chs := se.MissingRequirements.Authorization
-	if r, ok := front.Resumed(ctx); ok && r.Round >= authPrompts {
+	if r, ok := front.Resumed(ctx); ok && r.Round >= authPrompts && !relayed {
 		return notComplete(t, chs, true), nil
 	}
 	var meta *mcpgo.Meta
@@ -326,11 +338,11 @@ func challengeList(chs []otc.ToolAuthorizationChallenge) string {
 }
 
 // authError is the mapping of a failed OTC call, a challenge asked as the
-// front must (challenged).
-func (f *MCPFront) authError(ctx context.Context, t *frontTool, callErr error) (*mcpgo.CallToolResult, error) {
+// front must (challenged); relayed: an OTC front relays the call.
+func (f *MCPFront) authError(ctx context.Context, t *frontTool, callErr error, relayed bool) (*mcpgo.CallToolResult, error) {
 	res, err := mapping.MCPError(callErr, t.Tool.Name, mapping.MCPOptions{
 		InputErrorsAsResult: f.opts.InputErrorsAsResult,
 		URLElicitation:      front.ClientSupportsURLElicitation(ctx),
 	})
-	return challenged(ctx, t, callErr, res, err)
+	return challenged(ctx, t, callErr, res, err, relayed)
 }

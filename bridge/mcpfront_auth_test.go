@@ -124,11 +124,21 @@ type prompt struct {
 // ("" for a first call), and returns the prompt it got, or the frame.
 func mailCall(t *testing.T, f *MCPFront, id int, action, state string) (*prompt, string) {
 	t.Helper()
+	return mailCallMeta(t, f, id, action, state, modernCallMeta)
+}
+
+// relayedMeta is the _meta of a call an OTC front relays.
+const relayedMeta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{"url":{}}},` +
+	`"mcpotc/otc-request":{"tool_id":"Mail.Get@1.0.0"}}`
+
+// mailCallMeta is mailCall with the request's _meta member meta.
+func mailCallMeta(t *testing.T, f *MCPFront, id int, action, state, meta string) (*prompt, string) {
+	t.Helper()
 	extra := ""
 	if action != "" {
 		extra = fmt.Sprintf(`,"inputResponses":{"google":{"action":%q}},"requestState":%q`, action, state)
 	}
-	msg := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"Mail_Get","arguments":{},%s%s}}`, id, modernCallMeta, extra)
+	msg := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"Mail_Get","arguments":{},%s%s}}`, id, meta, extra)
 	frame := f.Front().HandleMessage(context.Background(), []byte(msg))
 	var got struct {
 		Result struct {
@@ -319,6 +329,38 @@ func TestMCPFrontAuthorizationRounds(t *testing.T) {
 			t.Errorf("the OTC tool was called %d times, want 3", calls)
 		}
 	})
+}
+
+// A retry an OTC front relays (serve-otc: its OTC client called again) is
+// answered as the OTC server answers it: the tool called again at once, no
+// check_url watched, a challenge again passed on as one each time (the
+// OTC client has the challenge's own check_url, in the OTC answer the
+// input request's _meta carries); decline still ends the call.
+func TestMCPFrontAuthorizationRelayed(t *testing.T) {
+	t.Parallel()
+	g := newGrantServer(t)
+	f := authFront(t, g, 5*time.Second)
+	p, _ := mailCallMeta(t, f, 1, "", "", relayedMeta)
+	state := p.State
+	for round := 2; round <= 4; round++ {
+		start := time.Now()
+		again, frame := mailCallMeta(t, f, round, "accept", state, relayedMeta)
+		if again == nil || time.Since(start) > 2*time.Second {
+			t.Fatalf("relayed retry %d: %s after %v, want the OTC server's new challenge at once", round, frame, time.Since(start))
+		}
+		state = again.State
+	}
+	if calls, checks := g.counts(); calls != 4 || checks != 0 {
+		t.Errorf("the OTC server saw %d calls and %d checks, want 4 and 0", calls, checks)
+	}
+	_, frame := mailCallMeta(t, f, 5, "decline", state, relayedMeta)
+	if !strings.Contains(frame, `"isError":true`) || !strings.Contains(frame, "The user declined to authorize google") {
+		t.Errorf("a relayed decline: %s, want the isError result", frame)
+	}
+	g.open(t, g.srv.URL+"/authorize?state=4")
+	if again, frame := mailCallMeta(t, f, 6, "accept", state, relayedMeta); again != nil || !strings.Contains(frame, `"structuredContent":{"emails":2}`) {
+		t.Errorf("the relayed retry after the user finished: %+v %s, want the emails", again, frame)
+	}
 }
 
 // One caller's waits are bounded: with authWaitsPerCaller retries of its

@@ -86,8 +86,9 @@ const (
 	// refused unread.
 	maxRequestState = 16 << 10
 	// maxInputRounds bounds the input_required results of one call: a
-	// handler that asks more often gets an isError result instead.
-	maxInputRounds = 3
+	// handler that asks more often gets an isError result instead (the
+	// official SDKs' drivers give up after 10 rounds too).
+	maxInputRounds = 10
 	// maxInputKeys bounds the inputRequests of one result, and the
 	// inputResponses of a retry.
 	maxInputKeys = 32

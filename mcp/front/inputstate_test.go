@@ -253,7 +253,7 @@ func TestFrontInputRounds(t *testing.T) {
 	}
 	got := f.HandleMessage(alice, modernCall(2, "nag", `{}`, answer(accepted, state)))
 	sameJSON(t, got, `{"jsonrpc":"2.0","id":2,"result":{"isError":true,"resultType":"complete",
-		"content":[{"type":"text","text":"The tool nag asked the user for input 3 times without completing: it was not asked again, and did not run. Authorize Google. https://auth.example/google?state=s1"}],
+		"content":[{"type":"text","text":"The tool nag asked the user for input 10 times without completing: it was not asked again, and did not run. Authorize Google. https://auth.example/google?state=s1"}],
 		"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"front-test","version":"1.0.0"}}}}`)
 }
 
