@@ -18,8 +18,9 @@ import (
 // results carry resultType ("complete", or "input_required" when the tool
 // asks the user for something: inputstate.go) and the server's identity
 // in _meta; list results say how long they may be cached (ttlMs,
-// Options.ListTTL) and for whom (cacheScope, Options.PrivateList). Over HTTP the transport checks the Mcp-Protocol-Version,
-// Mcp-Method and Mcp-Name headers against the body (http.go).
+// Options.ListTTL) and for whom (cacheScope, Options.PrivateList). Over
+// HTTP the transport checks the Mcp-Protocol-Version, Mcp-Method and
+// Mcp-Name headers against the body (http.go).
 
 // modernRequest is what a 2026-07-28 request's _meta says.
 type modernRequest struct {
