@@ -476,6 +476,13 @@ func TestE2EMCPFrontMRTRChain(t *testing.T) {
 		}
 		return a.URL, a.CheckURL
 	}
+	// serve-otc serves the sample's catalog once it has listed serve-mcp.
+	r, err := otcfDo(ctx, http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/tools", port), map[string]string{"OXP-Version": "1.0"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	items, _ := r.Body.(map[string]any)["items"].([]any)
+	chainWaitOTCTools(t, otcb.base, len(items))
 	if !strings.Contains(otcb.p.Stderr(), `"protocol":"2026-07-28"`) {
 		t.Errorf("serve-otc does not speak 2026-07-28 to serve-mcp:\n%s", truncate(otcb.p.Stderr(), 2000))
 	}
@@ -489,7 +496,7 @@ func TestE2EMCPFrontMRTRChain(t *testing.T) {
 		t.Fatal(err)
 	}
 	start = time.Now()
-	r := call()
+	r = call()
 	if r.Status != http.StatusOK || !strings.Contains(string(r.Raw), `"success":true`) || !strings.Contains(string(r.Raw), "email_1") {
 		t.Errorf("the retry after the user finished: HTTP %d %s, want the emails", r.Status, truncate(string(r.Raw), 1000))
 	}
