@@ -129,6 +129,19 @@ type MCPFrontOptions struct {
 	// AuditArgNames adds the names of a call's arguments (never their
 	// values) to its audit line. Zero: no names.
 	AuditArgNames bool
+	// PrivateList marks the tool list as one that must not be shared
+	// across callers (cacheScope "private" for 2026-07-28 clients): set it
+	// when callers are identified (OAuth, a bearer token). An upstream
+	// with UserIDFromToken sets it too. Zero: "public".
+	PrivateList bool
+	// StateKeys seal the requestState of an authorization asked of a
+	// 2026-07-28 client (front.Options.StateKeys): replicas that share
+	// them continue each other's calls. Nil: a random key per process.
+	StateKeys [][]byte
+	// AuthorizationWait bounds the watch of a challenge's check_url after
+	// the user accepted it (mcpfront_auth.go). Zero:
+	// DefaultAuthorizationWait; negative: check_url is asked once.
+	AuthorizationWait time.Duration
 }
 
 // MCPFront serves the tools of OTC upstreams to MCP clients.
@@ -142,6 +155,7 @@ type MCPFront struct {
 	draining atomic.Bool // Drain was called: /ready is 503
 	idem     *idemStore  // answers of calls with an idempotency_key; nil: off
 	ctl      *controls   // access policy and rate limits
+	checks   *authChecks // check_url watches of accepted challenges (mcpfront_auth.go)
 
 	// lists serializes the listings and installs of refresh and Reload.
 	lists sync.Mutex
@@ -246,7 +260,12 @@ func NewMCPFront(ctx context.Context, upstreams []OTCUpstream, opts *MCPFrontOpt
 		span.End()
 	}
 	f.ctl = newControls(metrics.FrontMCP, f.opts.Controls, f.opts.LimitStore, f.log, f.opts.Metrics)
-	f.front = front.New("mcpotc", f.opts.Version, &front.Options{Logger: slogLogger(f.log), OnUnknownTool: unknown, Visibility: f.ctl.mcpVisibility})
+	f.checks = newAuthChecks(upstreams, f.opts.AuthorizationWait)
+	// An access policy makes every list private too (the front says so
+	// where a Visibility filter applies).
+	private := f.opts.PrivateList || slices.ContainsFunc(upstreams, func(u OTCUpstream) bool { return u.UserIDFromToken })
+	f.front = front.New("mcpotc", f.opts.Version, &front.Options{Logger: slogLogger(f.log), OnUnknownTool: unknown, Visibility: f.ctl.mcpVisibility,
+		ListTTL: f.opts.Refresh, PrivateList: private, StateKeys: f.opts.StateKeys})
 	f.opts.Metrics.Watch(metrics.FrontMCP, f.upstreamMetrics)
 	if err := f.refresh(ctx, true); err != nil {
 		return nil, err
@@ -697,6 +716,17 @@ func (f *MCPFront) handler(t *frontTool) front.ToolHandler {
 			}
 			return nil, &front.RPCError{Code: mapping.CodeInternal, Message: fmt.Sprintf("the OTC tool %s needs %s: %s", t.OTCID, missing, how)}
 		}
+		if r, ok := front.Resumed(ctx); ok {
+			// The user's answer to this call's authorization challenge
+			// (mcpfront_auth.go): it may end the call here.
+			if o := f.resumeAuthorization(ctx, t, r, carrier.ToolID != ""); o != nil {
+				f.log.Info().Str("call_id", cutID(callReq.CallID)).Str("tool", t.Tool.Name).Str("tool_id", callReq.ToolID).Str("upstream", t.up.Name).
+					Int("round", r.Round).Str("outcome", o.outcome).Msg("call")
+				f.opts.Metrics.Call(metrics.FrontMCP, t.up.Name, t.Tool.Name, metrics.AuthRequired, time.Since(start))
+				failed(span, metrics.AuthRequired)
+				return o.res, o.err
+			}
+		}
 		timeout := t.up.CallTimeout
 		if timeout <= 0 {
 			timeout = f.opts.CallTimeout
@@ -777,10 +807,7 @@ func (f *MCPFront) handler(t *frontTool) front.ToolHandler {
 				ev = ev.Str("developer_message", t.up.redact(se.DeveloperMessage, forwarded))
 			}
 		}
-		return mapping.MCPError(err, t.Tool.Name, mapping.MCPOptions{
-			InputErrorsAsResult: f.opts.InputErrorsAsResult,
-			URLElicitation:      front.ClientSupportsURLElicitation(ctx),
-		})
+		return f.authError(ctx, t, err, carrier.ToolID != "")
 	}
 }
 

@@ -70,6 +70,7 @@ func TestCommandLine(t *testing.T) {
 		{args: []string{"serve-mcp", "--transport", "sse", "--session-key-env", "K"}, code: 2, stderr: "--session-key-env needs --transport http with sessions", noStdout: true},
 		{args: []string{"serve-mcp", "--transport", "http", "--stateless", "--session-key-env", "K"}, code: 2, stderr: "--session-key-env needs --transport http with sessions", noStdout: true},
 		{args: []string{"serve-mcp", "--transport", "http", "--session-key-env", "K"}, code: 2, stderr: "--session-key-env: environment variable K is not set", noStdout: true},
+		{args: []string{"serve-mcp", "--request-state-key-env", "K"}, code: 2, stderr: "--request-state-key-env: environment variable K is not set", noStdout: true},
 		{args: []string{"serve-otc", "--token-store", "file:/tmp/x"}, code: 2, stderr: "--token-store file:PATH needs --token-key-env", noStdout: true},
 		{args: []string{"serve-otc", "--state-password-env", "P"}, code: 2, stderr: "--state-password-env needs --state redis://…", noStdout: true},
 		{args: []string{"serve-otc", "--state", "redis://h:1/0", "--token-store", "memory"}, code: 2, stderr: "with --state the OAuth tokens are kept in its Redis: drop --token-store", noStdout: true},
@@ -242,6 +243,18 @@ func TestSessionKeyTooShort(t *testing.T) {
 	m := &Main{Stdout: &out, Stderr: &errb, Getenv: func(string) string { return long + ", sh0rt-secret" }}
 	code := m.Run(context.Background(), []string{"serve-mcp", "--transport", "http", "--session-key-env", "K"})
 	want := "mcpotc serve-mcp: --session-key-env: key 2 in K is 12 bytes: use 32 or more, random (openssl rand -base64 32)\n"
+	if code != 2 || out.String() != "" || errb.String() != want {
+		t.Errorf("code %d\nstdout: %q\nstderr: %q\nwant:   %q", code, out.String(), errb.String(), want)
+	}
+}
+
+// A --request-state-key-env key shorter than 32 bytes is refused the same
+// way, on any transport.
+func TestRequestStateKeyTooShort(t *testing.T) {
+	var out, errb wiretest.Buffer
+	m := &Main{Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "sh0rt-secret" }}
+	code := m.Run(context.Background(), []string{"serve-mcp", "--request-state-key-env", "K"})
+	want := "mcpotc serve-mcp: --request-state-key-env: key 1 in K is 12 bytes: use 32 or more, random (openssl rand -base64 32)\n"
 	if code != 2 || out.String() != "" || errb.String() != want {
 		t.Errorf("code %d\nstdout: %q\nstderr: %q\nwant:   %q", code, out.String(), errb.String(), want)
 	}

@@ -109,6 +109,7 @@ type serveMCPFlags struct {
 	trustedProxies       prefixList
 	stateless            bool
 	sessionKeyEnv        string
+	stateKeyEnv          string
 	bodyTimeout          time.Duration
 	allowedHosts         allowedHostList
 	corsOrigins          corsOriginList
@@ -131,6 +132,7 @@ type mcpFrontSetup struct {
 	dialect   otc.Dialect         // of the --otc upstreams
 	resource  *front.ResourceAuth // --oauth-issuer; nil without
 	bearer    string              // --bearer-token-env's token; "" without
+	stateKeys [][]byte            // --request-state-key-env's keys, else --session-key-env's; nil without
 	upstreams []bridge.OTCUpstream
 	controls  *bridge.Controls // the config file's access and rate_limits; nil without
 	shared    *state.Redis     // --state; nil: this process's memory
@@ -198,6 +200,7 @@ func (m *Main) parseServeMCP(args []string) (*serveMCPFlags, error) {
 	fs.Var(&f.trustedProxies, "trusted-proxy", "address or CIDR of a reverse proxy whose X-Forwarded-For names the client (repeatable; by default X-Forwarded-For is ignored)")
 	fs.BoolVar(&f.stateless, "stateless", false, "serve streamable HTTP without sessions: no Mcp-Session-Id, no standalone GET stream (http transport)")
 	fs.StringVar(&f.sessionKeyEnv, "session-key-env", "", "environment variable holding the key (32 bytes or more; several, comma-separated, to rotate: the first signs) that signs session ids, so that replicas sharing it serve each other's sessions (http transport)")
+	fs.StringVar(&f.stateKeyEnv, "request-state-key-env", "", "environment variable holding the key (32 bytes or more; several, comma-separated, to rotate: the first seals) that seals the requestState of an authorization asked of a 2026-07-28 client, so that replicas sharing it continue each other's calls (default: --session-key-env's keys, else a random key per process)")
 	durationVar(fs, &f.bodyTimeout, "body-timeout", front.DefaultBodyTimeout, "bound on receiving a request body; a slower one gets 408 (http and sse transports)")
 	fs.Var(&f.allowedHosts, "allowed-host", allowedHostUsage)
 	fs.Var(&f.corsOrigins, "cors-origin", corsOriginUsage)
@@ -328,7 +331,13 @@ func (m *Main) readMCPFrontSetup(s *mcpFrontSetup, f *serveMCPFlags, log zerolog
 	}
 	if f.sessionKeyEnv != "" {
 		if v := p.env(m.Getenv, "--session-key-env", "", f.sessionKeyEnv); v != "" {
-			s.http.SessionKeys = sessionKeys(&p, f.sessionKeyEnv, v)
+			s.http.SessionKeys = sessionKeys(&p, "--session-key-env", f.sessionKeyEnv, v)
+		}
+	}
+	s.stateKeys = s.http.SessionKeys // the front derives its own key from them
+	if f.stateKeyEnv != "" {
+		if v := p.env(m.Getenv, "--request-state-key-env", "", f.stateKeyEnv); v != "" {
+			s.stateKeys = sessionKeys(&p, "--request-state-key-env", f.stateKeyEnv, v)
 		}
 	}
 	if s.resource != nil {
@@ -450,6 +459,10 @@ func (m *Main) runMCPFront(ctx context.Context, log zerolog.Logger, f *serveMCPF
 		LimitStore:          limitStore(s.shared),
 		Audit:               al,
 		AuditArgNames:       f.audit.argNames,
+		// A caller-identified front's list must not be shared across
+		// authorization contexts (cacheScope "private").
+		PrivateList: s.resource != nil || s.bearer != "",
+		StateKeys:   s.stateKeys,
 	})
 	if err != nil {
 		return err
@@ -659,14 +672,15 @@ func mcpHTTPOptions(transport string, idleTTL time.Duration, maxSessions, maxPer
 // minSessionKey is the shortest key --session-key-env accepts, in bytes.
 const minSessionKey = 32
 
-// sessionKeys splits the value of --session-key-env (variable name) into
-// its comma-separated keys; problems go to p, without the value.
-func sessionKeys(p *problems, name, value string) [][]byte {
+// sessionKeys splits the value of the variable name given to flag
+// (--session-key-env, --request-state-key-env) into its comma-separated
+// keys; problems go to p, without the value.
+func sessionKeys(p *problems, flag, name, value string) [][]byte {
 	var keys [][]byte
 	for i, k := range strings.Split(value, ",") {
 		k = strings.TrimSpace(k)
 		if len(k) < minSessionKey {
-			p.add("--session-key-env", "", fmt.Sprintf("key %d in %s is %d bytes: use %d or more, random (openssl rand -base64 32)", i+1, name, len(k), minSessionKey))
+			p.add(flag, "", fmt.Sprintf("key %d in %s is %d bytes: use %d or more, random (openssl rand -base64 32)", i+1, name, len(k), minSessionKey))
 			continue
 		}
 		keys = append(keys, []byte(k))

@@ -18,10 +18,12 @@
 // stay the message's bytes) and calling the tool's handler under a context
 // that notifications/cancelled, the client leaving and shutdown end. The
 // handler returns a result, written directly (result.go), or an error:
-// an *RPCError (or any CodedError) is answered with its own code, a
-// URLElicitationRequiredError as -32042 (or, to a 2026-07-28 client, an
-// input_required result), anything else as -32603. errorFrame is the one
-// place where the code of an answer is written.
+// an *RPCError (or any CodedError) is answered with its own code, an
+// *InputRequired or a URLElicitationRequiredError as -32042 (or, to a
+// 2026-07-28 client, an input_required result whose requestState the
+// front seals, and whose retry it checks before the handler sees it:
+// inputstate.go), anything else as -32603. errorFrame is the one place
+// where the code of an answer is written.
 //
 // Sessions have an idle TTL and bounds (per client and in all; sessions
 // never used are ended first: sessions.go), may be signed for replicas

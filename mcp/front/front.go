@@ -25,12 +25,15 @@ const CodeRequestTimeout = -32001
 // pointer. A Code of zero is sent as -32603; Data that does not encode is
 // left out.
 //
-// For URL elicitation return mcpgo.URLElicitationRequiredError instead: it
-// is sent as -32042 with data {"elicitations": […]} to clients before
-// 2026-07-28, and to 2026-07-28 clients as an input_required result asking
-// for the same URL elicitations. Either way the handler should first check
-// ClientSupportsURLElicitation. Any other error is sent as -32603 with its
-// text, unless it is a CodedError.
+// To ask the user to open a URL return an *InputRequired (or
+// mcpgo.URLElicitationRequiredError) instead: it is sent as -32042 with
+// data {"elicitations": […]} to clients before 2026-07-28, and to
+// 2026-07-28 clients as an input_required result asking for the same URLs,
+// whose retry the handler reads with Resumed (inputstate.go). Either way
+// the handler should first check ClientSupportsURLElicitation. A result's
+// own RequestState is not honoured on a retry: the front answers only
+// states it sealed. Any other error is sent as -32603 with its text,
+// unless it is a CodedError.
 type RPCError struct {
 	Code    int
 	Message string
@@ -78,6 +81,25 @@ type Options struct {
 	// not serve. A nil *ToolFilter allows every tool. Nil: every caller
 	// sees every tool.
 	Visibility func(ctx context.Context) *ToolFilter
+	// ListTTL is how long a 2026-07-28 client may cache tools/list's
+	// answer (its ttlMs): how often the tools may change, such as the
+	// period at which they are listed again. Zero (or an empty catalog):
+	// 0, stale at once.
+	ListTTL time.Duration
+	// PrivateList says tools/list's answer may differ per caller, or must
+	// not be shared across authorization contexts: its cacheScope is
+	// "private". Set it when callers are identified (OAuth, a bearer
+	// token) or per-caller behaviour applies. Zero: "public".
+	PrivateList bool
+	// StateKeys seal the requestState of input_required results
+	// (inputstate.go): the first seals, each one opens (rotation); 32
+	// bytes or more, random. Replicas that share them continue each
+	// other's calls. Nil: a random key of this process (a retry reaching
+	// another process, or this one restarted, is refused).
+	StateKeys [][]byte
+	// InputStateTTL is how long a requestState is valid: the time a user
+	// has to answer. Zero: DefaultInputStateTTL.
+	InputStateTTL time.Duration
 }
 
 // ToolHandler answers a tools/call. req.Params.RawArguments holds the
@@ -107,6 +129,8 @@ type Front struct {
 	grace         time.Duration
 	onUnknown     func(context.Context, mcpgo.CallToolRequest)
 	visibility    func(context.Context) *ToolFilter
+	listMeta      json.RawMessage // tools/list's ttlMs and cacheScope (2026-07-28)
+	sealer        *inputSealer    // requestStates (inputstate.go)
 
 	cat     atomic.Pointer[catalog]
 	changes listeners // told of each new catalog (notifications/tools/list_changed)
@@ -130,7 +154,8 @@ func New(name, version string, opts *Options) *Front {
 		opts = &Options{}
 	}
 	f := &Front{name: name, version: version, log: opts.Logger, grace: opts.StdioGrace, onUnknown: opts.OnUnknownTool,
-		visibility: opts.Visibility}
+		visibility: opts.Visibility,
+		listMeta:   listCacheMeta(opts.ListTTL, opts.PrivateList), sealer: newInputSealer(opts.StateKeys, opts.InputStateTTL)}
 	if f.log == nil {
 		f.log = slog.New(slog.DiscardHandler)
 	}
@@ -462,9 +487,19 @@ var serverCapabilities = mcpgo.ServerCapabilities{Tools: &struct {
 // list answers tools/list from the catalog's encoding (the tools the
 // caller may see: visibility.go).
 func (f *Front) list(ctx context.Context, x *exchange) json.RawMessage {
-	tools := f.toolsFor(ctx, f.cat.Load())
+	tf := f.filter(ctx)
+	tools := f.toolsFor(tf, f.cat.Load())
 	if x.modern != nil {
-		return f.modernResult(json.RawMessage(`{"ttlMs":0,"cacheScope":"private"}`), "tools", tools)
+		meta := f.listMeta
+		if tf != nil {
+			// Lists differ per caller (Visibility): no shared cache may
+			// keep one for another caller.
+			meta = json.RawMessage(`{"ttlMs":` + string(memberOf(meta, "ttlMs")) + `,"cacheScope":"private"}`)
+		}
+		if len(tools) <= 2 { // "[]": nothing listed yet, or an empty catalog; not worth keeping
+			meta = json.RawMessage(`{"ttlMs":0,"cacheScope":` + string(memberOf(meta, "cacheScope")) + `}`)
+		}
+		return f.modernResult(meta, "tools", tools)
 	}
 	out := make([]byte, 0, len(tools)+12)
 	out = append(out, `{"tools":`...)
@@ -497,6 +532,14 @@ func (f *Front) call(ctx context.Context, m *message, x *exchange) []byte {
 		return f.answer(m, nil, &RPCError{Code: mcpgo.METHOD_NOT_FOUND,
 			Message: fmt.Sprintf("tool '%s' requires task augmentation (taskSupport %q), which this server does not support", req.Params.Name, mcpgo.TaskSupportRequired)})
 	}
+	if x.modern != nil {
+		// A retry answering an input_required result (inputstate.go).
+		if ctx, failure = f.resume(ctx, &req); failure != nil {
+			return f.answer(m, nil, failure)
+		}
+	} else {
+		req.Params.RequestState, req.Params.InputResponses = "", nil // no multi round-trip before 2026-07-28
+	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	if x.life != nil {
@@ -515,12 +558,11 @@ func (f *Front) call(ctx context.Context, m *message, x *exchange) []byte {
 		err = &RPCError{Code: mcpgo.INTERNAL_ERROR, Message: fmt.Sprintf("tool '%s' returned no result", req.Params.Name)}
 	}
 	if err != nil {
-		if required, ok := urlElicitation(err); ok {
+		if ask, ok := inputRequest(err); ok {
 			if x.modern != nil {
-				return f.answer(m, f.modernResult(inputRequired(required), "", nil), nil)
+				return f.answer(m, f.inputRequired(ctx, req, ask), nil)
 			}
-			return f.answer(m, nil, &RPCError{Code: mcpgo.URL_ELICITATION_REQUIRED, Message: required.Error(),
-				Data: map[string]any{"elicitations": required.Elicitations}})
+			return f.answer(m, nil, legacyInputRequired(ask))
 		}
 		var coded CodedError
 		if errors.As(err, &coded) && coded != nil {
@@ -583,6 +625,21 @@ func callRequest(params json.RawMessage) (mcpgo.CallToolRequest, *RPCError) {
 			default:
 				return req, invalidCallParams("params.arguments", "an object", v)
 			}
+		case "requestState": // a retry (inputstate.go)
+			s, ok := jsonString(v)
+			if !ok {
+				return req, invalidCallParams("params.requestState", "a string", v)
+			}
+			req.Params.RequestState = s
+		case "inputResponses":
+			if v[0] != '{' {
+				return req, invalidCallParams("params.inputResponses", "an object", v)
+			}
+			var responses mcpgo.InputResponses // on the heap only here: req stays on the stack
+			if err := json.Unmarshal(v, &responses); err != nil {
+				return req, invalidCallParams("params.inputResponses", "an object", v)
+			}
+			req.Params.InputResponses = responses
 		case "_meta":
 			req.Params.Meta = nil
 			if v[0] == '{' {

@@ -271,8 +271,9 @@ func TestFrontStreamableHTTPModern(t *testing.T) {
 		if err := json.Unmarshal(r.frame(t, 2), &got); err != nil || got.Result.ResultType != "input_required" {
 			t.Fatalf("%d %s", r.status, r.body)
 		}
+		// 2026-07-28's URL params: mode, message, url (no elicitationId).
 		sameJSON(t, got.Result.InputRequests, `{"google":{"method":"elicitation/create","params":`+
-			`{"mode":"url","message":"Authorize Google","elicitationId":"google","url":"https://auth.example/google"}}}`)
+			`{"mode":"url","message":"Authorize Google","url":"https://auth.example/google"}}}`)
 	})
 
 	t.Run("client capabilities come from _meta", func(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"reflect"
+	"runtime/debug"
 	"testing"
 
 	mcpgo "github.com/mark3labs/mcp-go/mcp"
@@ -83,7 +84,9 @@ func TestFrontReadsToolsCallOnce(t *testing.T) {
 	}
 	// The envelope and the tool's name: two allocations (the member
 	// lists stay on the stack), none of them of the arguments.
-	if allocs > 2 {
+	// The race detector allocates on its own, now and then: the count
+	// holds in a build without it.
+	if allocs > 2 && !raceBuild() {
 		t.Errorf("decoding a tools/call allocates %v times, want at most 2", allocs)
 	}
 
@@ -118,4 +121,18 @@ func BenchmarkFrontToolsCall(b *testing.B) {
 			b.Fatal("no answer")
 		}
 	}
+}
+
+// raceBuild reports whether the test binary was built with -race.
+func raceBuild() bool {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return false
+	}
+	for _, s := range bi.Settings {
+		if s.Key == "-race" {
+			return s.Value == "true"
+		}
+	}
+	return false
 }

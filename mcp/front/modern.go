@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"strconv"
+	"time"
 
 	mcpgo "github.com/mark3labs/mcp-go/mcp"
 )
@@ -15,10 +16,11 @@ import (
 // belongs to no session. The front answers it without initialize: the
 // era is decided per request, so both eras are served side by side. Its
 // results carry resultType ("complete", or "input_required" when the tool
-// asks the user for something) and the server's identity in _meta; list
-// results say how long they may be cached (ttlMs) and for whom
-// (cacheScope). Over HTTP the transport checks the Mcp-Protocol-Version,
-// Mcp-Method and Mcp-Name headers against the body (http.go).
+// asks the user for something: inputstate.go) and the server's identity
+// in _meta; list results say how long they may be cached (ttlMs,
+// Options.ListTTL) and for whom (cacheScope, Options.PrivateList). Over
+// HTTP the transport checks the Mcp-Protocol-Version, Mcp-Method and
+// Mcp-Name headers against the body (http.go).
 
 // modernRequest is what a 2026-07-28 request's _meta says.
 type modernRequest struct {
@@ -108,32 +110,14 @@ func (f *Front) modernResult(result any, key string, value json.RawMessage) json
 	return out
 }
 
-// inputRequired asks a 2026-07-28 client for the URL elicitations in
-// required, each keyed by its elicitationId: 2026-07-28 reserves -32042
-// and asks for input with a multi round-trip result instead. The client
-// calls again once it has the user's answer.
-func inputRequired(required mcpgo.URLElicitationRequiredError) json.RawMessage {
-	type inputRequest struct {
-		Method string                  `json:"method"`
-		Params mcpgo.ElicitationParams `json:"params"`
+// listCacheMeta is what a 2026-07-28 tools/list answer says of its
+// caching (Options.ListTTL, Options.PrivateList): ttlMs and cacheScope.
+func listCacheMeta(ttl time.Duration, private bool) json.RawMessage {
+	scope := "public"
+	if private {
+		scope = "private"
 	}
-	requests := make(map[string]inputRequest, len(required.Elicitations))
-	for i, e := range required.Elicitations {
-		if e.Mode == "" {
-			e.Mode = mcpgo.ElicitationModeURL
-		}
-		key := e.ElicitationID
-		if key == "" {
-			key = "elicitation-" + strconv.Itoa(i)
-		}
-		requests[key] = inputRequest{Method: string(mcpgo.MethodElicitationCreate), Params: e}
-	}
-	b, _ := encode(struct {
-		Content       []mcpgo.Content         `json:"content"`
-		InputRequests map[string]inputRequest `json:"inputRequests"`
-		ResultType    mcpgo.ResultType        `json:"resultType"`
-	}{[]mcpgo.Content{}, requests, mcpgo.ResultTypeInputRequired})
-	return b
+	return json.RawMessage(`{"ttlMs":` + strconv.FormatInt(max(ttl.Milliseconds(), 0), 10) + `,"cacheScope":"` + scope + `"}`)
 }
 
 // listen serves subscriptions/listen: the stream stays open, and carries

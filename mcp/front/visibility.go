@@ -54,9 +54,9 @@ func (f *Front) allows(ctx context.Context, name string) bool {
 	return tf == nil || tf.Allows(name)
 }
 
-// toolsFor is the JSON array of the tools of c the caller of ctx sees.
-func (f *Front) toolsFor(ctx context.Context, c *catalog) json.RawMessage {
-	tf := f.filter(ctx)
+// toolsFor is the JSON array of the tools of c that filter tf (the
+// caller's: Server.filter) lets through; nil lets every tool through.
+func (f *Front) toolsFor(tf *ToolFilter, c *catalog) json.RawMessage {
 	if tf == nil {
 		return c.tools
 	}

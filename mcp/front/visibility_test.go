@@ -1,6 +1,7 @@
 package front
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -48,7 +49,7 @@ func visibleFront(t *testing.T, tools ...string) (*Front, *atomic.Int32) {
 	return f, &runs
 }
 
-func as(who string) context.Context { return context.WithValue(context.Background(), whoKey{}, who) }
+func asWho(who string) context.Context { return context.WithValue(context.Background(), whoKey{}, who) }
 
 // A filtered caller's tools/list is, byte for byte, the list of a front
 // that serves only the tools it may see (both protocol eras); a caller
@@ -60,13 +61,15 @@ func TestVisibilityListAndCall(t *testing.T) {
 	modern := `{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}`
 	for _, params := range []string{`{}`, modern} {
 		for i := 0; i < 2; i++ { // cut, then kept
-			got := f.HandleMessage(as("bob"), request(1, "tools/list", params))
-			want := without.HandleMessage(as("alice"), request(1, "tools/list", params))
+			got := f.HandleMessage(asWho("bob"), request(1, "tools/list", params))
+			want := without.HandleMessage(asWho("alice"), request(1, "tools/list", params))
+			// A filtered list is one caller's: never for a shared cache.
+			want = bytes.Replace(want, []byte(`"cacheScope":"public"`), []byte(`"cacheScope":"private"`), 1)
 			if string(got) != string(want) {
 				t.Errorf("bob's tools/list (%d):\n got %s\nwant %s", i, got, want)
 			}
 		}
-		if all := f.HandleMessage(as("alice"), request(1, "tools/list", params)); !strings.Contains(string(all), `"name":"secret"`) {
+		if all := f.HandleMessage(asWho("alice"), request(1, "tools/list", params)); !strings.Contains(string(all), `"name":"secret"`) {
 			t.Errorf("alice's tools/list lacks secret: %s", all)
 		}
 	}
@@ -74,8 +77,8 @@ func TestVisibilityListAndCall(t *testing.T) {
 		t.Errorf("%d filtered lists kept, want 1", len(f.cat.Load().filtered.m))
 	}
 	for _, params := range []string{`{"name":"secret","arguments":{}}`, `{"name":"secret","arguments":{"region":"eu"}}`} {
-		got := f.HandleMessage(as("bob"), request(2, "tools/call", params))
-		want := without.HandleMessage(as("bob"), request(2, "tools/call", params))
+		got := f.HandleMessage(asWho("bob"), request(2, "tools/call", params))
+		want := without.HandleMessage(asWho("bob"), request(2, "tools/call", params))
 		if string(got) != string(want) {
 			t.Errorf("bob calling secret:\n got %s\nwant %s", got, want)
 		}
@@ -83,12 +86,12 @@ func TestVisibilityListAndCall(t *testing.T) {
 	if runs.Load() != 0 {
 		t.Errorf("secret ran %d times for bob", runs.Load())
 	}
-	if got := f.HandleMessage(as("alice"), request(3, "tools/call", `{"name":"secret","arguments":{}}`)); !strings.Contains(string(got), "secret ran") {
+	if got := f.HandleMessage(asWho("alice"), request(3, "tools/call", `{"name":"secret","arguments":{}}`)); !strings.Contains(string(got), "secret ran") {
 		t.Errorf("alice calling secret: %s", got)
 	}
 	// A new catalog drops the kept lists.
 	f.SetTools(*f.cat.Load().byName["open"], *f.cat.Load().byName["secret"])
-	if got := f.HandleMessage(as("bob"), request(4, "tools/list", `{}`)); strings.Contains(string(got), `"other"`) || !strings.Contains(string(got), `"open"`) {
+	if got := f.HandleMessage(asWho("bob"), request(4, "tools/list", `{}`)); strings.Contains(string(got), `"other"`) || !strings.Contains(string(got), `"open"`) {
 		t.Errorf("bob's list after a catalog change: %s", got)
 	}
 }
