@@ -48,19 +48,19 @@ func mcpPost(t *testing.T, url, session, method string, params any) (map[string]
 }
 
 // A call refused for a secret the upstream was not given says how to give
-// it: OTCUpstream.Configure when set (the built-in sample, which takes no
+// it: OTCServer.Configure when set (the built-in sample, which takes no
 // configuration), else "configure it for upstream NAME"; given the secret,
 // the same call runs.
 func TestMissingSecretSaysHowToGiveIt(t *testing.T) {
 	const how = "the built-in sample toolkit takes no configuration; to try this tool, run `mcpotc sample-otc`"
 	for _, tc := range []struct {
 		name string
-		up   func(*OTCUpstream)
+		up   func(*OTCServer)
 		want string
 	}{
-		{"built-in", func(u *OTCUpstream) { u.Configure = how }, `the OTC tool SMS.Send@0.1.2 needs secret "TWILIO_API_KEY" (config: secrets.TWILIO_API_KEY): ` + how},
-		{"configured upstream", func(*OTCUpstream) {}, `the OTC tool SMS.Send@0.1.2 needs secret "TWILIO_API_KEY" (config: secrets.TWILIO_API_KEY): configure it for upstream u`},
-		{"given the secret", func(u *OTCUpstream) { u.Configure = how; u.Secrets = map[string]string{"TWILIO_API_KEY": "anything"} }, ""},
+		{"built-in", func(u *OTCServer) { u.Configure = how }, `the OTC tool SMS.Send@0.1.2 needs secret "TWILIO_API_KEY" (config: secrets.TWILIO_API_KEY): ` + how},
+		{"configured upstream", func(*OTCServer) {}, `the OTC tool SMS.Send@0.1.2 needs secret "TWILIO_API_KEY" (config: secrets.TWILIO_API_KEY): configure it for upstream u`},
+		{"given the secret", func(u *OTCServer) { u.Configure = how; u.Secrets = map[string]string{"TWILIO_API_KEY": "anything"} }, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := realOTCServer(t, nil)
@@ -68,13 +68,13 @@ func TestMissingSecretSaysHowToGiveIt(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			u := OTCUpstream{Name: "u", Client: client, UserID: "local-user"}
+			u := OTCServer{Name: "u", Client: client, UserID: "local-user"}
 			tc.up(&u)
-			f, err := NewMCPFront(context.Background(), []OTCUpstream{u}, &MCPFrontOptions{CallTimeout: 10 * time.Second})
+			f, err := NewMCPFront(context.Background(), []OTCServer{u}, &MCPFrontOptions{CallTimeout: 10 * time.Second})
 			if err != nil {
 				t.Fatal(err)
 			}
-			mcp := httptest.NewServer(f.Front().StreamableHTTPHandler(nil))
+			mcp := httptest.NewServer(f.Server().StreamableHTTPHandler(nil))
 			t.Cleanup(mcp.Close)
 			url := mcp.URL + front.StreamablePath
 			_, session := mcpPost(t, url, "", "initialize", map[string]any{"protocolVersion": "2025-11-25", "capabilities": map[string]any{},

@@ -164,13 +164,13 @@ type vectorOptions struct {
 	// APIKey and BearerToken are the client's transport credentials.
 	APIKey      string `json:"api_key"`
 	BearerToken string `json:"bearer_token"`
-	// Prefix, Secrets, Tokens, UserID are those of the OTCUpstream.
+	// Prefix, Secrets, Tokens, UserID are those of the OTCServer.
 	Prefix  string            `json:"prefix"`
 	Secrets map[string]string `json:"secrets"`
 	Tokens  map[string]string `json:"tokens"`
 	UserID  string            `json:"user_id"`
 	// CallTimeout is MCPFrontOptions.CallTimeout, UpstreamCallTimeout
-	// OTCUpstream.CallTimeout, as Go durations ("200ms").
+	// OTCServer.CallTimeout, as Go durations ("200ms").
 	CallTimeout         string `json:"call_timeout"`
 	UpstreamCallTimeout string `json:"upstream_call_timeout"`
 	// InputErrorsAsResult is MCPFrontOptions.InputErrorsAsResult.
@@ -643,7 +643,7 @@ func runScenario(t *testing.T, sc *scenario) []string {
 	var closeDone = sync.OnceFunc(func() { close(r.done) })
 	defer closeDone()
 
-	upstream := func(name, base, prefix string) bridge.OTCUpstream {
+	upstream := func(name, base, prefix string) bridge.OTCServer {
 		client, err := otc.NewClient(base, &otc.ClientOptions{
 			Dialect:     otc.Dialect(sc.opts.Dialect),
 			APIKey:      sc.opts.APIKey,
@@ -652,14 +652,14 @@ func runScenario(t *testing.T, sc *scenario) []string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return bridge.OTCUpstream{
+		return bridge.OTCServer{
 			Name: name, Client: client, Prefix: prefix,
 			Secrets: sc.opts.Secrets, Tokens: sc.opts.Tokens, UserID: sc.opts.UserID,
 			CallTimeout: sc.upTimeout,
 			Credentials: []string{sc.opts.APIKey, sc.opts.BearerToken},
 		}
 	}
-	ups := []bridge.OTCUpstream{upstream("otc", srv.URL, sc.opts.Prefix)}
+	ups := []bridge.OTCServer{upstream("otc", srv.URL, sc.opts.Prefix)}
 	for _, m := range sc.opts.Mirrors {
 		ups = append(ups, upstream(m.Name, srv.URL+"/"+m.Name, m.Prefix))
 	}
@@ -1082,7 +1082,7 @@ func startClient(t *testing.T, front *bridge.MCPFront) *client {
 	outR, outW := io.Pipe()
 	c := &client{in: inW, lines: make(chan []byte, 256), done: make(chan error, 1), responses: map[string][]byte{}}
 	go func() {
-		c.done <- front.Front().ServeStdio(context.Background(), inR, outW)
+		c.done <- front.Server().ServeStdio(context.Background(), inR, outW)
 		outW.Close()
 	}()
 	go func() {

@@ -22,7 +22,7 @@ import (
 	"github.com/mcpotc/mcpotc/internal/wiretest"
 	"github.com/mcpotc/mcpotc/mapping"
 	"github.com/mcpotc/mcpotc/mcp/front"
-	mcpsample "github.com/mcpotc/mcpotc/mcp/sample"
+	"github.com/mcpotc/mcpotc/mcp/mcpsample"
 	"github.com/mcpotc/mcpotc/mcp/upstream"
 	"github.com/mcpotc/mcpotc/otc"
 )
@@ -86,7 +86,7 @@ func (s *syncBuffer) count(substr string) int {
 
 func mcpMessage(t *testing.T, f *MCPFront, id int, method, params string) map[string]any {
 	t.Helper()
-	frame := f.Front().HandleMessage(context.Background(), []byte(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`, id, method, params)))
+	frame := f.Server().HandleMessage(context.Background(), []byte(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`, id, method, params)))
 	var m map[string]any
 	if err := json.Unmarshal(frame, &m); err != nil {
 		t.Fatalf("%s: %s", method, frame)
@@ -110,7 +110,7 @@ func TestMCPFrontOverrides(t *testing.T) {
 		"A_Gone": {Description: "not listed"},
 	}
 	logs := &syncBuffer{}
-	f, err := NewMCPFront(ctx, []OTCUpstream{up}, &MCPFrontOptions{Logger: zerolog.New(logs)})
+	f, err := NewMCPFront(ctx, []OTCServer{up}, &MCPFrontOptions{Logger: zerolog.New(logs)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +119,7 @@ func TestMCPFrontOverrides(t *testing.T) {
 		if got := toolNames(f); !slices.Equal(got, want) {
 			t.Fatalf("%s: tools %v, want %v", when, got, want)
 		}
-		for _, tool := range f.Front().Tools() {
+		for _, tool := range f.Server().Tools() {
 			if tool.Name == "a_first" && (tool.Title != "The first" || tool.Description != "Does one thing.") {
 				t.Errorf("%s: a_first is %q / %q", when, tool.Title, tool.Description)
 			}
@@ -184,7 +184,7 @@ func TestMCPFrontAccessAndLimits(t *testing.T) {
 	}
 	limits, _ := policy.NewLimits(nil, []policy.ToolRate{{Tools: []string{"A_Open"}, Rate: policy.Rate{Requests: 2, Per: time.Minute}}})
 	mt := metrics.New()
-	f, err := NewMCPFront(ctx, []OTCUpstream{otcUpstreamOn(t, "a", "", otcServer)},
+	f, err := NewMCPFront(ctx, []OTCServer{otcUpstreamOn(t, "a", "", otcServer)},
 		&MCPFrontOptions{Logger: zerolog.Nop(), Metrics: mt, Controls: &Controls{Access: access, Limits: limits}})
 	if err != nil {
 		t.Fatal(err)
@@ -196,7 +196,7 @@ func TestMCPFrontAccessAndLimits(t *testing.T) {
 		"bob-token":     {Issuer: "https://op.test", Subject: "bob", Claims: map[string]any{"groups": "staff", "sub": "alice"}},
 		"mallory-token": {Issuer: "https://other.test", Subject: "alice", Claims: map[string]any{"groups": []any{"staff"}}},
 	}
-	srv := httptest.NewServer(f.Front().StreamableHTTPHandler(&front.HTTPOptions{Stateless: true, DisableLocalhostProtection: true, Resource: &front.ResourceAuth{
+	srv := httptest.NewServer(f.Server().StreamableHTTPHandler(&front.HTTPOptions{Stateless: true, DisableLocalhostProtection: true, Resource: &front.ResourceAuth{
 		Resource: resource, AuthorizationServers: []string{"https://op.test", "https://other.test"},
 		Verify: func(_ context.Context, token string) (*front.Identity, error) {
 			id, ok := who[token]
@@ -325,7 +325,7 @@ func TestOTCFrontControls(t *testing.T) {
 		[]policy.ToolRate{{Tools: []string{"Sample.say"}, Rate: policy.Rate{Requests: 2, Per: time.Hour}}})
 	mt := metrics.New()
 	logs := &syncBuffer{}
-	f, err := NewOTCFront(context.Background(), []MCPUpstream{{Toolkit: "Sample",
+	f, err := NewOTCFront(context.Background(), []MCPServer{{Toolkit: "Sample",
 		Tools:  policy.Overrides{"echo": {Name: "say", Title: "Say", Description: "Says it back."}, "fail": {Hidden: true}, "gone": {Title: "x"}},
 		Config: upstream.Config{Name: "sample", InProcess: upstream.Piped(mcpsample.ServeStdio)}}},
 		&OTCFrontOptions{Logger: zerolog.New(logs), Metrics: mt, Server: otc.Options{JWTSecret: secret}, Controls: &Controls{Access: access, Limits: limits}})
@@ -419,7 +419,7 @@ func TestOTCFrontControls(t *testing.T) {
 // another's whole; another address of the same /64 is the same caller.
 func TestOTCFrontLimitPerAddress(t *testing.T) {
 	limits, _ := policy.NewLimits(&policy.Rate{Requests: 1, Per: time.Hour}, nil)
-	f, err := NewOTCFront(context.Background(), []MCPUpstream{{Toolkit: "Sample", Config: upstream.Config{Name: "sample", InProcess: upstream.Piped(mcpsample.ServeStdio)}}},
+	f, err := NewOTCFront(context.Background(), []MCPServer{{Toolkit: "Sample", Config: upstream.Config{Name: "sample", InProcess: upstream.Piped(mcpsample.ServeStdio)}}},
 		&OTCFrontOptions{Logger: zerolog.Nop(), Controls: &Controls{Limits: limits}})
 	if err != nil {
 		t.Fatal(err)

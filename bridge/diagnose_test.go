@@ -15,7 +15,7 @@ import (
 
 	"github.com/mcpotc/mcpotc/mcp/upstream"
 	"github.com/mcpotc/mcpotc/otc"
-	"github.com/mcpotc/mcpotc/otc/sample"
+	"github.com/mcpotc/mcpotc/otc/otcsample"
 )
 
 // realMCPServer serves the MCP front (mcp-go's streamable HTTP at /mcp and
@@ -28,13 +28,13 @@ func realMCPServer(t *testing.T) *httptest.Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := NewMCPFront(context.Background(), []OTCUpstream{{Name: "sample", Client: client}}, nil)
+	f, err := NewMCPFront(context.Background(), []OTCServer{{Name: "sample", Client: client}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", f.Front().StreamableHTTPHandler(nil))
-	sse := f.Front().SSEHandler(nil)
+	mux.Handle("/mcp", f.Server().StreamableHTTPHandler(nil))
+	sse := f.Server().SSEHandler(nil)
 	mux.Handle("/sse", sse)
 	mux.Handle("/message", sse)
 	srv := httptest.NewServer(mux)
@@ -51,7 +51,7 @@ func realMCPServer(t *testing.T) *httptest.Server {
 // says so).
 func realOTCServer(t *testing.T, opts *otc.Options) *httptest.Server {
 	t.Helper()
-	h, err := sample.New(nil).Handler(opts)
+	h, err := otcsample.New(nil).Handler(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +92,7 @@ func TestMCPFrontExplainsWrongOTCURLs(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			f, err := NewMCPFront(context.Background(), []OTCUpstream{{Name: "u", Client: client}}, &MCPFrontOptions{Logger: zerolog.Nop()})
+			f, err := NewMCPFront(context.Background(), []OTCServer{{Name: "u", Client: client}}, &MCPFrontOptions{Logger: zerolog.Nop()})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -119,7 +119,7 @@ func TestOTCFrontExplainsWrongMCPURLs(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f, err := NewOTCFront(context.Background(), []MCPUpstream{{Config: upstream.Config{Name: "u", URL: tt.url}}}, &OTCFrontOptions{Logger: zerolog.Nop()})
+			f, err := NewOTCFront(context.Background(), []MCPServer{{Config: upstream.Config{Name: "u", URL: tt.url}}}, &OTCFrontOptions{Logger: zerolog.Nop()})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -168,7 +168,7 @@ func TestMCPFrontSaysWhenAnUpstreamServesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := NewMCPFront(context.Background(), []OTCUpstream{{Name: "u", Client: client}}, &MCPFrontOptions{Logger: zerolog.New(&buf)})
+	f, err := NewMCPFront(context.Background(), []OTCServer{{Name: "u", Client: client}}, &MCPFrontOptions{Logger: zerolog.New(&buf)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,7 +196,7 @@ func TestMCPFrontSaysWhenAnUpstreamServesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err = NewMCPFront(context.Background(), []OTCUpstream{{Name: "u", Client: client}}, &MCPFrontOptions{Logger: zerolog.New(&buf)})
+	f, err = NewMCPFront(context.Background(), []OTCServer{{Name: "u", Client: client}}, &MCPFrontOptions{Logger: zerolog.New(&buf)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,10 +16,10 @@ import (
 	"github.com/mcpotc/mcpotc/bridge"
 	"github.com/mcpotc/mcpotc/internal/otctest"
 	"github.com/mcpotc/mcpotc/mcp/front"
-	mcpsample "github.com/mcpotc/mcpotc/mcp/sample"
+	"github.com/mcpotc/mcpotc/mcp/mcpsample"
 	"github.com/mcpotc/mcpotc/mcp/upstream"
 	"github.com/mcpotc/mcpotc/otc"
-	"github.com/mcpotc/mcpotc/otc/sample"
+	"github.com/mcpotc/mcpotc/otc/otcsample"
 )
 
 // Benchmarks of one call through each front, everything in-process but
@@ -44,7 +44,7 @@ func benchLogger() zerolog.Logger {
 func newBenchOTCFront(b *testing.B, server otc.Options) http.Handler {
 	b.Helper()
 	ctx := context.Background()
-	f, err := bridge.NewOTCFront(ctx, []bridge.MCPUpstream{{
+	f, err := bridge.NewOTCFront(ctx, []bridge.MCPServer{{
 		Toolkit: "Sample",
 		Config:  upstream.Config{Name: "sample", InProcess: upstream.Piped(mcpsample.ServeStdio)},
 	}}, &bridge.OTCFrontOptions{Server: server, Logger: benchLogger()})
@@ -134,7 +134,7 @@ func BenchmarkOTCFrontCallIdempotent(b *testing.B) {
 // echo OTC tool over MCP.
 func newBenchMCPFront(b *testing.B) *bridge.MCPFront {
 	b.Helper()
-	h, err := sample.New(nil).Handler(nil)
+	h, err := otcsample.New(nil).Handler(nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -146,13 +146,13 @@ func newBenchMCPFront(b *testing.B) *bridge.MCPFront {
 	}
 	esrv := httptest.NewServer(echo)
 	b.Cleanup(esrv.Close)
-	var ups []bridge.OTCUpstream
+	var ups []bridge.OTCServer
 	for name, url := range map[string]string{"sample": srv.URL, "bench": esrv.URL} {
 		c, err := otc.NewClient(url, nil)
 		if err != nil {
 			b.Fatal(err)
 		}
-		ups = append(ups, bridge.OTCUpstream{Name: name, Client: c})
+		ups = append(ups, bridge.OTCServer{Name: name, Client: c})
 	}
 	f, err := bridge.NewMCPFront(context.Background(), ups, &bridge.MCPFrontOptions{Logger: benchLogger()})
 	if err != nil {
@@ -167,7 +167,7 @@ func mcpCallMessage(tool, args string) []byte {
 
 func BenchmarkMCPFrontCall(b *testing.B) {
 	f := newBenchMCPFront(b)
-	server := f.Front()
+	server := f.Server()
 	ctx := context.Background()
 	call := func(b *testing.B, msg []byte) {
 		out := server.HandleMessage(ctx, msg)
@@ -203,7 +203,7 @@ func BenchmarkMCPFrontCall(b *testing.B) {
 // transport (stateless: one POST per call, JSON answer).
 func BenchmarkMCPFrontCallStreamableHTTP(b *testing.B) {
 	f := newBenchMCPFront(b)
-	h := f.Front().StreamableHTTPHandler(&front.HTTPOptions{Stateless: true})
+	h := f.Server().StreamableHTTPHandler(&front.HTTPOptions{Stateless: true})
 	msg := mcpCallMessage("Calculator_Add", `{"a":2,"b":3}`)
 	b.ReportAllocs()
 	for b.Loop() {

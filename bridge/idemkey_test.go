@@ -84,11 +84,11 @@ func idemFront(t *testing.T, u *idemUpstream) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := NewMCPFront(context.Background(), []OTCUpstream{{Name: "u", Client: client}}, &MCPFrontOptions{CallTimeout: 10 * time.Second})
+	f, err := NewMCPFront(context.Background(), []OTCServer{{Name: "u", Client: client}}, &MCPFrontOptions{CallTimeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(f.Front().StreamableHTTPHandler(&front.HTTPOptions{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}))
+	srv := httptest.NewServer(f.Server().StreamableHTTPHandler(&front.HTTPOptions{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}))
 	t.Cleanup(srv.Close)
 	return srv.URL + front.StreamablePath
 }

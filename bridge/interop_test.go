@@ -43,7 +43,7 @@ import (
 	"github.com/mcpotc/mcpotc/bridge"
 	"github.com/mcpotc/mcpotc/internal/wiretest"
 	"github.com/mcpotc/mcpotc/mcp/front"
-	mcpsample "github.com/mcpotc/mcpotc/mcp/sample"
+	"github.com/mcpotc/mcpotc/mcp/mcpsample"
 	"github.com/mcpotc/mcpotc/mcp/upstream"
 	"github.com/mcpotc/mcpotc/otc"
 )
@@ -287,7 +287,7 @@ var interopSampleIDs = []string{"Sample.add@1.0.0", "Sample.echo@1.0.0", "Sample
 func interopStartOTCFront(t *testing.T) string {
 	t.Helper()
 	ctx := context.Background()
-	f, err := bridge.NewOTCFront(ctx, []bridge.MCPUpstream{{
+	f, err := bridge.NewOTCFront(ctx, []bridge.MCPServer{{
 		Toolkit: "Sample",
 		Config:  upstream.Config{Name: "sample", InProcess: upstream.Piped(mcpsample.ServeStdio)},
 	}}, nil)
@@ -845,12 +845,12 @@ func interopMCPFrontColumn(t *testing.T, m *interopMatrix, d string) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	mf, err := bridge.NewMCPFront(ctx, []bridge.OTCUpstream{{Name: "fake-" + d, Client: client}},
+	mf, err := bridge.NewMCPFront(ctx, []bridge.OTCServer{{Name: "fake-" + d, Client: client}},
 		&bridge.MCPFrontOptions{Refresh: time.Hour, CallTimeout: interopWait})
 	if err != nil {
 		t.Fatalf("NewMCPFront over a %s upstream: %v", d, err)
 	}
-	h := mf.Front().StreamableHTTPHandler(nil)
+	h := mf.Server().StreamableHTTPHandler(nil)
 	srv := httptest.NewServer(h)
 	t.Cleanup(func() {
 		cctx, cancel := context.WithTimeout(context.Background(), interopWait)

@@ -36,10 +36,10 @@ const (
 	listTimeout = 15 * time.Second
 )
 
-// OTCUpstream is one OTC tool server behind the MCP front, with what
+// OTCServer is one OTC tool server behind the MCP front, with what
 // satisfies its tools' requirements. Values are resolved (secrets read from
 // the environment) before they get here; none is ever logged.
-type OTCUpstream struct {
+type OTCServer struct {
 	// Name identifies the upstream in logs and errors.
 	Name string
 	// Client calls it.
@@ -149,8 +149,8 @@ type MCPFront struct {
 	opts      MCPFrontOptions
 	log       zerolog.Logger
 	tracer    trace.Tracer
-	upstreams []*otcUpstream
-	front     *front.Front
+	upstreams []*otcServerEntry
+	front     *front.Server
 
 	draining atomic.Bool // Drain was called: /ready is 503
 	idem     *idemStore  // answers of calls with an idempotency_key; nil: off
@@ -166,8 +166,8 @@ type MCPFront struct {
 	served      []front.Tool // the served catalog, for SetControls
 }
 
-type otcUpstream struct {
-	OTCUpstream
+type otcServerEntry struct {
+	OTCServer
 	// tools is the upstream's last good catalog, keyed by MCP name.
 	tools map[string]*frontTool
 	// err is the last listing error (nil when the catalog is fresh).
@@ -186,7 +186,7 @@ type otcUpstream struct {
 }
 
 // explain adds what to do to a listing error (see explainOTCListing).
-func (u *otcUpstream) explain(ctx context.Context, err error) error {
+func (u *otcServerEntry) explain(ctx context.Context, err error) error {
 	if msg := err.Error(); msg != u.explainedFor {
 		u.explainedFor, u.explained = msg, explainOTCListing(ctx, u.Client.BaseURL(), err)
 	}
@@ -196,7 +196,7 @@ func (u *otcUpstream) explain(ctx context.Context, err error) error {
 // frontTool is one MCP tool and where its calls go.
 type frontTool struct {
 	mapping.MCPTool
-	up  *otcUpstream
+	up  *otcServerEntry
 	def *otc.ToolDefinition
 	// versions maps every listed version's exact id to its definition:
 	// an OTC front further on may name one (mapping.MetaOTCRequest).
@@ -209,7 +209,7 @@ type frontTool struct {
 // NewMCPFront lists every upstream once and fails when two of them expose
 // the same tool name (naming both). An upstream that cannot be listed does
 // not fail it: its tools appear when a later refresh reaches it.
-func NewMCPFront(ctx context.Context, upstreams []OTCUpstream, opts *MCPFrontOptions) (*MCPFront, error) {
+func NewMCPFront(ctx context.Context, upstreams []OTCServer, opts *MCPFrontOptions) (*MCPFront, error) {
 	f := &MCPFront{}
 	if opts != nil {
 		f.opts = *opts
@@ -240,7 +240,7 @@ func NewMCPFront(ctx context.Context, upstreams []OTCUpstream, opts *MCPFrontOpt
 			return nil, fmt.Errorf("two upstreams are named %q", u.Name)
 		}
 		seen[u.Name] = true
-		f.upstreams = append(f.upstreams, &otcUpstream{OTCUpstream: u, tools: map[string]*frontTool{}})
+		f.upstreams = append(f.upstreams, &otcServerEntry{OTCServer: u, tools: map[string]*frontTool{}})
 	}
 	// Calls of tools the catalog does not hold never reach a handler: the
 	// front answers them, and tells this.
@@ -263,7 +263,7 @@ func NewMCPFront(ctx context.Context, upstreams []OTCUpstream, opts *MCPFrontOpt
 	f.checks = newAuthChecks(upstreams, f.opts.AuthorizationWait)
 	// An access policy makes every list private too (the front says so
 	// where a Visibility filter applies).
-	private := f.opts.PrivateList || slices.ContainsFunc(upstreams, func(u OTCUpstream) bool { return u.UserIDFromToken })
+	private := f.opts.PrivateList || slices.ContainsFunc(upstreams, func(u OTCServer) bool { return u.UserIDFromToken })
 	f.front = front.New("mcpotc", f.opts.Version, &front.Options{Logger: slogLogger(f.log), OnUnknownTool: unknown, Visibility: f.ctl.mcpVisibility,
 		ListTTL: f.opts.Refresh, PrivateList: private, StateKeys: f.opts.StateKeys})
 	f.opts.Metrics.Watch(metrics.FrontMCP, f.upstreamMetrics)
@@ -312,8 +312,8 @@ func (f *MCPFront) Ready(ctx context.Context) (bool, any) {
 // transport shuts down (cmd/mcpotc: at SIGTERM, then --drain-delay).
 func (f *MCPFront) Drain() { f.draining.Store(true) }
 
-// Front is the MCP server, for its transports.
-func (f *MCPFront) Front() *front.Front { return f.front }
+// Server is the MCP server, for its transports.
+func (f *MCPFront) Server() *front.Server { return f.front }
 
 // SetControls replaces the access policy and rate limits (nil: none), for
 // the calls that start from now on; clients are told that the tool list
@@ -402,7 +402,7 @@ type listing struct {
 }
 
 // list lists ups concurrently (f.lists held).
-func (f *MCPFront) list(ctx context.Context, ups []*otcUpstream) []listing {
+func (f *MCPFront) list(ctx context.Context, ups []*otcServerEntry) []listing {
 	results := make([]listing, len(ups))
 	prev := make([]otc.CatalogDigest, len(ups))
 	f.mu.Lock()
@@ -439,7 +439,7 @@ func (f *MCPFront) list(ctx context.Context, ups []*otcUpstream) []listing {
 
 // install makes ups, listed as results, the served upstreams and their
 // tools the catalog (f.lists held).
-func (f *MCPFront) install(ups []*otcUpstream, results []listing, atStart bool) error {
+func (f *MCPFront) install(ups []*otcServerEntry, results []listing, atStart bool) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.upstreams = ups
@@ -533,7 +533,7 @@ func (f *MCPFront) install(ups []*otcUpstream, results []listing, atStart bool) 
 
 // latestTools maps an upstream's definitions to MCP tools: one per OTC name,
 // bound to the latest version.
-func latestTools(u *otcUpstream, defs []otc.ToolDefinition) (map[string]*frontTool, error) {
+func latestTools(u *otcServerEntry, defs []otc.ToolDefinition) (map[string]*frontTool, error) {
 	byKey := map[string][]*otc.ToolDefinition{} // Toolkit.Tool → its versions
 	for i := range defs {
 		d := &defs[i]
@@ -903,7 +903,7 @@ func traceparent(req mcpgo.CallToolRequest) string {
 // callContext satisfies a tool's requirements: from a forwarded context
 // first (when accepted), then the configuration, then (for opted-in
 // providers) the MCP caller's own bearer token.
-func (u *otcUpstream) callContext(ctx context.Context, req *otc.Requirements, fwd *otc.CallContext) *otc.CallContext {
+func (u *otcServerEntry) callContext(ctx context.Context, req *otc.Requirements, fwd *otc.CallContext) *otc.CallContext {
 	if req == nil {
 		return nil
 	}
@@ -938,7 +938,7 @@ func (u *otcUpstream) callContext(ctx context.Context, req *otc.Requirements, fw
 
 // userID is the context.user_id of a call: the caller's token's name
 // (UserIDFromToken), else the forwarded one, else the configured one.
-func (u *otcUpstream) userID(ctx context.Context, fwd *otc.CallContext) string {
+func (u *otcServerEntry) userID(ctx context.Context, fwd *otc.CallContext) string {
 	if user := u.tokenUserID(ctx); user != "" {
 		return user
 	}
@@ -950,7 +950,7 @@ func (u *otcUpstream) userID(ctx context.Context, fwd *otc.CallContext) string {
 
 // tokenUserID is the user id the caller's OAuth token names
 // (UserIDFromToken), "" when there is none.
-func (u *otcUpstream) tokenUserID(ctx context.Context) string {
+func (u *otcServerEntry) tokenUserID(ctx context.Context) string {
 	if !u.UserIDFromToken {
 		return ""
 	}
@@ -964,7 +964,7 @@ func (u *otcUpstream) tokenUserID(ctx context.Context) string {
 // conflict is the refusal of a call whose forwarded context names another
 // user than the caller's own token (UserIDFromToken), "" when there is no
 // conflict: a forwarded user_id never overrides the token's.
-func (u *otcUpstream) conflict(ctx context.Context, fwd *otc.CallContext) string {
+func (u *otcServerEntry) conflict(ctx context.Context, fwd *otc.CallContext) string {
 	if fwd == nil || fwd.UserID == "" {
 		return ""
 	}
@@ -979,7 +979,7 @@ func (u *otcUpstream) conflict(ctx context.Context, fwd *otc.CallContext) string
 // configuration does not provide ("" when none). Authorization is not
 // checked here: without a token the upstream answers with a challenge
 // the client can act on.
-func (u *otcUpstream) unconfigured(ctx context.Context, req *otc.Requirements, fwd *otc.CallContext) string {
+func (u *otcServerEntry) unconfigured(ctx context.Context, req *otc.Requirements, fwd *otc.CallContext) string {
 	if req == nil {
 		return ""
 	}
@@ -1003,7 +1003,7 @@ func (u *otcUpstream) unconfigured(ctx context.Context, req *otc.Requirements, f
 // redact removes credential, secret and token values — the upstream's and
 // those forwarded with the call — from a text bound for the log (an
 // upstream may echo what it was sent).
-func (u *otcUpstream) redact(s string, fwd *otc.CallContext) string {
+func (u *otcServerEntry) redact(s string, fwd *otc.CallContext) string {
 	values := append([]string(nil), u.Credentials...)
 	for _, v := range u.Secrets {
 		values = append(values, v)

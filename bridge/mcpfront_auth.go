@@ -101,7 +101,7 @@ type authChecks struct {
 	all    int
 }
 
-func newAuthChecks(upstreams []OTCUpstream, wait time.Duration) *authChecks {
+func newAuthChecks(upstreams []OTCServer, wait time.Duration) *authChecks {
 	hosts := make([]string, 0, len(upstreams))
 	for _, u := range upstreams {
 		if u.Client != nil {

@@ -105,7 +105,7 @@ func authFront(t *testing.T, g *grantServer, wait time.Duration) *MCPFront {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := NewMCPFront(context.Background(), []OTCUpstream{{Name: "mail", Client: c, UserID: "u1"}}, &MCPFrontOptions{AuthorizationWait: wait})
+	f, err := NewMCPFront(context.Background(), []OTCServer{{Name: "mail", Client: c, UserID: "u1"}}, &MCPFrontOptions{AuthorizationWait: wait})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +139,7 @@ func mailCallMeta(t *testing.T, f *MCPFront, id int, action, state, meta string)
 		extra = fmt.Sprintf(`,"inputResponses":{"google":{"action":%q}},"requestState":%q`, action, state)
 	}
 	msg := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"Mail_Get","arguments":{},%s%s}}`, id, meta, extra)
-	frame := f.Front().HandleMessage(context.Background(), []byte(msg))
+	frame := f.Server().HandleMessage(context.Background(), []byte(msg))
 	var got struct {
 		Result struct {
 			ResultType    string `json:"resultType"`

@@ -129,17 +129,17 @@ func callText(t *testing.T, url, token, body string) string {
 
 // forwardedFront serves an MCP front over one upstream (upstream applied
 // to its settings) with opts, and returns its /mcp URL.
-func forwardedFront(t *testing.T, k *keyingOTC, upstream func(*OTCUpstream), opts *front.HTTPOptions) string {
+func forwardedFront(t *testing.T, k *keyingOTC, upstream func(*OTCServer), opts *front.HTTPOptions) string {
 	t.Helper()
 	up := otcUpstreamOn(t, "me", "", k)
 	up.UserID, up.AcceptContext, up.Tokens = "static", true, map[string]string{"google": "operator-token"}
 	upstream(&up)
-	f, err := NewMCPFront(context.Background(), []OTCUpstream{up}, nil)
+	f, err := NewMCPFront(context.Background(), []OTCServer{up}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	opts.Stateless, opts.DisableLocalhostProtection = true, true
-	srv := httptest.NewServer(f.Front().StreamableHTTPHandler(opts))
+	srv := httptest.NewServer(f.Server().StreamableHTTPHandler(opts))
 	t.Cleanup(srv.Close)
 	return srv.URL + "/mcp"
 }
@@ -177,7 +177,7 @@ func expectSeen(t *testing.T, what string, got, want seenCall) {
 // call_id as they are.
 func TestMCPFrontForwardedContextFromChainPeerOnly(t *testing.T) {
 	k := &keyingOTC{answers: map[string]string{}}
-	url := forwardedFront(t, k, func(*OTCUpstream) {}, oauthCallers())
+	url := forwardedFront(t, k, func(*OTCServer) {}, oauthCallers())
 
 	if got := callText(t, url, "tok-alice", carrierCall("same-key", "victim", "forged-token")); got != "run 1 for static" {
 		t.Errorf("alice with a forged carrier: %q", got)
@@ -218,7 +218,7 @@ func TestMCPFrontForwardedContextFromChainPeerOnly(t *testing.T) {
 // (the upstream is not called); without a user_id it runs as the token's.
 func TestMCPFrontForwardedUserNeverOverridesToken(t *testing.T) {
 	k := &keyingOTC{answers: map[string]string{}}
-	url := forwardedFront(t, k, func(u *OTCUpstream) { u.UserIDFromToken = true }, oauthCallers())
+	url := forwardedFront(t, k, func(u *OTCServer) { u.UserIDFromToken = true }, oauthCallers())
 
 	callText(t, url, "tok-alice", carrierCall("k1", "victim", "forged-token"))
 	forged := k.last(t)
@@ -245,11 +245,11 @@ func TestMCPFrontForwardedContextWithoutAuth(t *testing.T) {
 	k := &keyingOTC{answers: map[string]string{}}
 	up := otcUpstreamOn(t, "me", "", k)
 	up.UserID, up.AcceptContext, up.Tokens = "static", true, map[string]string{"google": "operator-token"}
-	f, err := NewMCPFront(context.Background(), []OTCUpstream{up}, nil)
+	f, err := NewMCPFront(context.Background(), []OTCServer{up}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := f.Front().StreamableHTTPHandler(&front.HTTPOptions{Stateless: true, DisableLocalhostProtection: true})
+	h := f.Server().StreamableHTTPHandler(&front.HTTPOptions{Stateless: true, DisableLocalhostProtection: true})
 	for _, tc := range []struct {
 		remote string
 		want   seenCall

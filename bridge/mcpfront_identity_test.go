@@ -52,12 +52,12 @@ func TestUserIDFromToken(t *testing.T) {
 	} {
 		up := otcUpstreamOn(t, "me", "", otcServer)
 		up.UserID, up.UserIDFromToken = "static", tc.fromToken
-		f, err := NewMCPFront(ctx, []OTCUpstream{up}, nil)
+		f, err := NewMCPFront(ctx, []OTCServer{up}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		const resource = "http://mcp.test/mcp"
-		h := f.Front().StreamableHTTPHandler(&front.HTTPOptions{Stateless: true, DisableLocalhostProtection: true, Resource: &front.ResourceAuth{
+		h := f.Server().StreamableHTTPHandler(&front.HTTPOptions{Stateless: true, DisableLocalhostProtection: true, Resource: &front.ResourceAuth{
 			Resource: resource, AuthorizationServers: []string{"http://as.test"},
 			Verify: func(_ context.Context, token string) (*front.Identity, error) {
 				return &front.Identity{Subject: strings.TrimPrefix(token, "token-of-"), Audience: []string{resource}}, nil

@@ -33,7 +33,7 @@ func TestMCPFrontFirstListingRetriedSoon(t *testing.T) {
 			late := &switchable{}
 			late.set(tc.status, `[]`)
 			c := &counting{h: late}
-			f, err := NewMCPFront(context.Background(), []OTCUpstream{otcUpstreamOn(t, "late", "", c)}, &MCPFrontOptions{Refresh: 30 * time.Second})
+			f, err := NewMCPFront(context.Background(), []OTCServer{otcUpstreamOn(t, "late", "", c)}, &MCPFrontOptions{Refresh: 30 * time.Second})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -42,7 +42,7 @@ func toolDef(id, name string) string {
 	return `{"id":"` + id + `","name":"` + name + `","description":"d","version":"` + version + `","input_schema":{"type":"object"},"output_schema":{}}`
 }
 
-func otcUpstreamOn(t *testing.T, name, prefix string, h http.Handler) OTCUpstream {
+func otcUpstreamOn(t *testing.T, name, prefix string, h http.Handler) OTCServer {
 	t.Helper()
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
@@ -50,12 +50,12 @@ func otcUpstreamOn(t *testing.T, name, prefix string, h http.Handler) OTCUpstrea
 	if err != nil {
 		t.Fatal(err)
 	}
-	return OTCUpstream{Name: name, Client: c, Prefix: prefix}
+	return OTCServer{Name: name, Client: c, Prefix: prefix}
 }
 
 func toolNames(f *MCPFront) []string {
 	var names []string
-	for _, t := range f.Front().Tools() {
+	for _, t := range f.Server().Tools() {
 		names = append(names, t.Name)
 	}
 	sort.Strings(names)
@@ -68,7 +68,7 @@ func TestUpstreamDownAtStartJoinsLater(t *testing.T) {
 	down.set(http.StatusServiceUnavailable, `[]`)
 	up := &switchable{}
 	up.set(http.StatusOK, `[`+toolDef("A.One@1.0.0", "A_One")+`]`)
-	f, err := NewMCPFront(ctx, []OTCUpstream{otcUpstreamOn(t, "up", "", up), otcUpstreamOn(t, "down", "", down)}, nil)
+	f, err := NewMCPFront(ctx, []OTCServer{otcUpstreamOn(t, "up", "", up), otcUpstreamOn(t, "down", "", down)}, nil)
 	if err != nil {
 		t.Fatalf("an upstream that is down stopped the bridge: %v", err)
 	}
@@ -99,13 +99,13 @@ func TestNameClashAtStartNamesBoth(t *testing.T) {
 	a, b := &switchable{}, &switchable{}
 	a.set(http.StatusOK, `[`+toolDef("Calculator.Add@1.0.0", "Calculator_Add")+`]`)
 	b.set(http.StatusOK, `[`+toolDef("Calculator.Add@2.0.0", "Calculator_Add")+`]`)
-	_, err := NewMCPFront(context.Background(), []OTCUpstream{otcUpstreamOn(t, "one", "", a), otcUpstreamOn(t, "two", "", b)}, nil)
+	_, err := NewMCPFront(context.Background(), []OTCServer{otcUpstreamOn(t, "one", "", a), otcUpstreamOn(t, "two", "", b)}, nil)
 	if err == nil || !strings.Contains(err.Error(), "Calculator.Add@1.0.0") || !strings.Contains(err.Error(), "Calculator.Add@2.0.0") ||
 		!strings.Contains(err.Error(), "one") || !strings.Contains(err.Error(), "two") {
 		t.Fatalf("err = %v; want a clash naming both tools and upstreams", err)
 	}
 	// A prefix resolves it.
-	f, err := NewMCPFront(context.Background(), []OTCUpstream{otcUpstreamOn(t, "one", "", a), otcUpstreamOn(t, "two", "v2_", b)}, nil)
+	f, err := NewMCPFront(context.Background(), []OTCServer{otcUpstreamOn(t, "one", "", a), otcUpstreamOn(t, "two", "v2_", b)}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +115,7 @@ func TestNameClashAtStartNamesBoth(t *testing.T) {
 	// A clash that appears later is refused, and the first holder keeps the name.
 	c := &switchable{}
 	c.set(http.StatusOK, `[]`)
-	f, err = NewMCPFront(context.Background(), []OTCUpstream{otcUpstreamOn(t, "one", "", a), otcUpstreamOn(t, "three", "", c)}, nil)
+	f, err = NewMCPFront(context.Background(), []OTCServer{otcUpstreamOn(t, "one", "", a), otcUpstreamOn(t, "three", "", c)}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,14 +136,14 @@ func TestCatalogChangeNotifiesClients(t *testing.T) {
 	defer cancel()
 	s := &switchable{}
 	s.set(http.StatusOK, `[`+toolDef("A.One@1.0.0", "A_One")+`]`)
-	f, err := NewMCPFront(ctx, []OTCUpstream{otcUpstreamOn(t, "up", "", s)}, nil)
+	f, err := NewMCPFront(ctx, []OTCServer{otcUpstreamOn(t, "up", "", s)}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	done := make(chan error, 1)
-	go func() { done <- f.Front().ServeStdio(ctx, inR, outW); outW.Close() }()
+	go func() { done <- f.Server().ServeStdio(ctx, inR, outW); outW.Close() }()
 	lines := make(chan string, 16)
 	go func() {
 		sc := bufio.NewScanner(outR)
@@ -222,7 +222,7 @@ func TestRefreshUnchangedAndRefusedListings(t *testing.T) {
 	a, b := &switchable{}, &switchable{}
 	a.set(http.StatusOK, `[`+toolDef("A.One@1.0.0", "Same")+`]`)
 	b.set(http.StatusOK, `[`+toolDef("B.Two@1.0.0", "Two")+`]`)
-	f, err := NewMCPFront(ctx, []OTCUpstream{otcUpstreamOn(t, "a", "", a), otcUpstreamOn(t, "b", "", b)}, nil)
+	f, err := NewMCPFront(ctx, []OTCServer{otcUpstreamOn(t, "a", "", a), otcUpstreamOn(t, "b", "", b)}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,10 +17,10 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mcpotc/mcpotc/bridge/metrics"
-	mcpsample "github.com/mcpotc/mcpotc/mcp/sample"
+	"github.com/mcpotc/mcpotc/mcp/mcpsample"
 	"github.com/mcpotc/mcpotc/mcp/upstream"
 	"github.com/mcpotc/mcpotc/otc"
-	otcsample "github.com/mcpotc/mcpotc/otc/sample"
+	"github.com/mcpotc/mcpotc/otc/otcsample"
 )
 
 // waitOTCReady waits, up to 10 s, for f's GET /ready to answer 200.
@@ -88,7 +88,7 @@ func sameSeries(t *testing.T, got map[string]float64, want map[string]float64) {
 // calls to random unknown tools add no series.
 func TestOTCFrontMetrics(t *testing.T) {
 	mt := metrics.New()
-	f, err := NewOTCFront(context.Background(), []MCPUpstream{{Toolkit: "Sample", Config: upstream.Config{Name: "sample", InProcess: upstream.Piped(mcpsample.ServeStdio), CallTimeout: 300 * time.Millisecond}}},
+	f, err := NewOTCFront(context.Background(), []MCPServer{{Toolkit: "Sample", Config: upstream.Config{Name: "sample", InProcess: upstream.Piped(mcpsample.ServeStdio), CallTimeout: 300 * time.Millisecond}}},
 		&OTCFrontOptions{Logger: zerolog.Nop(), Metrics: mt, Server: otc.Options{CallTimeout: 5 * time.Second}})
 	if err != nil {
 		t.Fatal(err)
@@ -146,11 +146,11 @@ func TestMCPFrontMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	mt := metrics.New()
-	f, err := NewMCPFront(context.Background(), []OTCUpstream{otcUpstreamOn(t, "calc", "", h)}, &MCPFrontOptions{Logger: zerolog.Nop(), Metrics: mt})
+	f, err := NewMCPFront(context.Background(), []OTCServer{otcUpstreamOn(t, "calc", "", h)}, &MCPFrontOptions{Logger: zerolog.Nop(), Metrics: mt})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := f.Front()
+	s := f.Server()
 	ctx := context.Background()
 	msg := func(id int, method, params string) {
 		s.HandleMessage(ctx, []byte(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`, id, method, params)))
@@ -199,7 +199,7 @@ func TestOTCFrontMetricsCountFailedListings(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	mt := metrics.New()
-	f, err := NewOTCFront(context.Background(), []MCPUpstream{{Toolkit: "Sample", Config: upstream.Config{Name: "sample", URL: srv.URL + "/mcp",
+	f, err := NewOTCFront(context.Background(), []MCPServer{{Toolkit: "Sample", Config: upstream.Config{Name: "sample", URL: srv.URL + "/mcp",
 		RestartBackoffMin: 10 * time.Millisecond, RestartBackoffMax: 50 * time.Millisecond}}},
 		&OTCFrontOptions{Logger: zerolog.Nop(), Metrics: mt})
 	if err != nil {

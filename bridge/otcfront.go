@@ -30,8 +30,8 @@ import (
 	"github.com/mcpotc/mcpotc/otc"
 )
 
-// MCPUpstream is one MCP server behind the OTC front: one OTC toolkit.
-type MCPUpstream struct {
+// MCPServer is one MCP server behind the OTC front: one OTC toolkit.
+type MCPServer struct {
 	// Config says how to reach it (stdio child, URL or in-process).
 	Config upstream.Config
 	// Toolkit is its OTC toolkit name. Empty: its serverInfo.name.
@@ -70,9 +70,9 @@ type OTCFrontOptions struct {
 	// Version is the clientInfo version sent to upstreams. Empty: "dev".
 	Version string
 	// OAuth configures the OAuth client of the upstreams that have
-	// MCPUpstream.OAuth: its routes are served under /oauth/. Its Logger
+	// MCPServer.OAuth: its routes are served under /oauth/. Its Logger
 	// and OnAuthorized are set by the front. Nil: no upstream may have
-	// MCPUpstream.OAuth.
+	// MCPServer.OAuth.
 	OAuth *oauth.Options
 	// Checks are what GET /ready needs besides the upstreams, by name
 	// (the store the replicas share: "store"). Each answers nil when what
@@ -153,11 +153,11 @@ type OTCFront struct {
 	notes onceNotes    // catalog problems already logged
 }
 
-// mcpUpstream is one MCP server as one configuration has it: a reload
+// mcpServerEntry is one MCP server as one configuration has it: a reload
 // that keeps its connection (upstream.Config and OAuth unchanged) makes a
-// new mcpUpstream around the same upConn.
-type mcpUpstream struct {
-	MCPUpstream
+// new mcpServerEntry around the same upConn.
+type mcpServerEntry struct {
+	MCPServer
 	*upConn
 }
 
@@ -182,7 +182,7 @@ type upConn struct {
 // does not fail the start) and serves their tools as they arrive. It fails
 // for an invalid configuration or two upstreams with the same name or
 // configured toolkit.
-func NewOTCFront(ctx context.Context, upstreams []MCPUpstream, opts *OTCFrontOptions) (*OTCFront, error) {
+func NewOTCFront(ctx context.Context, upstreams []MCPServer, opts *OTCFrontOptions) (*OTCFront, error) {
 	var o OTCFrontOptions
 	if opts != nil {
 		o = *opts
@@ -267,7 +267,7 @@ func NewOTCFront(ctx context.Context, upstreams []MCPUpstream, opts *OTCFrontOpt
 
 // newUpstream builds u's connection, not started yet, with the callbacks
 // that feed the catalog.
-func (f *OTCFront) newUpstream(u *mcpUpstream, version string) (*upstream.Upstream, error) {
+func (f *OTCFront) newUpstream(u *mcpServerEntry, version string) (*upstream.Upstream, error) {
 	cfg := u.Config
 	if u.OAuth != nil {
 		if f.oauth == nil || cfg.URL == "" {
@@ -402,7 +402,7 @@ func (f *OTCFront) Close(ctx context.Context) error {
 
 // name is the upstream's name in logs and health: the configured one, else
 // the server's serverInfo.name (upstream.Config.Name).
-func (u *mcpUpstream) name() string { return u.up.Name() }
+func (u *mcpServerEntry) name() string { return u.up.Name() }
 
 // health answers GET /health: 200 when every upstream is ready, else 503
 // naming the ones that are not and why.
@@ -579,7 +579,7 @@ func (f *OTCFront) unknown(id otc.ToolID) *otc.ServerErrorResponse {
 
 // toolsChanged records an upstream's new tool list and rebuilds the
 // catalog (validators are compiled there, once per change).
-func (f *OTCFront) toolsChanged(u *mcpUpstream, tools []json.RawMessage) {
+func (f *OTCFront) toolsChanged(u *mcpServerEntry, tools []json.RawMessage) {
 	u.mu.Lock()
 	u.tools = tools
 	u.mu.Unlock()
@@ -590,7 +590,7 @@ func (f *OTCFront) rebuild() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var all []otc.Tool
-	var included []*mcpUpstream
+	var included []*mcpServerEntry
 	toolkits := map[string]string{} // toolkit → upstream, for clashes
 	ids := map[string]string{}      // tool id → upstream
 	for _, u := range f.upstreams() {
@@ -644,7 +644,7 @@ func (f *OTCFront) rebuild() {
 }
 
 // otcTools maps one upstream's raw tools to OTC tools.
-func (f *OTCFront) otcTools(u *mcpUpstream, toolkit, version string, raw []json.RawMessage) []otc.Tool {
+func (f *OTCFront) otcTools(u *mcpServerEntry, toolkit, version string, raw []json.RawMessage) []otc.Tool {
 	var names []string
 	byName := map[string]json.RawMessage{}
 	original := map[string]string{} // shown name → the server's, for the calls
@@ -719,7 +719,7 @@ func (f *OTCFront) otcTools(u *mcpUpstream, toolkit, version string, raw []json.
 
 // perUser reports whether each OTC user reaches the upstream with a token
 // of their own (oauth per_user).
-func (u *mcpUpstream) perUser() bool { return u.OAuth != nil && u.OAuth.PerUser }
+func (u *mcpServerEntry) perUser() bool { return u.OAuth != nil && u.OAuth.PerUser }
 
 // perUserRequirements adds to a tool's requirements the user id and an
 // authorization named after the upstream (the id of its challenges).
@@ -738,7 +738,7 @@ func perUserRequirements(r *otc.Requirements, upstream string, scopes []string) 
 // shows it: its name, and the raw tool with the override's name, title and
 // description; as it is without one (or when it does not read as an
 // object).
-func (f *OTCFront) overridden(u *mcpUpstream, name string, raw json.RawMessage) (string, json.RawMessage) {
+func (f *OTCFront) overridden(u *mcpServerEntry, name string, raw json.RawMessage) (string, json.RawMessage) {
 	o, ok := u.Tools[name]
 	if !ok {
 		return name, raw
@@ -759,7 +759,7 @@ func (f *OTCFront) overridden(u *mcpUpstream, name string, raw json.RawMessage) 
 	return cmp.Or(o.Name, name), b
 }
 
-func (u *mcpUpstream) exposes(name string) bool {
+func (u *mcpServerEntry) exposes(name string) bool {
 	if len(u.Allow) > 0 && !slices.Contains(u.Allow, name) {
 		return false
 	}
@@ -771,7 +771,7 @@ func (u *mcpUpstream) exposes(name string) bool {
 // identity of the call (the exact id, the caller's call_id and, when the
 // server is configured to take it, the context) goes along in
 // _meta[MetaOTCRequest] for an MCP front that restored OTC tools.
-func (f *OTCFront) call(u *mcpUpstream, mcpName string, t mapping.OTCTool) otc.ToolFunc {
+func (f *OTCFront) call(u *mcpServerEntry, mcpName string, t mapping.OTCTool) otc.ToolFunc {
 	// Worked out once per tool version, when the catalog changes.
 	shape := mapping.ResultShapeOf(t.Def.OutputSchema)
 	return func(ctx context.Context, c *otc.Call) (json.RawMessage, error) {

@@ -160,7 +160,7 @@ type otcfOptions struct {
 	// "version": "2.0.0"}.
 	Server *otcfServerInfo `json:"server"`
 	// Toolkit, Version, Allow, Deny and ForwardAuthorization are those of
-	// the bridge.MCPUpstream.
+	// the bridge.MCPServer.
 	Toolkit              string   `json:"toolkit"`
 	Version              string   `json:"version"`
 	Allow                []string `json:"allow"`
@@ -669,7 +669,7 @@ func otcfRunScenario(t *testing.T, sc *otcfScenario) []string {
 		ln.Close()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	front, err := bridge.NewOTCFront(ctx, []bridge.MCPUpstream{{
+	front, err := bridge.NewOTCFront(ctx, []bridge.MCPServer{{
 		Config:               cfg,
 		Toolkit:              sc.opts.Toolkit,
 		Version:              sc.opts.Version,

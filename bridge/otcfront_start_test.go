@@ -14,7 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mcpotc/mcpotc/bridge/metrics"
-	mcpsample "github.com/mcpotc/mcpotc/mcp/sample"
+	"github.com/mcpotc/mcpotc/mcp/mcpsample"
 	"github.com/mcpotc/mcpotc/mcp/upstream"
 )
 
@@ -29,11 +29,11 @@ import (
 // mcp/upstream. Run with -race -count=20.
 func TestOTCFrontServesToolListsThatArriveDuringStart(t *testing.T) {
 	const n = 8
-	var ups []MCPUpstream
+	var ups []MCPServer
 	var want []string
 	for i := range n {
 		name := fmt.Sprintf("s%d", i)
-		ups = append(ups, MCPUpstream{Toolkit: fmt.Sprintf("Kit%d", i), Config: upstream.Config{Name: name, InProcess: upstream.Piped(mcpsample.ServeStdio)}})
+		ups = append(ups, MCPServer{Toolkit: fmt.Sprintf("Kit%d", i), Config: upstream.Config{Name: name, InProcess: upstream.Piped(mcpsample.ServeStdio)}})
 		want = append(want, fmt.Sprintf("Kit%d", i))
 	}
 	mt := metrics.New() // its callbacks name the upstream too

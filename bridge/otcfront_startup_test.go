@@ -14,7 +14,7 @@ import (
 	mcpserver "github.com/mark3labs/mcp-go/server"
 	"github.com/rs/zerolog"
 
-	mcpsample "github.com/mcpotc/mcpotc/mcp/sample"
+	"github.com/mcpotc/mcpotc/mcp/mcpsample"
 	"github.com/mcpotc/mcpotc/mcp/upstream"
 )
 
@@ -31,7 +31,7 @@ func TestOTCFrontListWaitsForStartingUpstreams(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	f, err := NewOTCFront(context.Background(), []MCPUpstream{
+	f, err := NewOTCFront(context.Background(), []MCPServer{
 		{Toolkit: "Sample", Config: upstream.Config{Name: "sample", InProcess: upstream.Piped(mcpsample.ServeStdio)}},
 		{Toolkit: "Late", Config: upstream.Config{Name: "late", URL: "http://" + addr + "/mcp", Protocol: upstream.ProtocolLegacy}},
 		{Toolkit: "Broken", Config: upstream.Config{Name: "broken", Command: "false"}},

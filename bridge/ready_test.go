@@ -13,7 +13,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	mcpsample "github.com/mcpotc/mcpotc/mcp/sample"
+	"github.com/mcpotc/mcpotc/mcp/mcpsample"
 	"github.com/mcpotc/mcpotc/mcp/upstream"
 )
 
@@ -28,7 +28,7 @@ func TestOTCFrontReady(t *testing.T) {
 		}
 		return nil
 	}
-	f, err := NewOTCFront(context.Background(), []MCPUpstream{{Toolkit: "Sample", Config: upstream.Config{Name: "sample", InProcess: upstream.Piped(mcpsample.ServeStdio)}}},
+	f, err := NewOTCFront(context.Background(), []MCPServer{{Toolkit: "Sample", Config: upstream.Config{Name: "sample", InProcess: upstream.Piped(mcpsample.ServeStdio)}}},
 		&OTCFrontOptions{Logger: zerolog.Nop(), Checks: map[string]func(context.Context) error{"store": check}})
 	if err != nil {
 		t.Fatal(err)
@@ -74,7 +74,7 @@ func TestOTCFrontReady(t *testing.T) {
 
 // An upstream that cannot be reached keeps /ready at 503.
 func TestOTCFrontReadyUpstreamDown(t *testing.T) {
-	f, err := NewOTCFront(context.Background(), []MCPUpstream{{Config: upstream.Config{Name: "gone", URL: "http://127.0.0.1:1/mcp"}}}, &OTCFrontOptions{Logger: zerolog.Nop()})
+	f, err := NewOTCFront(context.Background(), []MCPServer{{Config: upstream.Config{Name: "gone", URL: "http://127.0.0.1:1/mcp"}}}, &OTCFrontOptions{Logger: zerolog.Nop()})
 	if err != nil {
 		t.Fatal(err)
 	}

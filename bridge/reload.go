@@ -51,7 +51,7 @@ var retireSettle = time.Second
 // OTCFrontConfig is what the configuration decides of an OTC front: the
 // MCP servers and their settings. Reload swaps it whole.
 type OTCFrontConfig struct {
-	Upstreams []MCPUpstream
+	Upstreams []MCPServer
 	// Controls replace the access policy and rate limits served
 	// (SetControls) once the upstreams are swapped. Nil: none.
 	Controls *Controls
@@ -59,11 +59,11 @@ type OTCFrontConfig struct {
 
 // otcState is an OTCFrontConfig as the front serves it.
 type otcState struct {
-	ups []*mcpUpstream
+	ups []*mcpServerEntry
 }
 
 // upstreams are the MCP servers of the configuration served now.
-func (f *OTCFront) upstreams() []*mcpUpstream { return f.state.Load().ups }
+func (f *OTCFront) upstreams() []*mcpServerEntry { return f.state.Load().ups }
 
 // check refuses a configuration the front cannot serve, with the errors
 // of the start: two servers of one name or toolkit, a per-user server
@@ -98,12 +98,12 @@ func (f *OTCFront) prepare(cfg OTCFrontConfig) (*otcState, []*upConn, error) {
 	// match is the served upstream of c's name configured alike (same),
 	// else one of its name (named), unclaimed; servers without a name
 	// (--mcp, the command after --) are told apart by their configuration.
-	match := func(c MCPUpstream) (same, named *mcpUpstream) {
+	match := func(c MCPServer) (same, named *mcpServerEntry) {
 		for _, o := range served {
 			if o.Config.Name != c.Config.Name || claimed[o.upConn] {
 				continue
 			}
-			if sameConnection(o.MCPUpstream, c) {
+			if sameConnection(o.MCPServer, c) {
 				return o, o
 			}
 			if named == nil {
@@ -114,9 +114,9 @@ func (f *OTCFront) prepare(cfg OTCFrontConfig) (*otcState, []*upConn, error) {
 	}
 	next := &otcState{}
 	var fresh []*upConn
-	var replaced []*mcpUpstream // served ones whose OAuth client a new one replaced
+	var replaced []*mcpServerEntry // served ones whose OAuth client a new one replaced
 	for _, c := range cfg.Upstreams {
-		u := &mcpUpstream{MCPUpstream: c}
+		u := &mcpServerEntry{MCPServer: c}
 		same, named := match(c)
 		if same != nil {
 			claimed[same.upConn] = true
@@ -152,7 +152,7 @@ func (f *OTCFront) prepare(cfg OTCFrontConfig) (*otcState, []*upConn, error) {
 // sameConnection tells whether a and b connect alike: the same
 // upstream.Config (command, arguments, environment, URL, headers,
 // timeouts, protocol) and OAuth client.
-func sameConnection(a, b MCPUpstream) bool {
+func sameConnection(a, b MCPServer) bool {
 	return reflect.DeepEqual(a.Config, b.Config) && reflect.DeepEqual(a.OAuth, b.OAuth)
 }
 
@@ -194,7 +194,7 @@ func (f *OTCFront) Reload(ctx context.Context, cfg OTCFrontConfig) error {
 	f.mu.Unlock()
 	f.rebuild()
 	var d reloadDiff
-	was, is := map[*upConn]*mcpUpstream{}, map[string]bool{}
+	was, is := map[*upConn]*mcpServerEntry{}, map[string]bool{}
 	for _, u := range prev.ups {
 		was[u.upConn] = u
 	}
@@ -202,10 +202,10 @@ func (f *OTCFront) Reload(ctx context.Context, cfg OTCFrontConfig) error {
 		is[u.Config.Name] = u.Config.Name != ""
 		o := was[u.upConn]
 		switch {
-		case o != nil && !reflect.DeepEqual(o.MCPUpstream, u.MCPUpstream):
+		case o != nil && !reflect.DeepEqual(o.MCPServer, u.MCPServer):
 			d.updated = append(d.updated, u.name())
 		case o != nil:
-		case u.Config.Name != "" && slices.ContainsFunc(prev.ups, func(p *mcpUpstream) bool { return p.Config.Name == u.Config.Name }):
+		case u.Config.Name != "" && slices.ContainsFunc(prev.ups, func(p *mcpServerEntry) bool { return p.Config.Name == u.Config.Name }):
 			d.reconnected = append(d.reconnected, u.name())
 		default:
 			d.added = append(d.added, u.name())
@@ -277,7 +277,7 @@ func waitListed(ctx context.Context, conns []*upConn, d time.Duration) {
 // calls on it are done: after retireSettle, as soon as it has none, at
 // most its call timeout (and the detached calls' grace) later; at once
 // when the front closes.
-func (f *OTCFront) retire(u *mcpUpstream) {
+func (f *OTCFront) retire(u *mcpServerEntry) {
 	f.retired.Add(1)
 	go func() {
 		defer f.retired.Done()
@@ -337,7 +337,7 @@ func waitGroupCtx(ctx context.Context, wg *sync.WaitGroup) error {
 // MCPFrontConfig is what the configuration decides of an MCP front: the
 // OTC tool servers and their settings. Reload swaps it whole.
 type MCPFrontConfig struct {
-	Upstreams []OTCUpstream
+	Upstreams []OTCServer
 	// Controls replace the access policy and rate limits served
 	// (SetControls) once the catalog is installed. Nil: none.
 	Controls *Controls
@@ -359,19 +359,19 @@ func (f *MCPFront) Reload(ctx context.Context, cfg MCPFrontConfig) error {
 	}
 	f.lists.Lock()
 	defer f.lists.Unlock()
-	old := map[string]*otcUpstream{}
+	old := map[string]*otcServerEntry{}
 	f.mu.Lock()
 	for _, u := range f.upstreams {
 		old[u.Name] = u
 	}
 	f.mu.Unlock()
-	var ups []*otcUpstream
+	var ups []*otcServerEntry
 	for _, c := range cfg.Upstreams {
 		if o := old[c.Name]; o != nil && c.Revision != "" && o.Revision == c.Revision {
 			ups = append(ups, o)
 			continue
 		}
-		ups = append(ups, &otcUpstream{OTCUpstream: c, tools: map[string]*frontTool{}})
+		ups = append(ups, &otcServerEntry{OTCServer: c, tools: map[string]*frontTool{}})
 	}
 	results := f.list(ctx, ups)
 	// As at the start, a tool name exposed twice refuses the whole.

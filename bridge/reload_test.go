@@ -18,7 +18,7 @@ import (
 	"github.com/mcpotc/mcpotc/bridge/audit"
 	"github.com/mcpotc/mcpotc/bridge/policy"
 	"github.com/mcpotc/mcpotc/mcp/front"
-	mcpsample "github.com/mcpotc/mcpotc/mcp/sample"
+	"github.com/mcpotc/mcpotc/mcp/mcpsample"
 	"github.com/mcpotc/mcpotc/mcp/upstream"
 	"github.com/mcpotc/mcpotc/otc"
 )
@@ -36,8 +36,8 @@ func sampleMCPURL(t *testing.T) string {
 // urlUpstream is an upstream at url whose Close abandons the calls still
 // in flight after 100 ms: a call a reload let finish was waited for by the
 // front, not by Close.
-func urlUpstream(name, toolkit, url string) MCPUpstream {
-	return MCPUpstream{Toolkit: toolkit, Config: upstream.Config{Name: name, URL: url, CallTimeout: 10 * time.Second, DrainTimeout: 100 * time.Millisecond}}
+func urlUpstream(name, toolkit, url string) MCPServer {
+	return MCPServer{Toolkit: toolkit, Config: upstream.Config{Name: name, URL: url, CallTimeout: 10 * time.Second, DrainTimeout: 100 * time.Millisecond}}
 }
 
 // servedIDs are the sorted tool ids of GET /tools (with the API key
@@ -114,7 +114,7 @@ func TestOTCFrontReload(t *testing.T) {
 	retireSettle = 100 * time.Millisecond
 	urlA, urlB := sampleMCPURL(t), sampleMCPURL(t)
 	var logs syncBuffer
-	f, err := NewOTCFront(context.Background(), []MCPUpstream{urlUpstream("a", "A", urlA)}, &OTCFrontOptions{Logger: zerolog.New(&logs)})
+	f, err := NewOTCFront(context.Background(), []MCPServer{urlUpstream("a", "A", urlA)}, &OTCFrontOptions{Logger: zerolog.New(&logs)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +125,7 @@ func TestOTCFrontReload(t *testing.T) {
 	// An allow list, and a server added.
 	a := urlUpstream("a", "A", urlA)
 	a.Allow = []string{"add"}
-	if err := f.Reload(context.Background(), OTCFrontConfig{Upstreams: []MCPUpstream{a, urlUpstream("b", "B", urlB)}}); err != nil {
+	if err := f.Reload(context.Background(), OTCFrontConfig{Upstreams: []MCPServer{a, urlUpstream("b", "B", urlB)}}); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := servedIDs(t, f), append(kitIDs("A", "add"), kitIDs("B", sampleIDs...)...); !slices.Equal(got, want) {
@@ -139,7 +139,7 @@ func TestOTCFrontReload(t *testing.T) {
 	}
 
 	// Refused: two servers of one toolkit. Nothing changes.
-	err = f.Reload(context.Background(), OTCFrontConfig{Upstreams: []MCPUpstream{urlUpstream("a", "Same", urlA), urlUpstream("c", "Same", urlB)}})
+	err = f.Reload(context.Background(), OTCFrontConfig{Upstreams: []MCPServer{urlUpstream("a", "Same", urlA), urlUpstream("c", "Same", urlB)}})
 	if err == nil || !strings.Contains(err.Error(), `two MCP servers have the toolkit name "Same"`) {
 		t.Fatalf("a configuration with two servers of one toolkit: %v", err)
 	}
@@ -156,7 +156,7 @@ func TestOTCFrontReload(t *testing.T) {
 		done <- [2]any{code, body}
 	}()
 	time.Sleep(200 * time.Millisecond) // the call is in flight
-	if err := f.Reload(context.Background(), OTCFrontConfig{Upstreams: []MCPUpstream{urlUpstream("a", "A", urlB)}}); err != nil {
+	if err := f.Reload(context.Background(), OTCFrontConfig{Upstreams: []MCPServer{urlUpstream("a", "A", urlB)}}); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := servedIDs(t, f), kitIDs("A", sampleIDs...); !slices.Equal(got, want) {
@@ -189,7 +189,7 @@ func TestOTCFrontReload(t *testing.T) {
 // replaces the connection fails no call.
 func TestOTCFrontReloadUnderLoad(t *testing.T) {
 	urlA, urlB := sampleMCPURL(t), sampleMCPURL(t)
-	f, err := NewOTCFront(context.Background(), []MCPUpstream{urlUpstream("a", "A", urlA)}, &OTCFrontOptions{Logger: zerolog.Nop()})
+	f, err := NewOTCFront(context.Background(), []MCPServer{urlUpstream("a", "A", urlA)}, &OTCFrontOptions{Logger: zerolog.Nop()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +223,7 @@ func TestOTCFrontReloadUnderLoad(t *testing.T) {
 	for i := range 4 {
 		url := []string{urlB, urlA}[i%2]
 		time.Sleep(100 * time.Millisecond)
-		if err := f.Reload(context.Background(), OTCFrontConfig{Upstreams: []MCPUpstream{urlUpstream("a", "A", url)}}); err != nil {
+		if err := f.Reload(context.Background(), OTCFrontConfig{Upstreams: []MCPServer{urlUpstream("a", "A", url)}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -250,7 +250,7 @@ func TestMCPFrontReload(t *testing.T) {
 	clash.set(http.StatusOK, `[`+toolDef("X.One@1.0.0", "A_One")+`]`)
 	a := otcUpstreamOn(t, "a", "", one)
 	a.Revision = "r1"
-	f, err := NewMCPFront(ctx, []OTCUpstream{a}, nil)
+	f, err := NewMCPFront(ctx, []OTCServer{a}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,7 +258,7 @@ func TestMCPFrontReload(t *testing.T) {
 	// The kept upstream's server now fails: a reload that keeps it keeps
 	// its tools.
 	one.set(http.StatusServiceUnavailable, `[]`)
-	if err := f.Reload(ctx, MCPFrontConfig{Upstreams: []OTCUpstream{a, otcUpstreamOn(t, "b", "", two)}}); err != nil {
+	if err := f.Reload(ctx, MCPFrontConfig{Upstreams: []OTCServer{a, otcUpstreamOn(t, "b", "", two)}}); err != nil {
 		t.Fatal(err)
 	}
 	if got := toolNames(f); strings.Join(got, ",") != "A_One,B_Two" {
@@ -267,7 +267,7 @@ func TestMCPFrontReload(t *testing.T) {
 	if f.upstreams[0] != kept {
 		t.Error("an upstream of the same name and revision was made anew")
 	}
-	err = f.Reload(ctx, MCPFrontConfig{Upstreams: []OTCUpstream{a, otcUpstreamOn(t, "c", "", clash)}})
+	err = f.Reload(ctx, MCPFrontConfig{Upstreams: []OTCServer{a, otcUpstreamOn(t, "c", "", clash)}})
 	if err == nil || !strings.Contains(err.Error(), `tool name "A_One" is exposed twice`) {
 		t.Fatalf("a reload with a clash: %v", err)
 	}
@@ -275,12 +275,12 @@ func TestMCPFrontReload(t *testing.T) {
 		t.Fatalf("tools after a refused reload: %v", got)
 	}
 	b := otcUpstreamOn(t, "b", "", two)
-	if err := f.Reload(ctx, MCPFrontConfig{Upstreams: []OTCUpstream{b, b}}); err == nil || !strings.Contains(err.Error(), `two upstreams are named "b"`) {
+	if err := f.Reload(ctx, MCPFrontConfig{Upstreams: []OTCServer{b, b}}); err == nil || !strings.Contains(err.Error(), `two upstreams are named "b"`) {
 		t.Fatalf("a reload naming b twice: %v", err)
 	}
 	// A new revision is listed afresh: a is down, so its tools go.
 	a.Revision = "r2"
-	if err := f.Reload(ctx, MCPFrontConfig{Upstreams: []OTCUpstream{a, b}}); err != nil {
+	if err := f.Reload(ctx, MCPFrontConfig{Upstreams: []OTCServer{a, b}}); err != nil {
 		t.Fatal(err)
 	}
 	if got := toolNames(f); strings.Join(got, ",") != "B_Two" {
@@ -295,7 +295,7 @@ func TestMCPFrontReload(t *testing.T) {
 func TestOTCFrontAuditLines(t *testing.T) {
 	var buf syncBuffer
 	al := audit.New(&buf, nil)
-	f, err := NewOTCFront(context.Background(), []MCPUpstream{urlUpstream("a", "A", sampleMCPURL(t))},
+	f, err := NewOTCFront(context.Background(), []MCPServer{urlUpstream("a", "A", sampleMCPURL(t))},
 		&OTCFrontOptions{Logger: zerolog.Nop(), Audit: al, AuditArgNames: true, Server: otc.Options{APIKey: "THE-API-KEY"}})
 	if err != nil {
 		t.Fatal(err)
@@ -354,12 +354,12 @@ func TestMCPFrontAuditLines(t *testing.T) {
 	al := audit.New(&buf, nil)
 	srv := realOTCServer(t, nil)
 	client, _ := otc.NewClient(srv.URL, nil)
-	f, err := NewMCPFront(context.Background(), []OTCUpstream{{Name: "sample", Client: client, Secrets: map[string]string{"TWILIO_API_KEY": "CONFIGURED-SECRET"}}},
+	f, err := NewMCPFront(context.Background(), []OTCServer{{Name: "sample", Client: client, Secrets: map[string]string{"TWILIO_API_KEY": "CONFIGURED-SECRET"}}},
 		&MCPFrontOptions{Audit: al, AuditArgNames: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := f.Front().StreamableHTTPHandler(&front.HTTPOptions{Stateless: true, BearerToken: "BEARER-TOKEN"})
+	h := f.Server().StreamableHTTPHandler(&front.HTTPOptions{Stateless: true, BearerToken: "BEARER-TOKEN"})
 	for _, msg := range []string{
 		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"Calculator_Add","arguments":{"a":2,"b":31337}}}`,
 		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"Nope","arguments":{"x":"ARG-VALUE"}}}`,
@@ -463,14 +463,14 @@ func jsonEqual(a, b any) bool {
 // front.
 func TestOTCFrontReloadAfterClose(t *testing.T) {
 	url := sampleMCPURL(t)
-	f, err := NewOTCFront(context.Background(), []MCPUpstream{urlUpstream("a", "A", url)}, &OTCFrontOptions{Logger: zerolog.Nop()})
+	f, err := NewOTCFront(context.Background(), []MCPServer{urlUpstream("a", "A", url)}, &OTCFrontOptions{Logger: zerolog.Nop()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := f.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	err = f.Reload(context.Background(), OTCFrontConfig{Upstreams: []MCPUpstream{urlUpstream("b", "B", url)}})
+	err = f.Reload(context.Background(), OTCFrontConfig{Upstreams: []MCPServer{urlUpstream("b", "B", url)}})
 	if err == nil || !strings.Contains(err.Error(), "closed") {
 		t.Fatalf("Reload after Close: %v", err)
 	}
@@ -489,7 +489,7 @@ func TestMCPFrontReloadReplacesControls(t *testing.T) {
 	one.set(http.StatusOK, `[`+toolDef("A.One@1.0.0", "A_One")+`,`+toolDef("B.Two@1.0.0", "B_Two")+`]`)
 	a := otcUpstreamOn(t, "a", "", one)
 	a.Revision = "r1"
-	f, err := NewMCPFront(ctx, []OTCUpstream{a}, nil)
+	f, err := NewMCPFront(ctx, []OTCServer{a}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -510,13 +510,13 @@ func TestMCPFrontReloadReplacesControls(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := f.Reload(ctx, MCPFrontConfig{Upstreams: []OTCUpstream{a}, Controls: &Controls{Access: access}}); err != nil {
+	if err := f.Reload(ctx, MCPFrontConfig{Upstreams: []OTCServer{a}, Controls: &Controls{Access: access}}); err != nil {
 		t.Fatal(err)
 	}
 	if got := listed(); got != "B_Two" {
 		t.Errorf("with the reloaded policy: %s, want B_Two", got)
 	}
-	if err := f.Reload(ctx, MCPFrontConfig{Upstreams: []OTCUpstream{a}}); err != nil {
+	if err := f.Reload(ctx, MCPFrontConfig{Upstreams: []OTCServer{a}}); err != nil {
 		t.Fatal(err)
 	}
 	if got := listed(); got != "A_One,B_Two" {

@@ -172,7 +172,7 @@ func startResumeFront(t *testing.T, cfg upstream.Config, toolkit string, store R
 	cfg.Name = "up"
 	cfg.PingInterval = -1
 	ctx, cancel := context.WithCancel(context.Background())
-	f, err := NewOTCFront(ctx, []MCPUpstream{{Config: cfg, Toolkit: toolkit, Version: "1.0.0"}}, &OTCFrontOptions{
+	f, err := NewOTCFront(ctx, []MCPServer{{Config: cfg, Toolkit: toolkit, Version: "1.0.0"}}, &OTCFrontOptions{
 		Server:      otc.Options{JWTSecret: secret},
 		Logger:      zerolog.New(io.Discard),
 		ResumeStore: store,

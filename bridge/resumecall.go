@@ -43,7 +43,7 @@ type ask struct {
 
 // startLive starts an upstream call that ends with ctx (until it is held
 // for a retry) and reports its elicitations.
-func startLive(ctx context.Context, u *mcpUpstream, name string, input json.RawMessage, meta map[string]any, header map[string][]string, r *upstream.Resume) *liveCall {
+func startLive(ctx context.Context, u *mcpServerEntry, name string, input json.RawMessage, meta map[string]any, header map[string][]string, r *upstream.Resume) *liveCall {
 	cctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	timeout := u.Config.CallTimeout
 	if timeout == 0 {
@@ -250,7 +250,7 @@ func (rs *resumes) watchParked(p *parked) {
 // sees it.
 type callSite struct {
 	f         *OTCFront
-	u         *mcpUpstream
+	u         *mcpServerEntry
 	c         *otc.Call
 	mcpName   string
 	principal string

@@ -24,7 +24,7 @@ import (
 	"github.com/mcpotc/mcpotc/internal/mcpgotest"
 	"github.com/mcpotc/mcpotc/mcp/upstream"
 	"github.com/mcpotc/mcpotc/otc"
-	otcsample "github.com/mcpotc/mcpotc/otc/sample"
+	"github.com/mcpotc/mcpotc/otc/otcsample"
 )
 
 const (
@@ -99,11 +99,11 @@ func TestMCPFrontSpans(t *testing.T) {
 		h.ServeHTTP(w, r)
 	})
 	rec, tracer := recorder()
-	f, err := NewMCPFront(context.Background(), []OTCUpstream{otcUpstreamOn(t, "calc", "", probe)}, &MCPFrontOptions{Logger: zerolog.Nop(), Tracer: tracer})
+	f, err := NewMCPFront(context.Background(), []OTCServer{otcUpstreamOn(t, "calc", "", probe)}, &MCPFrontOptions{Logger: zerolog.Nop(), Tracer: tracer})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := f.Front()
+	s := f.Server()
 	ctx := context.Background()
 	s.HandleMessage(ctx, []byte(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}`))
 	s.HandleMessage(ctx, []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"Calculator_Add","arguments":{"a":2,"b":3},"_meta":{"traceparent":"`+parentTP+`"}}}`))
@@ -175,7 +175,7 @@ func TestOTCFrontSpans(t *testing.T) {
 		return mcpgo.NewToolResultText("late"), nil
 	})
 	rec, tracer := recorder()
-	f, err := NewOTCFront(context.Background(), []MCPUpstream{{Toolkit: "Probe", Config: upstream.Config{Name: "probe", InProcess: mcpgotest.InProcess(srv), CallTimeout: 200 * time.Millisecond}}},
+	f, err := NewOTCFront(context.Background(), []MCPServer{{Toolkit: "Probe", Config: upstream.Config{Name: "probe", InProcess: mcpgotest.InProcess(srv), CallTimeout: 200 * time.Millisecond}}},
 		&OTCFrontOptions{Logger: zerolog.Nop(), Tracer: tracer})
 	if err != nil {
 		t.Fatal(err)

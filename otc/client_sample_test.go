@@ -14,7 +14,7 @@ import (
 	"testing"
 
 	"github.com/mcpotc/mcpotc/otc"
-	"github.com/mcpotc/mcpotc/otc/sample"
+	"github.com/mcpotc/mcpotc/otc/otcsample"
 )
 
 // wireMarker is how one call to the server was written: its $schema ("" for
@@ -24,7 +24,7 @@ type wireMarker struct{ Schema, Version string }
 // sampleServer serves the sample toolkit and records the marker of each call.
 func sampleServer(t *testing.T, opts *otc.Options) (*httptest.Server, func() []wireMarker) {
 	t.Helper()
-	h, err := sample.New(nil).Handler(opts)
+	h, err := otcsample.New(nil).Handler(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +120,7 @@ func TestClientAgainstSampleServer(t *testing.T) {
 			_, err = call("Gmail.GetEmails@1.2.0", `{}`, nil)
 			if !errors.Is(err, otc.ErrBadRequest) || !errors.As(err, &se) || se.MissingRequirements == nil ||
 				len(se.MissingRequirements.Authorization) != 1 ||
-				!strings.HasPrefix(se.MissingRequirements.Authorization[0].URL, srv.URL+sample.AuthorizePath) ||
+				!strings.HasPrefix(se.MissingRequirements.Authorization[0].URL, srv.URL+otcsample.AuthorizePath) ||
 				se.MissingRequirements.Authorization[0].CheckURL == "" {
 				t.Errorf("gmail without token: %v (%+v)", err, se)
 			}

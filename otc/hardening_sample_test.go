@@ -8,7 +8,7 @@ import (
 
 	"github.com/mcpotc/mcpotc/internal/otctest"
 	"github.com/mcpotc/mcpotc/otc"
-	"github.com/mcpotc/mcpotc/otc/sample"
+	"github.com/mcpotc/mcpotc/otc/otcsample"
 )
 
 // TestIdempotencyGmailNotReplayedToAnotherCaller: a second caller reusing
@@ -16,7 +16,7 @@ import (
 // the first caller's emails: without a token (missing requirements), and
 // with another token (the call's context differs).
 func TestIdempotencyGmailNotReplayedToAnotherCaller(t *testing.T) {
-	h, err := sample.New(nil).Handler(&otc.Options{IdempotencyTTL: 10 * time.Minute})
+	h, err := otcsample.New(nil).Handler(&otc.Options{IdempotencyTTL: 10 * time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,7 @@ import (
 
 	"github.com/mcpotc/mcpotc/internal/otctest"
 	"github.com/mcpotc/mcpotc/otc"
-	"github.com/mcpotc/mcpotc/otc/sample"
+	"github.com/mcpotc/mcpotc/otc/otcsample"
 )
 
 // Benchmarks of the OTC server and client on their own: the per-call path
@@ -55,7 +55,7 @@ func serve(b *testing.B, h http.Handler, method, path string, body []byte, hdr m
 }
 
 func BenchmarkHandlerCall(b *testing.B) {
-	sh, err := sample.New(nil).Handler(nil)
+	sh, err := otcsample.New(nil).Handler(nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -102,7 +102,7 @@ func BenchmarkHandlerCall(b *testing.B) {
 }
 
 func BenchmarkHandlerErrors(b *testing.B) {
-	sh, err := sample.New(nil).Handler(nil)
+	sh, err := otcsample.New(nil).Handler(nil)
 	if err != nil {
 		b.Fatal(err)
 	}

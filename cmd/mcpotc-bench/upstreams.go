@@ -81,7 +81,7 @@ func serveHTTPEcho() error {
 // up to a count; SIGUSR1 replaces its last tool by a new one (a catalog
 // change: notifications/tools/list_changed) and names it in --changes.
 type mcpUpstreamServer struct {
-	s       *front.Front
+	s       *front.Server
 	n       int
 	changes string
 	gen     int

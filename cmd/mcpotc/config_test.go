@@ -46,7 +46,7 @@ func TestMCPFrontConfigExample(t *testing.T) {
 		t.Fatal(err)
 	}
 	var p problems
-	ups := m.otcUpstreams(&p, zerolog.Nop(), "serve-mcp.json", cfg.Upstreams, false)
+	ups := m.otcServers(&p, zerolog.Nop(), "serve-mcp.json", cfg.Upstreams, false)
 	if err := p.err(); err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +94,7 @@ func TestMCPFrontConfigErrors(t *testing.T) {
 			err := loadConfig(path, &cfg)
 			if err == nil {
 				var p problems
-				m.otcUpstreams(&p, zerolog.Nop(), path, cfg.Upstreams, tt.http)
+				m.otcServers(&p, zerolog.Nop(), path, cfg.Upstreams, tt.http)
 				err = p.err()
 			}
 			checkConfigError(t, err, tt.want)
@@ -112,7 +112,7 @@ func TestOTCFrontConfigExample(t *testing.T) {
 		t.Fatal(err, warning)
 	}
 	var p problems
-	ups := m.mcpUpstreams(&p, "serve-otc.json", cfg, time.Minute)
+	ups := m.mcpServers(&p, "serve-otc.json", cfg, time.Minute)
 	if err := p.err(); err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +176,7 @@ func TestOTCFrontConfigErrors(t *testing.T) {
 			cfg, _, err := loadOTCFrontConfig(path)
 			if err == nil {
 				var p problems
-				m.mcpUpstreams(&p, path, cfg, time.Minute)
+				m.mcpServers(&p, path, cfg, time.Minute)
 				err = p.err()
 			}
 			checkConfigError(t, err, tt.want)
@@ -210,7 +210,7 @@ func TestOTCFrontConfigAsHostsWriteIt(t *testing.T) {
 	}
 	m := &Main{Getenv: func(k string) string { return map[string]string{"GH_TOKEN": "ghp_1"}[k] }}
 	var p problems
-	ups := m.mcpUpstreams(&p, path, cfg, time.Minute)
+	ups := m.mcpServers(&p, path, cfg, time.Minute)
 	if err := p.err(); err != nil {
 		t.Fatal(err)
 	}

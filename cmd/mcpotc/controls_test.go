@@ -50,7 +50,7 @@ func TestMCPFrontControlsConfig(t *testing.T) {
 			if err != nil {
 				p.addErr(path, "", err)
 			}
-			ups := m.otcUpstreams(&p, zerolog.Nop(), path, cfg.Upstreams, true)
+			ups := m.otcServers(&p, zerolog.Nop(), path, cfg.Upstreams, true)
 			c := controls(&p, path, cfg.Access, cfg.RateLimits, controlsFront{issuers: tt.issuers, tokens: len(tt.issuers) > 0, tokenFlag: "--oauth-issuer"})
 			checkConfigError(t, p.err(), tt.want)
 			if tt.want != "" {
@@ -105,7 +105,7 @@ func TestOTCFrontControlsConfig(t *testing.T) {
 			if warning != "" {
 				t.Errorf("warning: %s", warning)
 			}
-			ups := m.mcpUpstreams(&p, path, cfg, time.Minute)
+			ups := m.mcpServers(&p, path, cfg, time.Minute)
 			tokenFlag := "--jwt-secret-env"
 			c := controls(&p, path, cfg.Access, cfg.RateLimits, controlsFront{otc: true, tokens: tt.jwt, tokenFlag: tokenFlag})
 			checkConfigError(t, p.err(), tt.want)

@@ -103,7 +103,7 @@ func claimScopes(claim string) []string {
 
 // warnUnverified logs, once at start, each per-user upstream whose
 // authorizations anyone may complete.
-func warnUnverified(log zerolog.Logger, ups []bridge.MCPUpstream) {
+func warnUnverified(log zerolog.Logger, ups []bridge.MCPServer) {
 	for _, u := range ups {
 		if u.OAuth != nil && u.OAuth.PerUser && u.OAuth.UserVerification == oauth.VerifyNone {
 			log.Warn().Str("upstream", u.Config.Name).

@@ -20,7 +20,7 @@ import (
 	"github.com/mcpotc/mcpotc/bridge/tracing"
 	"github.com/mcpotc/mcpotc/internal/httpguard"
 	"github.com/mcpotc/mcpotc/otc"
-	"github.com/mcpotc/mcpotc/otc/sample"
+	"github.com/mcpotc/mcpotc/otc/otcsample"
 )
 
 // shutdownGrace bounds how long in-flight requests may take after a signal.
@@ -267,7 +267,7 @@ func (m *Main) sampleOTC(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	h, err := sample.New(nil).Handler(&otc.Options{Observe: bridge.LogOTCCalls(log), IdempotencyTTL: *idemTTL, AllowedHosts: allowedHosts})
+	h, err := otcsample.New(nil).Handler(&otc.Options{Observe: bridge.LogOTCCalls(log), IdempotencyTTL: *idemTTL, AllowedHosts: allowedHosts})
 	if err != nil {
 		return err
 	}

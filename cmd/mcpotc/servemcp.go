@@ -23,21 +23,21 @@ import (
 	"github.com/mcpotc/mcpotc/mcp/front"
 	"github.com/mcpotc/mcpotc/mcp/oauth"
 	"github.com/mcpotc/mcpotc/otc"
-	"github.com/mcpotc/mcpotc/otc/sample"
+	"github.com/mcpotc/mcpotc/otc/otcsample"
 )
 
 // mcpFrontConfig is the config file of serve-mcp.
 type mcpFrontConfig struct {
-	Upstreams []otcUpstreamConfig `json:"upstreams"`
+	Upstreams []otcServerConfig `json:"upstreams"`
 	// The operator controls (controls.go).
 	Access     *[]accessRuleConfig `json:"access"`
 	RateLimits *rateLimitsConfig   `json:"rate_limits"`
 }
 
-// otcUpstreamConfig is one OTC tool server in the config file. Secrets are
+// otcServerConfig is one OTC tool server in the config file. Secrets are
 // never written in the file: it names the environment variables that hold
 // them.
-type otcUpstreamConfig struct {
+type otcServerConfig struct {
 	Name    string `json:"name"`
 	URL     string `json:"url"`
 	Dialect string `json:"dialect"`
@@ -133,7 +133,7 @@ type mcpFrontSetup struct {
 	resource  *front.ResourceAuth // --oauth-issuer; nil without
 	bearer    string              // --bearer-token-env's token; "" without
 	stateKeys [][]byte            // --request-state-key-env's keys, else --session-key-env's; nil without
-	upstreams []bridge.OTCUpstream
+	upstreams []bridge.OTCServer
 	controls  *bridge.Controls // the config file's access and rate_limits; nil without
 	shared    *state.Redis     // --state; nil: this process's memory
 }
@@ -367,10 +367,10 @@ func (m *Main) readMCPFrontUpstreams(p *problems, f *serveMCPFlags, s *mcpFrontS
 		s.controls = controls(p, f.configPath, cfg.Access, cfg.RateLimits,
 			controlsFront{issuers: f.oauthIssuers, tokens: len(f.oauthIssuers) > 0, tokenFlag: "--oauth-issuer"})
 	}
-	s.upstreams = m.otcUpstreams(p, log, f.configPath, cfg.Upstreams, f.transport != "stdio")
+	s.upstreams = m.otcServers(p, log, f.configPath, cfg.Upstreams, f.transport != "stdio")
 	for _, u := range f.otcURLs {
-		c := otcUpstreamConfig{URL: u, Dialect: string(s.dialect), AcceptForwardedContext: f.acceptContext, APIKeyEnv: f.otcKeyEnv}
-		if up, ok := m.otcUpstream(p, log, "--otc", "", c, false, f.headers.header(p, m.Getenv)); ok {
+		c := otcServerConfig{URL: u, Dialect: string(s.dialect), AcceptForwardedContext: f.acceptContext, APIKeyEnv: f.otcKeyEnv}
+		if up, ok := m.otcServer(p, log, "--otc", "", c, false, f.headers.header(p, m.Getenv)); ok {
 			s.upstreams = append(s.upstreams, up)
 		}
 	}
@@ -382,7 +382,7 @@ func checkOTCUpstreams(log zerolog.Logger, f *serveMCPFlags, s *mcpFrontSetup) e
 	if err := uniqueNames(s.upstreams); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
-	if slices.ContainsFunc(s.upstreams, func(u bridge.OTCUpstream) bool { return u.AcceptContext }) {
+	if slices.ContainsFunc(s.upstreams, func(u bridge.OTCServer) bool { return u.AcceptContext }) {
 		warnForwarding(log, f.transport, f.listen, s.bearer != "", s.resource != nil, len(f.oauthForwarders))
 	}
 	return nil
@@ -428,7 +428,7 @@ func (m *Main) runMCPFront(ctx context.Context, log zerolog.Logger, f *serveMCPF
 			return err
 		}
 		defer stop()
-		upstreams = []bridge.OTCUpstream{u}
+		upstreams = []bridge.OTCServer{u}
 	}
 	var mt *metrics.Metrics
 	if f.metricsListen != "" {
@@ -501,7 +501,7 @@ func (m *Main) serveMCPStdio(ctx context.Context, log zerolog.Logger, mcpFront *
 		fmt.Fprintln(m.Stderr, stdioHint)
 	}
 	log.Info().Int("upstreams", upstreams).Msg("serving MCP over stdio")
-	err := mcpFront.Front().ServeStdio(ctx, m.Stdin, m.Stdout)
+	err := mcpFront.Server().ServeStdio(ctx, m.Stdin, m.Stdout)
 	if errors.Is(err, context.Canceled) {
 		return nil
 	}
@@ -515,9 +515,9 @@ func (m *Main) serveMCPHTTP(ctx context.Context, log zerolog.Logger, f *serveMCP
 	httpOpts.BearerToken = s.bearer
 	httpOpts.Resource = s.resource
 	httpOpts.Health, httpOpts.Ready = mcpFront.Health, mcpFront.Ready
-	h, sessions, what := mcpFront.Front().StreamableHTTPHandler(&httpOpts), "MCP sessions open (streamable HTTP).", "MCP over streamable HTTP at /mcp"
+	h, sessions, what := mcpFront.Server().StreamableHTTPHandler(&httpOpts), "MCP sessions open (streamable HTTP).", "MCP over streamable HTTP at /mcp"
 	if f.transport == "sse" {
-		h, sessions, what = mcpFront.Front().SSEHandler(&httpOpts), "MCP sessions open (legacy SSE streams).", "MCP over SSE at /sse"
+		h, sessions, what = mcpFront.Server().SSEHandler(&httpOpts), "MCP sessions open (legacy SSE streams).", "MCP over SSE at /sse"
 	}
 	mt.GaugeFunc("mcpotc_mcp_sessions", sessions, func() float64 { return float64(h.Sessions()) })
 	return m.serveHTTPWith(ctx, log, f.listen, bridge.CORS(f.corsOrigins, bridge.LogRefusals(log, bridge.AuditRefusals(al, metrics.FrontMCP, h))), what,
@@ -688,14 +688,14 @@ func sessionKeys(p *problems, flag, name, value string) [][]byte {
 	return keys
 }
 
-// otcUpstreams checks the configured upstreams and resolves their secrets
+// otcServers checks the configured upstreams and resolves their secrets
 // from the environment; problems go to p.
-func (m *Main) otcUpstreams(p *problems, log zerolog.Logger, file string, cfgs []otcUpstreamConfig, httpTransport bool) []bridge.OTCUpstream {
-	var out []bridge.OTCUpstream
+func (m *Main) otcServers(p *problems, log zerolog.Logger, file string, cfgs []otcServerConfig, httpTransport bool) []bridge.OTCServer {
+	var out []bridge.OTCServer
 	names := map[string]bool{}
 	for i, c := range cfgs {
 		key := fmt.Sprintf("upstreams[%d].", i)
-		up, ok := m.otcUpstream(p, log, file, key, c, httpTransport, nil)
+		up, ok := m.otcServer(p, log, file, key, c, httpTransport, nil)
 		if !ok {
 			continue
 		}
@@ -710,7 +710,7 @@ func (m *Main) otcUpstreams(p *problems, log zerolog.Logger, file string, cfgs [
 }
 
 // uniqueNames checks that no two upstreams share a name.
-func uniqueNames(ups []bridge.OTCUpstream) error {
+func uniqueNames(ups []bridge.OTCServer) error {
 	seen := map[string]bool{}
 	for _, u := range ups {
 		if seen[u.Name] {
@@ -721,10 +721,10 @@ func uniqueNames(ups []bridge.OTCUpstream) error {
 	return nil
 }
 
-// otcUpstream checks one upstream (key is its config path with a trailing
+// otcServer checks one upstream (key is its config path with a trailing
 // dot, "" for --otc) and resolves its secrets. Problems go to p; ok is false
 // when there was one.
-func (m *Main) otcUpstream(p *problems, log zerolog.Logger, file, key string, c otcUpstreamConfig, httpTransport bool, extra http.Header) (bridge.OTCUpstream, bool) {
+func (m *Main) otcServer(p *problems, log zerolog.Logger, file, key string, c otcServerConfig, httpTransport bool, extra http.Header) (bridge.OTCServer, bool) {
 	before := len(p.list)
 	where := func(k string) string { return strings.TrimSuffix(key+k, ".") }
 	urlKey := where("url")
@@ -733,7 +733,7 @@ func (m *Main) otcUpstream(p *problems, log zerolog.Logger, file, key string, c 
 	}
 	if reason := urlProblem(c.URL); reason != "" {
 		p.add(file, urlKey, reason)
-		return bridge.OTCUpstream{}, false
+		return bridge.OTCServer{}, false
 	}
 	base, stripped := otcBaseURL(c.URL)
 	if stripped != "" {
@@ -747,7 +747,7 @@ func (m *Main) otcUpstream(p *problems, log zerolog.Logger, file, key string, c 
 	opts := &otc.ClientOptions{Dialect: checkOTCUpstreamValues(p, file, where, c), Header: chainHeader()}
 	file, credentials := m.otcCredentials(p, file, where, c, opts, extra)
 	tools := overrides(p, file, where("tools"), c.Tools, c.Prefix)
-	up := bridge.OTCUpstream{Tools: tools, Name: name, Prefix: c.Prefix, UserID: c.UserID, UserIDFromToken: c.UserIDFromToken, UserIDClaim: c.UserIDClaim, CallTimeout: time.Duration(c.CallTimeout),
+	up := bridge.OTCServer{Tools: tools, Name: name, Prefix: c.Prefix, UserID: c.UserID, UserIDFromToken: c.UserIDFromToken, UserIDClaim: c.UserIDClaim, CallTimeout: time.Duration(c.CallTimeout),
 		Secrets: map[string]string{}, Tokens: map[string]string{}, AcceptContext: c.AcceptForwardedContext, Revision: revision(c)}
 	for _, id := range sortedKeys(c.Secrets) {
 		up.Secrets[id] = p.env(m.Getenv, file, where("secrets."+id), c.Secrets[id])
@@ -760,12 +760,12 @@ func (m *Main) otcUpstream(p *problems, log zerolog.Logger, file, key string, c 
 	}
 	up.CallerTokenProviders = c.ForwardCallerToken
 	if len(p.list) > before {
-		return bridge.OTCUpstream{}, false
+		return bridge.OTCServer{}, false
 	}
 	client, err := otc.NewClient(base, opts)
 	if err != nil {
 		p.add(file, urlKey, err.Error())
-		return bridge.OTCUpstream{}, false
+		return bridge.OTCServer{}, false
 	}
 	up.Client, up.Credentials = client, credentials
 	return up, true
@@ -773,7 +773,7 @@ func (m *Main) otcUpstream(p *problems, log zerolog.Logger, file, key string, c 
 
 // checkOTCUpstreamValues checks an upstream's values that are wrong in
 // themselves (dialect, prefix, user_id_claim) and returns its dialect.
-func checkOTCUpstreamValues(p *problems, file string, where func(string) string, c otcUpstreamConfig) otc.Dialect {
+func checkOTCUpstreamValues(p *problems, file string, where func(string) string, c otcServerConfig) otc.Dialect {
 	dialect, err := otc.ParseDialect(c.Dialect)
 	if err != nil {
 		p.add(file, where("dialect"), err.Error())
@@ -794,7 +794,7 @@ func checkOTCUpstreamValues(p *problems, file string, where func(string) string,
 // — and returns the values to keep out of its answers. The file it returns
 // names the problems met after it: --otc-api-key-env for an --otc upstream
 // with an API key.
-func (m *Main) otcCredentials(p *problems, file string, where func(string) string, c otcUpstreamConfig, opts *otc.ClientOptions, extra http.Header) (string, []string) {
+func (m *Main) otcCredentials(p *problems, file string, where func(string) string, c otcServerConfig, opts *otc.ClientOptions, extra http.Header) (string, []string) {
 	var credentials []string
 	if c.APIKeyEnv != "" {
 		k := where("api_key_env")
@@ -834,8 +834,8 @@ func (m *Main) otcCredentials(p *problems, file string, where func(string) strin
 // startSample serves the sample OTC toolkit on a loopback port of its own,
 // so that its authorization URLs open in a browser, and returns it as the
 // only upstream.
-func startSample(ctx context.Context, log zerolog.Logger) (stop func(), up bridge.OTCUpstream, err error) {
-	h, err := sample.New(nil).Handler(nil)
+func startSample(ctx context.Context, log zerolog.Logger) (stop func(), up bridge.OTCServer, err error) {
+	h, err := otcsample.New(nil).Handler(nil)
 	if err != nil {
 		return nil, up, err
 	}
@@ -857,7 +857,7 @@ func startSample(ctx context.Context, log zerolog.Logger) (stop func(), up bridg
 		defer cancel()
 		_ = srv.Shutdown(sctx)
 	}
-	return stop, bridge.OTCUpstream{Name: "sample", Client: client, UserID: sampleUserID, Configure: sampleConfigure}, nil
+	return stop, bridge.OTCServer{Name: "sample", Client: client, UserID: sampleUserID, Configure: sampleConfigure}, nil
 }
 
 // sampleUserID is the context.user_id sent to the built-in sample toolkit:

@@ -18,9 +18,9 @@ import (
 	"github.com/mcpotc/mcpotc/bridge"
 	"github.com/mcpotc/mcpotc/bridge/metrics"
 	"github.com/mcpotc/mcpotc/bridge/state"
+	"github.com/mcpotc/mcpotc/mcp/mcpsample"
 	"github.com/mcpotc/mcpotc/mcp/oauth"
 	"github.com/mcpotc/mcpotc/mcp/oauth/vault"
-	mcpsample "github.com/mcpotc/mcpotc/mcp/sample"
 	"github.com/mcpotc/mcpotc/mcp/upstream"
 	"github.com/mcpotc/mcpotc/otc"
 	"github.com/redis/go-redis/v9"
@@ -388,7 +388,7 @@ func (f *serveOTCFlags) checkTokenStore() error {
 // so the same flags build it again.
 type otcFrontSetup struct {
 	server otc.Options
-	ups    []bridge.MCPUpstream
+	ups    []bridge.MCPServer
 	// own are the variables that hold serve-otc's own secrets: kept from
 	// the children's environment.
 	own      []string
@@ -443,11 +443,11 @@ func (m *Main) readOTCFrontUpstreams(p *problems, f *serveOTCFlags, s *otcFrontS
 	if len(f.command) > 0 {
 		// Named by --name or, once it answers, by its serverInfo.name:
 		// never by its command line (README, Logs).
-		s.ups = append(s.ups, bridge.MCPUpstream{Toolkit: f.name, Config: upstream.Config{Name: f.name, Command: f.command[0], Args: f.command[1:], CallTimeout: f.callTimeout}})
+		s.ups = append(s.ups, bridge.MCPServer{Toolkit: f.name, Config: upstream.Config{Name: f.name, Command: f.command[0], Args: f.command[1:], CallTimeout: f.callTimeout}})
 	}
 	if len(s.ups) == 0 {
 		log.Info().Msg("no upstream named: serving the built-in sample MCP server")
-		s.ups = []bridge.MCPUpstream{{Toolkit: "Sample", Config: upstream.Config{Name: "sample", InProcess: upstream.Piped(mcpsample.ServeStdio), CallTimeout: f.callTimeout}}}
+		s.ups = []bridge.MCPServer{{Toolkit: "Sample", Config: upstream.Config{Name: "sample", InProcess: upstream.Piped(mcpsample.ServeStdio), CallTimeout: f.callTimeout}}}
 	}
 	for i := range s.ups {
 		c := &s.ups[i].Config
@@ -512,7 +512,7 @@ func (m *Main) readMCPServers(p *problems, f *serveOTCFlags, s *otcFrontSetup, l
 		case len(cfg.MCPServers) == 0:
 			p.add(f.configPath, "mcpServers", "has no server (every one is disabled, or the object is empty): add one, or run serve-otc without --config for the built-in sample MCP server")
 		default:
-			s.ups = m.mcpUpstreams(p, f.configPath, cfg, f.callTimeout)
+			s.ups = m.mcpServers(p, f.configPath, cfg, f.callTimeout)
 		}
 		if warning != "" {
 			log.Warn().Msg(warning)
@@ -523,7 +523,7 @@ func (m *Main) readMCPServers(p *problems, f *serveOTCFlags, s *otcFrontSetup, l
 		extra = f.headers.header(p, m.Getenv)
 	}
 	for _, u := range f.mcpURLs {
-		s.ups = append(s.ups, bridge.MCPUpstream{ForwardContext: f.forwardContext, Config: upstream.Config{URL: u, SSE: f.forceSSE, CallTimeout: f.callTimeout, Headers: extra}})
+		s.ups = append(s.ups, bridge.MCPServer{ForwardContext: f.forwardContext, Config: upstream.Config{URL: u, SSE: f.forceSSE, CallTimeout: f.callTimeout, Headers: extra}})
 	}
 	return cfg
 }
@@ -616,7 +616,7 @@ func (m *Main) otcFrontStores(ctx context.Context, f *serveOTCFlags, s *otcFront
 		opts.ResumeStore = s.shared.Resumes()
 		opts.Checks = map[string]func(context.Context) error{"store": s.shared.Ping}
 	}
-	if !slices.ContainsFunc(s.ups, func(u bridge.MCPUpstream) bool { return u.OAuth != nil }) {
+	if !slices.ContainsFunc(s.ups, func(u bridge.MCPServer) bool { return u.OAuth != nil }) {
 		return nil
 	}
 	if s.shared != nil && s.tokenKey == nil {
@@ -716,10 +716,10 @@ func (l redisLog) Printf(_ context.Context, format string, v ...any) {
 // call timeout (the upstream answers ErrLost at its timeout).
 const detachedCallGrace = 5 * time.Second
 
-// mcpUpstreams checks the configured MCP servers and expands ${VAR}s;
+// mcpServers checks the configured MCP servers and expands ${VAR}s;
 // problems go to p.
-func (m *Main) mcpUpstreams(p *problems, file string, cfg otcFrontConfig, callTimeout time.Duration) []bridge.MCPUpstream {
-	var out []bridge.MCPUpstream
+func (m *Main) mcpServers(p *problems, file string, cfg otcFrontConfig, callTimeout time.Duration) []bridge.MCPServer {
+	var out []bridge.MCPServer
 	for _, n := range sortedKeys(cfg.MCPServers) {
 		c := cfg.MCPServers[n]
 		key := c.key
@@ -727,7 +727,7 @@ func (m *Main) mcpUpstreams(p *problems, file string, cfg otcFrontConfig, callTi
 			key = "mcpServers." + n
 		}
 		before := len(p.list)
-		u := m.mcpUpstream(p, file, key, n, c, callTimeout)
+		u := m.mcpServer(p, file, key, n, c, callTimeout)
 		if len(p.list) == before {
 			out = append(out, u)
 		}
@@ -735,9 +735,9 @@ func (m *Main) mcpUpstreams(p *problems, file string, cfg otcFrontConfig, callTi
 	return out
 }
 
-// mcpUpstream checks the MCP server n, at key in file; problems go to p.
-func (m *Main) mcpUpstream(p *problems, file, key, n string, c mcpServerConfig, callTimeout time.Duration) bridge.MCPUpstream {
-	u := bridge.MCPUpstream{Toolkit: c.Toolkit, Version: c.Version, Allow: c.Allow, Deny: c.Deny,
+// mcpServer checks the MCP server n, at key in file; problems go to p.
+func (m *Main) mcpServer(p *problems, file, key, n string, c mcpServerConfig, callTimeout time.Duration) bridge.MCPServer {
+	u := bridge.MCPServer{Toolkit: c.Toolkit, Version: c.Version, Allow: c.Allow, Deny: c.Deny,
 		ForwardAuthorization: c.ForwardAuthorization, ForwardContext: c.ForwardContext, Tools: overrides(p, file, key+".tools", c.Tools, "")}
 	u.Config = upstream.Config{Name: n, CallTimeout: time.Duration(c.CallTimeout)}
 	if u.Config.CallTimeout == 0 {

@@ -38,7 +38,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/mcpotc/mcpotc/internal/wiretest"
-	mcpsample "github.com/mcpotc/mcpotc/mcp/sample"
+	"github.com/mcpotc/mcpotc/mcp/mcpsample"
 	"image/png"
 	"io"
 	"maps"

@@ -12,7 +12,7 @@ import (
 // Who sent a request (README, MCP front: "Principals", "Forwarded
 // context")
 //
-// Every request a Front serves carries its caller in its context: who the
+// Every request a Server serves carries its caller in its context: who the
 // transport says sent it, what its sessions count against, and whether it
 // is the chain peer — the one caller trusted to pass on another caller's
 // OTC context (an mcpotc OTC front in front of this one, which forwards
@@ -63,7 +63,7 @@ func callerFrom(ctx context.Context) *caller {
 // Forwarder reports whether the current request comes from the chain
 // peer: the caller trusted to pass on another caller's OTC context (see
 // the README, MCP front, "Forwarded context"). False when the request did
-// not arrive through a Front transport.
+// not arrive through a Server transport.
 func Forwarder(ctx context.Context) bool {
 	c := callerFrom(ctx)
 	return c != nil && c.forwarder
@@ -73,7 +73,7 @@ func Forwarder(ctx context.Context) bool {
 // what is the caller's: "stdio", "bearer" (the bearer token's holder), an
 // OAuth token's issuer and subject ("iss:" the issuer's length ":" the
 // issuer "|sub:" the subject), or "addr:" and the client's address. ""
-// when the request did not arrive through a Front transport.
+// when the request did not arrive through a Server transport.
 func Principal(ctx context.Context) string {
 	if c := callerFrom(ctx); c != nil {
 		return c.principal

@@ -62,7 +62,7 @@ type CodedError interface {
 // DefaultStdioGrace is Options.StdioGrace when zero.
 const DefaultStdioGrace = 5 * time.Second
 
-// Options configure a Front. A nil *Options is the zero value.
+// Options configure a Server. A nil *Options is the zero value.
 type Options struct {
 	// Logger receives transport diagnostics; tokens are never logged.
 	// Nil: nothing is logged.
@@ -107,13 +107,13 @@ type Options struct {
 // req.Params.Arguments is not filled in.
 type ToolHandler func(ctx context.Context, req mcpgo.CallToolRequest) (*mcpgo.CallToolResult, error)
 
-// Tool is one tool a Front serves.
+// Tool is one tool a Server serves.
 type Tool struct {
 	Tool    mcpgo.Tool
 	Handler ToolHandler
 }
 
-// Front is an MCP server of tools: it answers MCP's methods for them
+// Server is an MCP server of tools: it answers MCP's methods for them
 // (initialize, ping, tools/list, tools/call, notifications, and the
 // 2026-07-28 server/discover and subscriptions/listen) over stdio
 // (ServeStdio), streamable HTTP and legacy SSE (HTTPHandler).
@@ -123,7 +123,7 @@ type Tool struct {
 // (streamable HTTP: the POST's connection; legacy SSE: the session's
 // stream; stdio: after the grace once input ends), and when the transport
 // shuts down after its grace period.
-type Front struct {
+type Server struct {
 	name, version string
 	log           *slog.Logger
 	grace         time.Duration
@@ -136,7 +136,7 @@ type Front struct {
 	changes listeners // told of each new catalog (notifications/tools/list_changed)
 }
 
-// catalog is the tools a Front serves, and tools/list's answer, encoded
+// catalog is the tools a Server serves, and tools/list's answer, encoded
 // once per catalog.
 type catalog struct {
 	byName map[string]*Tool
@@ -148,12 +148,12 @@ type catalog struct {
 	filtered filteredLists
 }
 
-// New returns a Front named name (serverInfo) serving no tool.
-func New(name, version string, opts *Options) *Front {
+// New returns a Server named name (serverInfo) serving no tool.
+func New(name, version string, opts *Options) *Server {
 	if opts == nil {
 		opts = &Options{}
 	}
-	f := &Front{name: name, version: version, log: opts.Logger, grace: opts.StdioGrace, onUnknown: opts.OnUnknownTool,
+	f := &Server{name: name, version: version, log: opts.Logger, grace: opts.StdioGrace, onUnknown: opts.OnUnknownTool,
 		visibility: opts.Visibility,
 		listMeta:   listCacheMeta(opts.ListTTL, opts.PrivateList), sealer: newInputSealer(opts.StateKeys, opts.InputStateTTL)}
 	if f.log == nil {
@@ -169,7 +169,7 @@ func New(name, version string, opts *Options) *Front {
 // SetTools replaces the front's tools and tells the clients that listen
 // (notifications/tools/list_changed). tools/list is answered from an
 // encoding made here, once.
-func (f *Front) SetTools(tools ...Tool) {
+func (f *Server) SetTools(tools ...Tool) {
 	c := &catalog{byName: make(map[string]*Tool, len(tools))}
 	defs := make([]mcpgo.Tool, 0, len(tools))
 	for i := range tools {
@@ -204,7 +204,7 @@ func (f *Front) SetTools(tools ...Tool) {
 }
 
 // Tools returns the tools served now.
-func (f *Front) Tools() []mcpgo.Tool {
+func (f *Server) Tools() []mcpgo.Tool {
 	var out []mcpgo.Tool
 	_ = json.Unmarshal(f.cat.Load().tools, &out)
 	return out
@@ -214,7 +214,7 @@ func (f *Front) Tools() []mcpgo.Tool {
 // and benchmarks): the answer frame, nil for a notification. Nothing is
 // kept between messages: initialize is answered, and what it declared
 // forgotten.
-func (f *Front) HandleMessage(ctx context.Context, msg []byte) []byte {
+func (f *Server) HandleMessage(ctx context.Context, msg []byte) []byte {
 	m, failure := decode(msg)
 	if failure != nil {
 		return errorFrame(nil, failure)
@@ -364,7 +364,7 @@ var errFrontShutdown = fmt.Errorf("mcp front: shutting down: %w", context.Cancel
 
 // serve answers one message: the frame to send back, nil for a
 // notification or a response. It is the front's one dispatch table.
-func (f *Front) serve(ctx context.Context, m *message, x *exchange) []byte {
+func (f *Server) serve(ctx context.Context, m *message, x *exchange) []byte {
 	if m.response {
 		return nil // an answer to a request the front never sends
 	}
@@ -422,7 +422,7 @@ func (f *Front) serve(ctx context.Context, m *message, x *exchange) []byte {
 
 // answer is m's response: result, or failure. A 2026-07-28 result gets
 // what that revision adds to every result (modern.go).
-func (f *Front) answer(m *message, result any, failure *RPCError) []byte {
+func (f *Server) answer(m *message, result any, failure *RPCError) []byte {
 	if failure != nil {
 		return errorFrame(m.id, failure)
 	}
@@ -430,7 +430,7 @@ func (f *Front) answer(m *message, result any, failure *RPCError) []byte {
 }
 
 // notification handles a message without an id.
-func (f *Front) notification(ctx context.Context, m *message, x *exchange) {
+func (f *Server) notification(ctx context.Context, m *message, x *exchange) {
 	switch mcpgo.MCPMethod(m.method) {
 	case mcpgo.MethodNotificationCancelled:
 		var p struct {
@@ -456,7 +456,7 @@ func idKey(id json.RawMessage) string {
 // initialize opens a session: the protocol version (the client's when it
 // is one before 2026-07-28 this front speaks, else the latest such), and
 // what the client declared.
-func (f *Front) initialize(m *message, x *exchange) (any, *RPCError) {
+func (f *Server) initialize(m *message, x *exchange) (any, *RPCError) {
 	var p struct {
 		ProtocolVersion string                   `json:"protocolVersion"`
 		Capabilities    mcpgo.ClientCapabilities `json:"capabilities"`
@@ -486,7 +486,7 @@ var serverCapabilities = mcpgo.ServerCapabilities{Tools: &struct {
 
 // list answers tools/list from the catalog's encoding (the tools the
 // caller may see: visibility.go).
-func (f *Front) list(ctx context.Context, x *exchange) json.RawMessage {
+func (f *Server) list(ctx context.Context, x *exchange) json.RawMessage {
 	tf := f.filter(ctx)
 	tools := f.toolsFor(tf, f.cat.Load())
 	if x.modern != nil {
@@ -510,7 +510,7 @@ func (f *Front) list(ctx context.Context, x *exchange) json.RawMessage {
 // call answers tools/call: the tool's handler with the request decoded
 // once, under a context that notifications/cancelled, the client leaving
 // and the transport's shutdown end.
-func (f *Front) call(ctx context.Context, m *message, x *exchange) []byte {
+func (f *Server) call(ctx context.Context, m *message, x *exchange) []byte {
 	req, failure := callRequest(m.params)
 	if failure != nil {
 		return f.answer(m, nil, failure)

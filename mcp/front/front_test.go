@@ -25,9 +25,9 @@ type probe struct {
 	release   chan struct{}
 }
 
-// testFront is a Front with tools that answer in every way the bridge
+// testFront is a Server with tools that answer in every way the bridge
 // needs.
-func testFront(t *testing.T, opts *Options) (*Front, *probe) {
+func testFront(t *testing.T, opts *Options) (*Server, *probe) {
 	t.Helper()
 	p := &probe{started: make(chan string, 16), cancelled: make(chan string, 16), release: make(chan struct{})}
 	f := New("front-test", "1.0.0", opts)
@@ -276,7 +276,7 @@ func runScenarios(t *testing.T, c client, p *probe) {
 }
 
 // listChanged checks that replacing tools tells the client.
-func listChanged(t *testing.T, f *Front, d *dispatcher) {
+func listChanged(t *testing.T, f *Server, d *dispatcher) {
 	t.Helper()
 	var keep []Tool
 	for name, tl := range f.cat.Load().byName {
@@ -422,7 +422,7 @@ func TestRPCErrorThroughWrapping(t *testing.T) {
 }
 
 // addTool adds a tool to f's catalog.
-func addTool(f *Front, tool mcpgo.Tool, h ToolHandler) {
+func addTool(f *Server, tool mcpgo.Tool, h ToolHandler) {
 	var tools []Tool
 	for _, t := range f.cat.Load().byName {
 		tools = append(tools, *t)

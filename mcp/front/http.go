@@ -139,12 +139,12 @@ type HTTPOptions struct {
 // DefaultMaxMessageBytes is HTTPOptions.MaxMessageBytes when zero.
 const DefaultMaxMessageBytes = 4 << 20
 
-// HTTPHandler serves a Front over HTTP: streamable HTTP at StreamablePath,
+// HTTPHandler serves a Server over HTTP: streamable HTTP at StreamablePath,
 // legacy SSE at SSEPath and SSEMessagePath, or either; other paths are 404.
 // Mount it at the root of an http.Server (or at its paths) and stop it with
 // Shutdown.
 type HTTPHandler struct {
-	f          *Front
+	f          *Server
 	opts       HTTPOptions
 	serveMCP   bool                 // streamable HTTP
 	serveSSE   bool                 // legacy SSE
@@ -173,22 +173,22 @@ type HTTPHandler struct {
 
 // HTTPHandler returns a handler serving f over streamable HTTP and legacy
 // SSE.
-func (f *Front) HTTPHandler(opts *HTTPOptions) *HTTPHandler {
+func (f *Server) HTTPHandler(opts *HTTPOptions) *HTTPHandler {
 	return f.newHTTPHandler(opts, true, true)
 }
 
 // StreamableHTTPHandler returns a handler serving f over streamable HTTP
 // only.
-func (f *Front) StreamableHTTPHandler(opts *HTTPOptions) *HTTPHandler {
+func (f *Server) StreamableHTTPHandler(opts *HTTPOptions) *HTTPHandler {
 	return f.newHTTPHandler(opts, true, false)
 }
 
 // SSEHandler returns a handler serving f over legacy SSE only.
-func (f *Front) SSEHandler(opts *HTTPOptions) *HTTPHandler {
+func (f *Server) SSEHandler(opts *HTTPOptions) *HTTPHandler {
 	return f.newHTTPHandler(opts, false, true)
 }
 
-func (f *Front) newHTTPHandler(opts *HTTPOptions, streamable, sse bool) *HTTPHandler {
+func (f *Server) newHTTPHandler(opts *HTTPOptions, streamable, sse bool) *HTTPHandler {
 	h := &HTTPHandler{f: f, serveMCP: streamable, serveSSE: sse}
 	if opts != nil {
 		h.opts = *opts

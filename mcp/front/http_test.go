@@ -149,7 +149,7 @@ func (c *httpTestClient) notify(t *testing.T, method, params string) {
 	}
 }
 
-func startFrontHTTP(t *testing.T, f *Front, opts *HTTPOptions) (*httptest.Server, *HTTPHandler) {
+func startFrontHTTP(t *testing.T, f *Server, opts *HTTPOptions) (*httptest.Server, *HTTPHandler) {
 	t.Helper()
 	h := f.HTTPHandler(opts)
 	srv := httptest.NewServer(h)
@@ -159,7 +159,7 @@ func startFrontHTTP(t *testing.T, f *Front, opts *HTTPOptions) (*httptest.Server
 
 // startFrontSession starts f's HTTP handler with opts and a streamable
 // HTTP client of it, initialized.
-func startFrontSession(t *testing.T, f *Front, opts *HTTPOptions) (*httptest.Server, *HTTPHandler, *httpTestClient) {
+func startFrontSession(t *testing.T, f *Server, opts *HTTPOptions) (*httptest.Server, *HTTPHandler, *httpTestClient) {
 	t.Helper()
 	srv, h := startFrontHTTP(t, f, opts)
 	c := &httpTestClient{url: srv.URL + StreamablePath}

@@ -288,7 +288,7 @@ func canonicalJSON(v []byte) ([]byte, error) {
 // resume checks a 2026-07-28 tools/call's requestState and inputResponses
 // (req's, as callRequest read them) and returns ctx carrying the
 // Resumption; ctx itself when the call is a first one.
-func (f *Front) resume(ctx context.Context, req *mcpgo.CallToolRequest) (context.Context, *RPCError) {
+func (f *Server) resume(ctx context.Context, req *mcpgo.CallToolRequest) (context.Context, *RPCError) {
 	state, responses := req.Params.RequestState, req.Params.InputResponses
 	req.Params.RequestState, req.Params.InputResponses = "", nil // a handler reads Resumed, never these
 	switch {
@@ -363,7 +363,7 @@ func legacyInputRequired(ask *InputRequired) *RPCError {
 // for ask in the call req (the round after the one it resumes, if any),
 // or, past maxInputRounds or when it cannot be sealed, an isError result
 // saying the call ends here.
-func (f *Front) inputRequired(ctx context.Context, req mcpgo.CallToolRequest, ask *InputRequired) json.RawMessage {
+func (f *Server) inputRequired(ctx context.Context, req mcpgo.CallToolRequest, ask *InputRequired) json.RawMessage {
 	round := 1
 	if r, ok := Resumed(ctx); ok {
 		round = r.Round + 1
@@ -418,7 +418,7 @@ func (f *Front) inputRequired(ctx context.Context, req mcpgo.CallToolRequest, as
 }
 
 // endResult is a 2026-07-28 isError result with text.
-func (f *Front) endResult(text string) json.RawMessage {
+func (f *Server) endResult(text string) json.RawMessage {
 	b, _ := f.callResult(mcpgo.NewToolResultError(text), true)
 	return b
 }

@@ -23,7 +23,7 @@ const modernMeta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-
 // mrtrFront serves "connect", which asks for one URL (with a State of its
 // own) and, on the retry, answers what the front gave it; and "nag",
 // which asks every time.
-func mrtrFront(t *testing.T, opts *Options) *Front {
+func mrtrFront(t *testing.T, opts *Options) *Server {
 	t.Helper()
 	f := New("front-test", "1.0.0", opts)
 	ask := &InputRequired{
@@ -79,7 +79,7 @@ var statePattern = regexp.MustCompile(`^mrs1\.[A-Za-z0-9_-]+$`)
 
 // askFor calls name and returns the requestState of its input_required
 // result, checking the rest of the frame as data.
-func askFor(t *testing.T, f *Front, ctx context.Context, name, args string) string {
+func askFor(t *testing.T, f *Server, ctx context.Context, name, args string) string {
 	t.Helper()
 	got := f.HandleMessage(ctx, modernCall(1, name, args, ""))
 	var frame struct {

@@ -65,7 +65,7 @@ func unsupportedVersion(version string) *RPCError {
 // discover answers server/discover: the versions the front speaks and
 // its capabilities, not to be cached (the tools, and so what a client
 // learns here, can change at any time).
-func (f *Front) discover(x *exchange) json.RawMessage {
+func (f *Server) discover(x *exchange) json.RawMessage {
 	b, _ := encode(struct {
 		SupportedVersions []string                 `json:"supportedVersions"`
 		Capabilities      mcpgo.ServerCapabilities `json:"capabilities"`
@@ -79,7 +79,7 @@ func (f *Front) discover(x *exchange) json.RawMessage {
 // 2026-07-28 adds to a result: resultType "complete" unless it has one,
 // and the server's identity in _meta. With key set, value (JSON) is added
 // as that member, unread (the tools of tools/list).
-func (f *Front) modernResult(result any, key string, value json.RawMessage) json.RawMessage {
+func (f *Server) modernResult(result any, key string, value json.RawMessage) json.RawMessage {
 	var raw []byte
 	switch r := result.(type) {
 	case json.RawMessage:
@@ -124,7 +124,7 @@ func listCacheMeta(ttl time.Duration, private bool) json.RawMessage {
 // the notifications the client asked for (the front has one kind:
 // notifications/tools/list_changed), each tagged with the request's id,
 // until the client leaves or the transport shuts down.
-func (f *Front) listen(ctx context.Context, m *message, x *exchange) []byte {
+func (f *Server) listen(ctx context.Context, m *message, x *exchange) []byte {
 	if x.modern == nil {
 		return f.answer(m, nil, &RPCError{Code: mcpgo.METHOD_NOT_FOUND,
 			Message: strconv.Quote(m.method) + " requires protocol version " + mcpgo.ProtocolVersion20260728 + " or later"})

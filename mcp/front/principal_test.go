@@ -35,7 +35,7 @@ func twoIssuerAuth(issuers ...string) *ResourceAuth {
 
 // principalFront is a front with a tool "name" that answers the caller's
 // Name("sub").
-func principalFront(t *testing.T) *Front {
+func principalFront(t *testing.T) *Server {
 	f, _ := testFront(t, nil)
 	addTool(f, mcpgo.NewTool("name"), func(ctx context.Context, _ mcpgo.CallToolRequest) (*mcpgo.CallToolResult, error) {
 		id, ok := CallerIdentity(ctx)

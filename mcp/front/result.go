@@ -20,7 +20,7 @@ import (
 // callResult is res as the answer of a tools/call: for a 2026-07-28
 // request with its resultType ("complete" unless the handler set one) and
 // the server's identity in _meta.
-func (f *Front) callResult(res *mcpgo.CallToolResult, modern bool) (json.RawMessage, error) {
+func (f *Server) callResult(res *mcpgo.CallToolResult, modern bool) (json.RawMessage, error) {
 	if modern {
 		r := *res
 		if r.ResultType == "" {

@@ -115,7 +115,7 @@ func (c *sseTestClient) postAs(frame []byte, token string) (int, error) {
 
 // startSSESession starts f's HTTP handler with opts and a legacy SSE
 // client of it with token, initialized.
-func startSSESession(t *testing.T, f *Front, opts *HTTPOptions, token string) (*httptest.Server, *HTTPHandler, *sseTestClient) {
+func startSSESession(t *testing.T, f *Server, opts *HTTPOptions, token string) (*httptest.Server, *HTTPHandler, *sseTestClient) {
 	t.Helper()
 	srv, h := startFrontHTTP(t, f, opts)
 	c := startFrontSSE(t, srv.URL, token)

@@ -28,7 +28,7 @@ const (
 // tool calls in flight have finished; calls still running after
 // Options.StdioGrace have their contexts cancelled. The result is nil
 // then, else the read error that stopped it.
-func (f *Front) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) error {
+func (f *Server) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) error {
 	life, expire := context.WithCancel(context.Background())
 	defer expire()
 	// A subscriptions/listen stream ends with the input: no one reads it.

@@ -22,7 +22,7 @@ type stdio struct {
 	stray        chan string   // anything on stdout that is not a frame
 }
 
-func startFrontStdio(t *testing.T, ctx context.Context, f *Front) *stdio {
+func startFrontStdio(t *testing.T, ctx context.Context, f *Server) *stdio {
 	t.Helper()
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()

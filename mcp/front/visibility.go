@@ -38,7 +38,7 @@ type filteredLists struct {
 }
 
 // filter is the caller's filter, nil when every tool is allowed.
-func (f *Front) filter(ctx context.Context) *ToolFilter {
+func (f *Server) filter(ctx context.Context) *ToolFilter {
 	if f.visibility == nil {
 		return nil
 	}
@@ -49,14 +49,14 @@ func (f *Front) filter(ctx context.Context) *ToolFilter {
 }
 
 // allows reports whether the caller of ctx may see and call name.
-func (f *Front) allows(ctx context.Context, name string) bool {
+func (f *Server) allows(ctx context.Context, name string) bool {
 	tf := f.filter(ctx)
 	return tf == nil || tf.Allows(name)
 }
 
 // toolsFor is the JSON array of the tools of c that filter tf (the
 // caller's: Server.filter) lets through; nil lets every tool through.
-func (f *Front) toolsFor(tf *ToolFilter, c *catalog) json.RawMessage {
+func (f *Server) toolsFor(tf *ToolFilter, c *catalog) json.RawMessage {
 	if tf == nil {
 		return c.tools
 	}

@@ -19,7 +19,7 @@ type whoKey struct{}
 // visibleFront serves open, secret (bound to the parameter header
 // X-Region through its input schema) and other; callers other than
 // "alice" may not see secret. It counts secret's runs.
-func visibleFront(t *testing.T, tools ...string) (*Front, *atomic.Int32) {
+func visibleFront(t *testing.T, tools ...string) (*Server, *atomic.Int32) {
 	t.Helper()
 	var runs atomic.Int32
 	f := New("front-test", "1.0.0", &Options{Visibility: func(ctx context.Context) *ToolFilter {

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcpotc/mcpotc/mcp/sample"
+	"github.com/mcpotc/mcpotc/mcp/mcpsample"
 )
 
 // New runs nothing: no callback before Connect, however fast the server
@@ -17,7 +17,7 @@ import (
 // work; a second Connect does nothing.
 func TestNewRunsNothingUntilConnect(t *testing.T) {
 	lists := make(chan int, 4)
-	u, err := New(&Config{Name: "sample", InProcess: Piped(sample.ServeStdio)}, &Options{
+	u, err := New(&Config{Name: "sample", InProcess: Piped(mcpsample.ServeStdio)}, &Options{
 		OnToolsChanged: func(tools []json.RawMessage) { lists <- len(tools) },
 	})
 	if err != nil {
@@ -60,7 +60,7 @@ func TestNewRunsNothingUntilConnect(t *testing.T) {
 // Close does nothing: no callback ever runs.
 func TestCloseBeforeConnect(t *testing.T) {
 	lists := make(chan int, 1)
-	u, err := New(&Config{Name: "sample", InProcess: Piped(sample.ServeStdio)}, &Options{
+	u, err := New(&Config{Name: "sample", InProcess: Piped(mcpsample.ServeStdio)}, &Options{
 		OnToolsChanged: func(tools []json.RawMessage) { lists <- len(tools) },
 	})
 	if err != nil {

@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcpotc/mcpotc/mcp/sample"
+	"github.com/mcpotc/mcpotc/mcp/mcpsample"
 
 	"github.com/mcpotc/mcpotc/internal/wiretest"
 )
@@ -461,7 +461,7 @@ func TestUpstreamSampleServerProcess(t *testing.T) {
 	if os.Getenv(sampleEnv) != "1" {
 		return
 	}
-	if err := sample.ServeStdio(context.Background(), os.Stdin, os.Stdout); err != nil {
+	if err := mcpsample.ServeStdio(context.Background(), os.Stdin, os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "sample:", err)
 		os.Exit(1)
 	}

@@ -17,7 +17,7 @@ import (
 type InProcess func(requests ServerRequests) mcptransport.Interface
 
 // Piped is the InProcess of a server that serves newline-delimited
-// JSON-RPC on a pair of streams, as a stdio server does (front.Front's
+// JSON-RPC on a pair of streams, as a stdio server does (front.Server's
 // ServeStdio): each connection runs serve on a goroutine of its own, joined
 // to the client by two pipes; closing the connection ends serve's input
 // and its context.

@@ -11,14 +11,14 @@ import (
 
 	mcpgo "github.com/mark3labs/mcp-go/mcp"
 
-	"github.com/mcpotc/mcpotc/mcp/sample"
+	"github.com/mcpotc/mcpotc/mcp/mcpsample"
 )
 
 func TestUpstreamInProcessSample(t *testing.T) {
 	var mu sync.Mutex
 	var progress []string
 	logs := &testLogs{}
-	u, err := Start(context.Background(), &Config{Name: "sample", InProcess: Piped(sample.ServeStdio)}, &Options{
+	u, err := Start(context.Background(), &Config{Name: "sample", InProcess: Piped(mcpsample.ServeStdio)}, &Options{
 		Logger: logs.logger(),
 		OnNotification: func(method string, params json.RawMessage) {
 			mu.Lock()
@@ -52,7 +52,7 @@ func TestUpstreamInProcessSample(t *testing.T) {
 			t.Errorf("tool %s missing or not described as a sample: %v", n, names)
 		}
 	}
-	if got := u.ServerInfo(); got.Name != sample.Name || got.Version != sample.Version {
+	if got := u.ServerInfo(); got.Name != mcpsample.Name || got.Version != mcpsample.Version {
 		t.Errorf("ServerInfo = %+v", got)
 	}
 

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcpotc/mcpotc/mcp/sample"
+	"github.com/mcpotc/mcpotc/mcp/mcpsample"
 )
 
 // Benchmarks of the upstream side of the OTC front's per-call path: the
@@ -36,7 +36,7 @@ func BenchmarkUpCallParams(b *testing.B) {
 }
 
 func BenchmarkUpstreamCallInProcess(b *testing.B) {
-	u, err := Start(context.Background(), &Config{Name: "sample", InProcess: Piped(sample.ServeStdio)}, nil)
+	u, err := Start(context.Background(), &Config{Name: "sample", InProcess: Piped(mcpsample.ServeStdio)}, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

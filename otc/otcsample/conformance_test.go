@@ -1,4 +1,4 @@
-package sample_test
+package otcsample_test
 
 import (
 	"bytes"
@@ -20,7 +20,7 @@ import (
 
 	"github.com/mcpotc/mcpotc/internal/wiretest"
 	"github.com/mcpotc/mcpotc/otc"
-	"github.com/mcpotc/mcpotc/otc/sample"
+	"github.com/mcpotc/mcpotc/otc/otcsample"
 )
 
 var update = flag.Bool("update", false, "rewrite the response sections of the conformance vectors from the server's answers")
@@ -84,11 +84,11 @@ var clock = time.Date(2025, 3, 17, 12, 0, 0, 0, time.UTC)
 // the envelope dialects put their $schema in the body and send no
 // OXP-Version; oxp-flat sends OXP-Version and no envelope.
 //
-// The server is sample.New(clock).Handler(opts) with a fixed clock, also set
+// The server is otcsample.New(clock).Handler(opts) with a fixed clock, also set
 // as opts.Now: timestamps are deterministic and JWTs in the vectors are
 // checked against that instant.
 //
-// go test ./otc/sample -run Conformance -update rewrites the response
+// go test ./otc/otcsample -run Conformance -update rewrites the response
 // sections from what the server answered, keeping the listed headers and,
 // where they still match, the placeholders.
 func TestConformance(t *testing.T) {
@@ -229,7 +229,7 @@ func parseScenario(file string, data []byte) (*scenario, error) {
 }
 
 func runScenario(t *testing.T, sc *scenario) {
-	h, err := sample.New(func() time.Time { return clock }).Handler(sc.options)
+	h, err := otcsample.New(func() time.Time { return clock }).Handler(sc.options)
 	if err != nil {
 		t.Fatal(err)
 	}

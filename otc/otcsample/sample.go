@@ -1,4 +1,4 @@
-package sample
+package otcsample
 
 import (
 	"context"

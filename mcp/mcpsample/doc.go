@@ -1,4 +1,4 @@
-// Package sample is the MCP server built into mcpotc: a few sample tools,
+// Package mcpsample is the MCP server built into mcpotc: a few sample tools,
 // served in-process when serve-otc names no upstream, and over stdio
 // (mcpotc sample-mcp) for tests, demos and benchmarks.
-package sample
+package mcpsample

@@ -1,4 +1,4 @@
-package sample
+package mcpsample
 
 import (
 	"context"
@@ -32,7 +32,7 @@ const (
 //	fail {}                an isError result with a text block
 //	slow {seconds, steps}  waits seconds (≤ 30) in steps (≤ 100), sending notifications/progress after
 //	                       each step when the request has a progressToken; returns early when cancelled
-func NewServer() *front.Front {
+func NewServer() *front.Server {
 	f := front.New(Name, Version, nil)
 	tools := []front.Tool{
 		{Tool: mcpgo.NewTool("echo",
@@ -144,7 +144,7 @@ func slow(ctx context.Context, req mcpgo.CallToolRequest) (*mcpgo.CallToolResult
 }
 
 // ServeStdio serves a new sample server over newline-delimited JSON-RPC on
-// in and out until in ends or ctx does (see front.Front's ServeStdio).
+// in and out until in ends or ctx does (see front.Server's ServeStdio).
 func ServeStdio(ctx context.Context, in io.Reader, out io.Writer) error {
 	return NewServer().ServeStdio(ctx, in, out)
 }
