@@ -515,7 +515,8 @@ func (f *Server) call(ctx context.Context, m *message, x *exchange) []byte {
 	if failure != nil {
 		return f.answer(m, nil, failure)
 	}
-	t := f.cat.Load().byName[req.Params.Name]
+	cat := f.cat.Load()
+	t := cat.byName[req.Params.Name]
 	if t != nil && !f.allows(ctx, req.Params.Name) {
 		t = nil // as if it were not served (visibility.go)
 	}
@@ -523,7 +524,8 @@ func (f *Server) call(ctx context.Context, m *message, x *exchange) []byte {
 		if f.onUnknown != nil {
 			f.onUnknown(ctx, req)
 		}
-		return f.answer(m, nil, &RPCError{Code: mcpgo.INVALID_PARAMS, Message: fmt.Sprintf("tool '%s' not found: tool not found", req.Params.Name)})
+		return f.answer(m, nil, &RPCError{Code: mcpgo.INVALID_PARAMS,
+			Message: fmt.Sprintf("tool '%s' not found: tool not found", req.Params.Name) + didYouMean(f.suggest(ctx, cat, req.Params.Name))})
 	}
 	if t.Tool.Execution != nil && t.Tool.Execution.TaskSupport == mcpgo.TaskSupportRequired {
 		// The front declares no tasks capability (MCP 2025-11-25, Tasks):
