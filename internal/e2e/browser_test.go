@@ -536,7 +536,10 @@ func TestBrowserDeclineAndVerifier(t *testing.T) {
 	alice := c.person("alice", "alice")
 	pg := alice.open(link)
 	expectPage(pg, "Sign-in", "[ Cancel ]")
-	pg = alice.act("pressing Cancel at the provider", chromedp.Click(chromedp.CSS(`a[href$="/abort"]`)), chromedp.WaitVisible(chromedp.CSS(`h1`)))
+	// Each step waits for the page it leaves to go (its h1 would do for the
+	// next page's while the browser still navigates).
+	pg = alice.act("pressing Cancel at the provider", chromedp.Click(chromedp.CSS(`a[href$="/abort"]`)),
+		chromedp.WaitNotPresent(chromedp.CSS(`a[href$="/abort"]`)), chromedp.WaitVisible(chromedp.CSS(`h1`)))
 	expectPage(pg, "Sign-in failed", "the sign-in provider answered access_denied", "Nothing was authorized")
 	if got := checkOn(b, check); got != `{"status":"pending"}` {
 		t.Errorf("check_url after the decline: %s, want pending (alice may still authorize)", got)
@@ -546,6 +549,7 @@ func TestBrowserDeclineAndVerifier(t *testing.T) {
 		chromedp.SendKeys(chromedp.CSS(`input[name=login]`), "alice"),
 		chromedp.SendKeys(chromedp.CSS(`input[name=password]`), "any"),
 		chromedp.Click(chromedp.CSS(`button[type=submit]`)),
+		chromedp.WaitNotPresent(chromedp.CSS(`input[name=login]`)),
 		chromedp.WaitVisible(chromedp.CSS(`h1`)))
 	pg = alice.act("consenting at the provider", chromedp.Click(chromedp.CSS(`button[type=submit]`)), chromedp.WaitVisible(chromedp.CSS(`h1.ok`)))
 	expectPage(pg, "Authorized", "for the user “alice”")
