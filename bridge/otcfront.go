@@ -481,6 +481,12 @@ func (f *OTCFront) ready(ctx context.Context) (bool, any) {
 	st := f.upstreamStates()
 	ok := st.serving
 	body := map[string]any{"upstreams": st.status}
+	if nr := f.listNotReady(ctx); nr != nil {
+		// Not ready before the tools are served (README, Start-up): a
+		// balancer would send calls this replica answers "not served".
+		ok = false
+		body["catalog"] = nr.Message
+	}
 	if len(f.checks) > 0 {
 		checks := map[string]string{}
 		for _, name := range slices.Sorted(maps.Keys(f.checks)) {

@@ -180,12 +180,26 @@ func TestControlsMCPFrontOIDC(t *testing.T) {
 		}
 	}
 
-	// Guessing: every refused name answers as a name nobody serves.
+	// Guessing: every refused name answers as a name nobody serves. The
+	// message may suggest names the caller lists (Calculator_Add is add's
+	// old name: "did you mean 'add'?"), never one it does not: the
+	// suggestions are checked against the caller's list, then left out.
+	suggestion := regexp.MustCompile(`; did you mean ([^"]*)\?`)
 	call := func(token, name, args string) string {
 		t.Helper()
 		frame := mcpJSONRPC(t, b.url, token, "tools/call", fmt.Sprintf(`{"name":%q,"arguments":%s}`, name, args))
 		raw, _ := json.Marshal(frame)
-		return strings.ReplaceAll(string(raw), name, "NAME")
+		got := string(raw)
+		if m := suggestion.FindStringSubmatch(got); m != nil {
+			visible, _ := listed(token)
+			for _, q := range regexp.MustCompile(`'([^']*)'`).FindAllStringSubmatch(m[1], -1) {
+				if !slices.Contains(visible, q[1]) {
+					t.Errorf("calling %s suggests %q, which the caller does not list (%v)", name, q[1], visible)
+				}
+			}
+			got = suggestion.ReplaceAllString(got, "")
+		}
+		return strings.ReplaceAll(got, name, "NAME")
 	}
 	unknown := call(bob, "No_Such_Tool", `{}`)
 	for _, name := range []string{"System_GetTimestamp", "Gmail_GetEmails", "Doorbell_Ring", "Calculator_Add"} {
