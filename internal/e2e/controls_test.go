@@ -366,8 +366,9 @@ func TestControlsOTCFrontJWT(t *testing.T) {
 	if r := call(ops, "Sample.say", `{"message":"ops"}`, ""); r.Status != 200 {
 		t.Errorf("the ops caller's call during the staff caller's storm: %d %v", r.Status, r.Body)
 	}
-	// No call of the storm ran the tool: none is in the log as a call.
-	if n := len(b.logs(func(m map[string]any) bool {
+	// No call of the storm ran the tool: none is in the log as a call. A
+	// call's line is written after its answer, so wait for the third.
+	if n := len(b.waitLogs(3, func(m map[string]any) bool {
 		return m["message"] == "call" && m["tool_id"] == "Sample.say" && m["status"] == float64(200)
 	})); n != 3 {
 		t.Errorf("%d calls of Sample.say answered 200 in the log, want 3", n)

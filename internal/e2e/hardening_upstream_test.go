@@ -190,7 +190,7 @@ func TestE2EHardeningUpstreamStdioTooLarge(t *testing.T) {
 	if now := otcfChildren(b.p.Pid()); len(now) != 1 || now[0].Pid != kids[0].Pid || !now[0].alive() {
 		t.Errorf("the child changed: %v, was %v", now, kids)
 	}
-	if l := b.logs(func(m map[string]any) bool {
+	if l := b.waitLogs(2, func(m map[string]any) bool {
 		return m["message"] == "upstream answer over the message limit dropped; the request it answers fails"
 	}); len(l) != 2 {
 		t.Errorf("%d log lines about the dropped answers, want 2: %s", len(l), otcfShow(l))
