@@ -213,7 +213,96 @@ func (b *bench) runAnchors() error {
 		return err
 	}
 	b.mcpAnchor = m
-	b.measureRows(groupHop, "anchor-jsonrpc", "anchor:    MCP HTTP → JSON-RPC handler, no framework → sample-otc", "the handler", jp,
-		mcpCaller(m, "Calculator_Add", addArgs, wantText(`{"sum":5}`)))
+	jsonrpc := mcpCaller(m, "Calculator_Add", addArgs, wantText(`{"sum":5}`))
+	b.measureRows(groupHop, "anchor-jsonrpc", "anchor:    MCP HTTP → JSON-RPC handler, no framework → sample-otc", "the handler", jp, jsonrpc)
+	b.measurePaired([]pairedSide{
+		{"serve-mcp", b.mcpFrontHTTP, mcpCaller(b.mcpHTTP, "Calculator_Add", addArgs, wantText(`{"sum":5}`))},
+		{"the proxy", rp, otcCaller(c, "Calculator.Add@1.1.0", addArgs, wantValue(json.RawMessage(`{"sum":5}`)))},
+		{"the handler", jp, jsonrpc},
+	})
 	return nil
+}
+
+// paired is the anchor target's measurement at one concurrency: serve-mcp
+// over streamable HTTP and both anchors, in interleaved rounds whose order
+// turns each round, so that a drift of the machine's speed (another
+// process, the CPU's clock) falls on the three alike. Measured one after
+// the other, the rows alone moved the ratio by ±0.15 between runs on a
+// 2-vCPU machine. Each CPU figure is its rounds' pooled CPU time ÷ their
+// calls.
+type paired struct {
+	Concurrency   int     `json:"concurrency"`
+	Rounds        int     `json:"rounds"`
+	CallsPerRound int     `json:"calls_per_round"`
+	Errors        int     `json:"errors"`
+	MCPFrontUS    float64 `json:"mcp_front_cpu_us_per_call"`
+	ProxyUS       float64 `json:"reverse_proxy_cpu_us_per_call"`
+	JSONRPCUS     float64 `json:"jsonrpc_cpu_us_per_call"`
+	// RoundRatios are serve-mcp ÷ the proxy in each round, for the spread.
+	RoundRatios []float64 `json:"round_ratios"`
+}
+
+// pairedSide is one of the processes measurePaired compares.
+type pairedSide struct {
+	name string
+	p    *proc
+	call callFunc
+}
+
+// measurePaired runs --anchor-rounds rounds of calls on each side at each
+// concurrency (sides[0] is serve-mcp, sides[1] the proxy, sides[2] the
+// framework-free handler) and records the pooled CPU per call.
+func (b *bench) measurePaired(sides []pairedSide) {
+	rounds := b.cfg.AnchorRounds
+	if rounds < 1 {
+		return
+	}
+	per := max(b.cfg.Calls/rounds, 200)
+	for _, c := range b.cfg.Concurrency {
+		b.progress("serve-mcp and the anchors in %d interleaved rounds of %d calls at c=%d", rounds, per, c)
+		pr := paired{Concurrency: c, Rounds: rounds, CallsPerRound: per}
+		cpu := make([]time.Duration, len(sides))
+		calls := make([]int, len(sides))
+		ok := true
+		for i := 0; i < rounds && ok; i++ {
+			round := make([]float64, len(sides))
+			for k := range sides {
+				j := (i + k) % len(sides)
+				d, n, errs, measured := b.cpuOf(sides[j], c, per)
+				pr.Errors += errs
+				if !measured {
+					ok = false
+					break
+				}
+				cpu[j] += d
+				calls[j] += n
+				round[j] = float64(d) / float64(n)
+			}
+			if ok && round[1] > 0 {
+				pr.RoundRatios = append(pr.RoundRatios, round[0]/round[1])
+			}
+		}
+		if !ok {
+			b.rep.Notes = append(b.rep.Notes, fmt.Sprintf("the interleaved anchor rounds at c=%d could not be measured", c))
+			continue
+		}
+		us := func(j int) float64 { return float64(cpu[j].Microseconds()) / float64(calls[j]) }
+		pr.MCPFrontUS, pr.ProxyUS, pr.JSONRPCUS = us(0), us(1), us(2)
+		b.rep.Paired = append(b.rep.Paired, pr)
+	}
+}
+
+// cpuOf drives n calls at concurrency c on one side and reads its CPU time
+// around them (after a short warm-up: the round before may have been
+// another side's); measured is false when a call failed or /proc could
+// not be read.
+func (b *bench) cpuOf(s pairedSide, c, n int) (d time.Duration, calls, errs int, measured bool) {
+	var cpu0 time.Duration
+	var ok0 bool
+	smp := run(b.ctx, n, min(b.cfg.Warmup, 4*c), c, func() { cpu0, ok0 = cpuTime(s.p.pid()) }, s.call)
+	cpu1, ok1 := cpuTime(s.p.pid())
+	if smp.errors > 0 || !ok0 || !ok1 || len(smp.lat) == 0 || cpu1 <= cpu0 {
+		return 0, 0, max(smp.errors, 1), false
+	}
+	return cpu1 - cpu0, len(smp.lat), 0, true
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -128,6 +129,26 @@ func TestTargets(t *testing.T) {
 	if len(got) != 13 {
 		t.Errorf("%d targets, want 13: %v", len(got), got)
 	}
+	// With interleaved rounds, their pooled figures decide, not the rows'.
+	r.Paired = []paired{
+		{Concurrency: 1, Rounds: 3, CallsPerRound: 400, MCPFrontUS: 115, ProxyUS: 100, JSONRPCUS: 92, RoundRatios: []float64{1.2, 1.1, 1.15}},
+		{Concurrency: 4, Rounds: 3, CallsPerRound: 400, MCPFrontUS: 60, ProxyUS: 50, JSONRPCUS: 48, RoundRatios: []float64{1.25, 1.18, 1.17}},
+	}
+	r.targets()
+	for _, tg := range r.Targets {
+		if tg.Name == "CPU per call, MCP front over streamable HTTP ÷ an httputil.ReverseProxy hop to the same OTC server ≤ 1.2" {
+			if want := "c=1: 115µs ÷ 100µs = 1.15 (rounds 1.10–1.20; framework-free JSON-RPC hop 92µs: 1.25×); c=4: 60µs ÷ 50µs = 1.20 (rounds 1.17–1.25; framework-free JSON-RPC hop 48µs: 1.25×); 3 interleaved rounds of 400 calls each"; tg.Status != "met" || tg.Detail != want {
+				t.Errorf("with paired rounds: %s: %s\nwant met: %s", tg.Status, tg.Detail, want)
+			}
+		}
+	}
+	r.Paired[1].MCPFrontUS = 61
+	r.targets()
+	for _, tg := range r.Targets {
+		if strings.HasPrefix(tg.Name, "CPU per call, MCP front") && tg.Status != "missed" {
+			t.Errorf("c=4 at 1.22: %s: %s", tg.Status, tg.Detail)
+		}
+	}
 	var out bytes.Buffer
 	r.writeTable(&out)
 	if !strings.Contains(out.String(), "skipped: node not found") || !strings.Contains(out.String(), "Targets") {
@@ -174,5 +195,33 @@ func TestBenchOTC(t *testing.T) {
 	}
 	if !found || len(defs) != 50 {
 		t.Errorf("after a change: %d tools, %s listed: %v", len(defs), name, found)
+	}
+}
+
+// TestCPUTime: both readings of this process's CPU time work and grow
+// with work done; the scheduler's (schedstat) is the one cpuTime gives.
+func TestCPUTime(t *testing.T) {
+	pid := os.Getpid()
+	s0, ok1 := schedTime(pid)
+	t0, ok2 := statTime(pid)
+	if !ok1 || !ok2 {
+		t.Fatalf("schedstat readable %v, stat readable %v", ok1, ok2)
+	}
+	x := 0
+	for deadline := time.Now().Add(200 * time.Millisecond); time.Now().Before(deadline); {
+		for i := range 1000 {
+			x += i
+		}
+	}
+	s1, _ := schedTime(pid)
+	t1, _ := statTime(pid)
+	if s1 <= s0 || t1 <= t0 {
+		t.Errorf("200 ms of work (%d): schedstat %v → %v, stat %v → %v", x, s0, s1, t0, t1)
+	}
+	if c, ok := cpuTime(pid); !ok || c < s1 {
+		t.Errorf("cpuTime %v %v, after schedstat's %v", c, ok, s1)
+	}
+	if _, ok := cpuTime(1 << 30); ok {
+		t.Error("the CPU time of a process that does not exist")
 	}
 }

@@ -15,22 +15,25 @@ import (
 
 // config is the command line.
 type config struct {
-	Calls       int    `json:"calls"`
-	Warmup      int    `json:"warmup"`
-	Concurrency []int  `json:"concurrency"`
-	Burst       int    `json:"burst"`
-	BurstRounds int    `json:"burst_rounds"`
-	Sessions    int    `json:"sessions"`
-	Tools       int    `json:"tools"`
-	Only        string `json:"only,omitempty"`
-	MCPOTC      string `json:"mcpotc,omitempty"`
-	Node        string `json:"node,omitempty"`
-	Peers       string `json:"peers,omitempty"`
-	NoInstall   bool   `json:"no_install,omitempty"`
-	JSON        string `json:"-"`
-	Pprof       string `json:"pprof,omitempty"`
-	Keep        bool   `json:"-"`
-	Verbose     bool   `json:"-"`
+	Calls       int   `json:"calls"`
+	Warmup      int   `json:"warmup"`
+	Concurrency []int `json:"concurrency"`
+	Burst       int   `json:"burst"`
+	BurstRounds int   `json:"burst_rounds"`
+	// AnchorRounds is the number of interleaved rounds of the anchor
+	// target (anchors.go, measurePaired); 0 measures none.
+	AnchorRounds int    `json:"anchor_rounds"`
+	Sessions     int    `json:"sessions"`
+	Tools        int    `json:"tools"`
+	Only         string `json:"only,omitempty"`
+	MCPOTC       string `json:"mcpotc,omitempty"`
+	Node         string `json:"node,omitempty"`
+	Peers        string `json:"peers,omitempty"`
+	NoInstall    bool   `json:"no_install,omitempty"`
+	JSON         string `json:"-"`
+	Pprof        string `json:"pprof,omitempty"`
+	Keep         bool   `json:"-"`
+	Verbose      bool   `json:"-"`
 
 	only map[string]bool
 }
@@ -56,6 +59,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	}
 	fs.IntVar(&c.Calls, "calls", 5000, "measured calls per hop/peer row and concurrency (payload rows make fewer: see README)")
 	fs.IntVar(&c.Warmup, "warmup", 200, "warm-up calls before each row (not measured)")
+	fs.IntVar(&c.AnchorRounds, "anchor-rounds", 5, "interleaved rounds of serve-mcp and the two anchors for the CPU-per-call target, --calls ÷ rounds calls each (0: the rows alone)")
 	conc := fs.String("concurrency", "1,4,64", "comma-separated concurrencies of the hop and peer rows")
 	fs.IntVar(&c.Burst, "burst", 1000, "calls started at once in the burst rows")
 	fs.IntVar(&c.BurstRounds, "burst-rounds", 3, "bursts per burst row")
