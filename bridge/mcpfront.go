@@ -149,6 +149,7 @@ type MCPFront struct {
 	opts      MCPFrontOptions
 	log       zerolog.Logger
 	tracer    trace.Tracer
+	records   bool // tracing.Records(tracer): spans are worth building
 	upstreams []*otcServerEntry
 	front     *front.Server
 
@@ -230,6 +231,7 @@ func NewMCPFront(ctx context.Context, upstreams []OTCServer, opts *MCPFrontOptio
 	if f.tracer == nil {
 		f.tracer = tracing.Tracer(nil)
 	}
+	f.records = tracing.Records(f.tracer)
 	if f.opts.Version == "" {
 		f.opts.Version = "dev"
 	}
@@ -644,16 +646,22 @@ func (f *MCPFront) handler(t *frontTool) front.ToolHandler {
 		if m := traceparent(req); m != "" {
 			tp, ts = m, ""
 		}
-		ctx, span := f.tracer.Start(tracing.Continue(ctx, tp, ts), "tools/call "+t.Tool.Name, trace.WithSpanKind(trace.SpanKindServer),
-			trace.WithAttributes(tracing.KeyMCPMethod.String("tools/call"), tracing.KeyToolName.String(t.Tool.Name),
-				tracing.KeyOperation.String(tracing.OperationExecuteTool), tracing.KeyUpstream.String(t.up.Name)))
+		// With tracing off no span is built: the caller's trace context
+		// alone goes on (tracing.Records).
+		ctx = tracing.Continue(ctx, tp, ts)
+		span := tracing.NoSpan
+		if f.records {
+			ctx, span = f.tracer.Start(ctx, "tools/call "+t.Tool.Name, trace.WithSpanKind(trace.SpanKindServer),
+				trace.WithAttributes(tracing.KeyMCPMethod.String("tools/call"), tracing.KeyToolName.String(t.Tool.Name),
+					tracing.KeyOperation.String(tracing.OperationExecuteTool), tracing.KeyUpstream.String(t.up.Name)))
+			if s := front.SessionID(ctx); s != "" {
+				span.SetAttributes(tracing.KeyMCPSession.String(s))
+			}
+			if id, ok := front.RequestID(ctx); ok {
+				span.SetAttributes(tracing.KeyRequestID.String(requestIDString(id)))
+			}
+		}
 		defer span.End()
-		if s := front.SessionID(ctx); s != "" {
-			span.SetAttributes(tracing.KeyMCPSession.String(s))
-		}
-		if id, ok := front.RequestID(ctx); ok {
-			span.SetAttributes(tracing.KeyRequestID.String(requestIDString(id)))
-		}
 		// An idempotency_key the tool does not take is the host's: it
 		// becomes the call_id (README, What MCP hosts see).
 		idemKey := ""
@@ -735,9 +743,12 @@ func (f *MCPFront) handler(t *frontTool) front.ToolHandler {
 		defer cancel()
 		// The OTC request's span; its traceparent goes as the OTC trace_id
 		// and the HTTP traceparent header.
-		cctx, cspan := f.tracer.Start(cctx, "execute_tool "+callReq.ToolID, trace.WithSpanKind(trace.SpanKindClient),
-			trace.WithAttributes(tracing.KeyToolName.String(callReq.ToolID), tracing.KeyOperation.String(tracing.OperationExecuteTool),
-				tracing.KeyToolCallID.String(callReq.CallID), tracing.KeyUpstream.String(t.up.Name)))
+		cspan := tracing.NoSpan
+		if f.records {
+			cctx, cspan = f.tracer.Start(cctx, "execute_tool "+callReq.ToolID, trace.WithSpanKind(trace.SpanKindClient),
+				trace.WithAttributes(tracing.KeyToolName.String(callReq.ToolID), tracing.KeyOperation.String(tracing.OperationExecuteTool),
+					tracing.KeyToolCallID.String(callReq.CallID), tracing.KeyUpstream.String(t.up.Name)))
+		}
 		if tp := tracing.Traceparent(cctx); tp != "" {
 			callReq.TraceID = tp
 		}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -245,4 +246,81 @@ func TestOTCFrontSpans(t *testing.T) {
 			t.Errorf("%s: server span %+v, client span %+v; want outcomes %s / %s", tc.body, server, client, tc.server, tc.client)
 		}
 	}
+}
+
+// TestMCPFrontTracingOff: without a tracer (tracing off) the MCP front
+// builds no span, and propagates the host's trace context exactly as the
+// no-op tracer's Start did: the OTC server gets the host's traceparent
+// (header and trace_id), the call's log line its trace id; a call without
+// one sends none. A span of the caller's context is neither ended nor
+// marked by the call.
+func TestMCPFrontTracingOff(t *testing.T) {
+	h, err := otcsample.New(nil).Handler(&otc.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var seen []string // traceparent header, body trace_id
+	probe := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/tools/call" {
+			body, _ := io.ReadAll(r.Body)
+			var req struct {
+				TraceID string `json:"trace_id"`
+				Request struct {
+					TraceID string `json:"trace_id"`
+				} `json:"request"`
+			}
+			_ = json.Unmarshal(body, &req)
+			mu.Lock()
+			seen = append(seen, r.Header.Get("traceparent"), req.TraceID+req.Request.TraceID)
+			mu.Unlock()
+			r.Body = io.NopCloser(strings.NewReader(string(body)))
+		}
+		h.ServeHTTP(w, r)
+	})
+	var logs syncBuffer
+	f, err := NewMCPFront(context.Background(), []OTCServer{otcUpstreamOn(t, "calc", "", probe)}, &MCPFrontOptions{Logger: zerolog.New(&logs)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.records {
+		t.Fatal("the front records spans without a tracer")
+	}
+	// A span the caller started, of another tracer: the call leaves it be.
+	rec, tracer := recorder()
+	ctx, outer := tracer.Start(context.Background(), "outer")
+	s := f.Server()
+	s.HandleMessage(ctx, []byte(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}`))
+	s.HandleMessage(context.Background(), []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"Calculator_Add","arguments":{"a":2,"b":3},"_meta":{"traceparent":"`+parentTP+`"}}}`))
+	s.HandleMessage(context.Background(), []byte(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"Calculator_Add","arguments":{"a":2,"b":3}}}`))
+	s.HandleMessage(ctx, []byte(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"Calculator_Add","arguments":{"a":"two","b":3}}}`))
+	mu.Lock()
+	outerTP := traceparentOfContext(ctx)
+	if want := []string{parentTP, parentTP, "", "", outerTP, outerTP}; !slices.Equal(seen, want) {
+		t.Errorf("the OTC server saw traceparent / trace_id %q, want %q", seen, want)
+	}
+	mu.Unlock()
+	if n := len(rec.Ended()); n != 0 || !outer.IsRecording() {
+		t.Errorf("the caller's span: %d ended, recording %v", n, outer.IsRecording())
+	}
+	var traces []string
+	logs.mu.Lock()
+	text := logs.b.String()
+	logs.mu.Unlock()
+	for _, line := range strings.Split(strings.TrimSpace(text), "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(line), &m) == nil && m["message"] == "call" {
+			traces = append(traces, fmt.Sprint(m["trace_id"]))
+		}
+	}
+	if want := []string{parentTrace, "<nil>", outer.SpanContext().TraceID().String()}; !slices.Equal(traces, want) {
+		t.Errorf("the call lines' trace_id: %q, want %q", traces, want)
+	}
+	outer.End()
+}
+
+// traceparentOfContext is the W3C traceparent of ctx's span.
+func traceparentOfContext(ctx context.Context) string {
+	sc := trace.SpanContextFromContext(ctx)
+	return "00-" + sc.TraceID().String() + "-" + sc.SpanID().String() + "-" + sc.TraceFlags().String()
 }

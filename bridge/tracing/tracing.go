@@ -84,6 +84,21 @@ func Tracer(tp trace.TracerProvider) trace.Tracer {
 	return tp.Tracer("github.com/mcpotc/mcpotc")
 }
 
+// Records reports whether t records spans: false for the no-op tracer
+// (tracing off). With it, Start keeps ctx's span context as it is (the
+// OpenTelemetry API's behaviour without an SDK), so a caller may skip
+// Start, and the span's name and attributes, and continue the caller's
+// trace (Continue) alone: what is propagated is the same.
+func Records(t trace.Tracer) bool {
+	_, off := t.(noop.Tracer)
+	return !off
+}
+
+// NoSpan is a span that records nothing and is no other span: what a
+// caller that skipped Start (Records) ends and marks, so that it never
+// ends or marks a span of ctx that someone else started.
+var NoSpan trace.Span = noop.Span{}
+
 // Continue returns ctx with the remote span context of traceparent (and
 // tracestate) as its parent, when ctx holds no span yet and traceparent
 // is valid; else ctx.
