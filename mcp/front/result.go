@@ -61,9 +61,19 @@ func appendCallResult(out []byte, r *mcpgo.CallToolResult) ([]byte, error) {
 		out = append(out, b...)
 		return err
 	}
-	if r.Meta != nil {
+	switch m := r.Meta; {
+	case m == nil:
+	case m.ProgressToken == nil && len(m.AdditionalFields) > 0:
+		// What (*mcpgo.Meta).MarshalJSON writes, without its copy of the
+		// map and the compaction of its output (every bridged result
+		// has a _meta).
 		member("_meta")
-		if err := value(r.Meta); err != nil {
+		if err := value(m.AdditionalFields); err != nil {
+			return nil, err
+		}
+	default:
+		member("_meta")
+		if err := value(m); err != nil {
 			return nil, err
 		}
 	}

@@ -16,15 +16,21 @@ func TestAppendCallResultIsMCPGosEncoding(t *testing.T) {
 	text := "a \"quoted\" \\ line\nand\ttab \x01 <b>&amp; é \u2028 \u2029 \xff end"
 	meta := &mcpgo.Meta{ProgressToken: "p", AdditionalFields: map[string]any{"k": []any{1.5, "v"}}}
 	for name, r := range map[string]*mcpgo.CallToolResult{
-		"empty":   {},
-		"text":    {Content: []mcpgo.Content{mcpgo.NewTextContent(text)}},
-		"blocks":  {Content: []mcpgo.Content{mcpgo.NewTextContent("x"), mcpgo.NewImageContent("aGk=", "image/png"), mcpgo.TextContent{Type: "text", Text: "n", Annotated: mcpgo.Annotated{Annotations: &mcpgo.Annotations{Priority: new(0.5)}}}}},
-		"meta":    {Result: mcpgo.Result{Meta: meta}, Content: []mcpgo.Content{mcpgo.TextContent{Type: "text", Text: "m", Meta: meta}}},
-		"any":     {Content: []mcpgo.Content{}, StructuredContent: map[string]any{"sum": 3, "s": text}},
-		"raw":     {StructuredContent: json.RawMessage(`{"a":[1,2,{"b":null}]}`)},
-		"rawWire": {RawStructuredContent: json.RawMessage(`{"w":true}`), StructuredContent: map[string]any{"ignored": 1}},
-		"error":   {Content: []mcpgo.Content{mcpgo.NewTextContent("failed")}, IsError: true},
-		"modern":  {Result: mcpgo.Result{ResultType: mcpgo.ResultTypeComplete}, MultiRoundTripResult: mcpgo.MultiRoundTripResult{RequestState: "st<1>"}},
+		"empty":  {},
+		"text":   {Content: []mcpgo.Content{mcpgo.NewTextContent(text)}},
+		"blocks": {Content: []mcpgo.Content{mcpgo.NewTextContent("x"), mcpgo.NewImageContent("aGk=", "image/png"), mcpgo.TextContent{Type: "text", Text: "n", Annotated: mcpgo.Annotated{Annotations: &mcpgo.Annotations{Priority: new(0.5)}}}}},
+		"meta":   {Result: mcpgo.Result{Meta: meta}, Content: []mcpgo.Content{mcpgo.TextContent{Type: "text", Text: "m", Meta: meta}}},
+		"metaFields": {Result: mcpgo.Result{Meta: &mcpgo.Meta{AdditionalFields: map[string]any{
+			"mcpotc/otc-call": struct {
+				CallID   string  `json:"call_id"`
+				Duration float64 `json:"duration,omitempty"`
+			}{"c<1>", 1.5}, "a": text, "progressToken": "in the fields"}}}},
+		"metaEmpty": {Result: mcpgo.Result{Meta: &mcpgo.Meta{}}},
+		"any":       {Content: []mcpgo.Content{}, StructuredContent: map[string]any{"sum": 3, "s": text}},
+		"raw":       {StructuredContent: json.RawMessage(`{"a":[1,2,{"b":null}]}`)},
+		"rawWire":   {RawStructuredContent: json.RawMessage(`{"w":true}`), StructuredContent: map[string]any{"ignored": 1}},
+		"error":     {Content: []mcpgo.Content{mcpgo.NewTextContent("failed")}, IsError: true},
+		"modern":    {Result: mcpgo.Result{ResultType: mcpgo.ResultTypeComplete}, MultiRoundTripResult: mcpgo.MultiRoundTripResult{RequestState: "st<1>"}},
 	} {
 		want, err := json.Marshal(r)
 		if err != nil {
