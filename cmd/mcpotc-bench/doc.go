@@ -11,6 +11,13 @@
 // --json FILE (or --json - for stdout) writes the same figures as JSON.
 // It exits 1 when a measured call failed, 2 on a usage error.
 //
+// CPU time per call is read from /proc, as the sum of the measured
+// process's threads' run time (schedstat). The MCP front's target against
+// its anchors (an httputil.ReverseProxy hop and a framework-free JSON-RPC
+// hop) is measured apart from the rows, in --anchor-rounds interleaved
+// rounds whose order turns, so that the machine's drift falls on all
+// three alike (anchors.go).
+//
 //	go run ./cmd/mcpotc-bench                    # the full run (1–2 minutes on 2 cores)
 //	go run ./cmd/mcpotc-bench --calls 500 --only hops,baseline
 //	go run ./cmd/mcpotc-bench --json /tmp/bench.json --pprof /tmp/prof
