@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -86,10 +87,11 @@ func (f *MCPFront) recordCall(ctx context.Context, t *frontTool, req *otc.CallTo
 // AuditRefusals wraps a front's HTTP handler: each request it answers 401,
 // or 403 with a Bearer challenge (a token without a scope the MCP front
 // requires), gets an authorization line in a (front: "mcp" or "otc"):
-// the client's address, the method and path, the status and the answer's
-// own reason (the fronts' fixed texts, which never hold the credential).
-// A nil a returns h.
-func AuditRefusals(a *audit.Log, frontName string, h http.Handler) http.Handler {
+// the client's address (X-Forwarded-For's client when the peer is one of
+// trusted, httpguard.ClientAddr), the method and path, the status and the
+// answer's own reason (the fronts' fixed texts, which never hold the
+// credential). A nil a returns h.
+func AuditRefusals(a *audit.Log, frontName string, trusted []netip.Prefix, h http.Handler) http.Handler {
 	if a == nil {
 		return h
 	}
@@ -99,7 +101,7 @@ func AuditRefusals(a *audit.Log, frontName string, h http.Handler) http.Handler 
 		if !sw.refused() {
 			return
 		}
-		a.Write(&audit.Record{Kind: audit.KindAuthorization, Front: frontName, Principal: "addr:" + httpguard.HostOnly(r.RemoteAddr),
+		a.Write(&audit.Record{Kind: audit.KindAuthorization, Front: frontName, Principal: "addr:" + httpguard.ClientHost(r, trusted),
 			Outcome: audit.OutcomeRefused, Status: sw.status, Detail: r.Method + " " + cutID(r.URL.Path) + ": " + sw.reason()})
 	})
 }

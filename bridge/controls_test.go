@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"slices"
 	"strings"
 	"sync"
@@ -448,6 +449,53 @@ func TestOTCFrontLimitPerAddress(t *testing.T) {
 	} {
 		if got := call(tc.addr); got != tc.want {
 			t.Errorf("a call from %s: %d, want %d", tc.addr, got, tc.want)
+		}
+	}
+}
+
+// Behind a trusted proxy (otc.Options.TrustedProxies) a caller that did
+// not authenticate is the client X-Forwarded-For names, so one client
+// spending its limit leaves the others behind the proxy theirs. The
+// attacks fail: an address a client writes in X-Forwarded-For through the
+// proxy is left of the one the proxy appends, and a client that is not a
+// trusted proxy has its X-Forwarded-For ignored, so neither earns a fresh
+// bucket.
+func TestOTCFrontLimitBehindTrustedProxy(t *testing.T) {
+	limits, _ := policy.NewLimits(&policy.Rate{Requests: 1, Per: time.Hour}, nil)
+	f, err := NewOTCFront(context.Background(), []MCPServer{{Toolkit: "Sample", Config: upstream.Config{Name: "sample", InProcess: upstream.Piped(mcpsample.ServeStdio)}}},
+		&OTCFrontOptions{Logger: zerolog.Nop(), Controls: &Controls{Limits: limits},
+			Server: otc.Options{TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.Close(context.Background()) })
+	waitOTCReady(t, f)
+	call := func(peer, xff string) int {
+		w := httptest.NewRecorder()
+		r := httptest.NewRequest(http.MethodPost, "/tools/call", strings.NewReader(`{"tool_id":"Sample.echo","input":{"message":"hi"}}`))
+		r.Header.Set("Content-Type", "application/json")
+		r.Header.Set("OXP-Version", "1.0")
+		if xff != "" {
+			r.Header.Set("X-Forwarded-For", xff)
+		}
+		r.RemoteAddr = peer
+		f.Handler().ServeHTTP(w, r)
+		return w.Code
+	}
+	for _, tc := range []struct {
+		peer, xff string
+		want      int
+	}{
+		{"10.0.0.1:1000", "192.0.2.1", 200},
+		{"10.0.0.1:1001", "192.0.2.1", 429},               // the same client, through the proxy
+		{"10.0.0.1:1002", "192.0.2.2", 200},               // another client behind it
+		{"10.0.0.1:1003", "198.51.100.9, 192.0.2.1", 429}, // 192.0.2.1 wrote an address of its own
+		{"10.0.0.1:1004", "", 200},                        // the proxy itself
+		{"192.0.2.3:1000", "198.51.100.1", 200},           // no proxy: the peer, XFF ignored
+		{"192.0.2.3:1001", "198.51.100.2", 429},           // a fresh forged address does not help
+	} {
+		if got := call(tc.peer, tc.xff); got != tc.want {
+			t.Errorf("a call from %s with X-Forwarded-For %q: %d, want %d", tc.peer, tc.xff, got, tc.want)
 		}
 	}
 }

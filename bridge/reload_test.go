@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"slices"
 	"sort"
 	"strings"
@@ -400,11 +401,25 @@ func TestMCPFrontAuditLines(t *testing.T) {
 
 // AuditRefusals writes a line for each 401, and each 403 with a Bearer
 // challenge, with the answer's own reason and never the credential; other
-// answers write none.
+// answers write none. The principal is the client's address: the peer's,
+// whatever X-Forwarded-For says, unless the peer is a trusted proxy.
 func TestAuditRefusals(t *testing.T) {
+	for _, tc := range []struct {
+		trusted []netip.Prefix
+		want    string
+	}{
+		{nil, "addr:192.0.2.1"}, // httptest's peer; its X-Forwarded-For is a forgery
+		{[]netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}, "addr:192.0.2.1"},
+		{[]netip.Prefix{netip.MustParsePrefix("192.0.2.1/32")}, "addr:203.0.113.9"},
+	} {
+		auditRefusals(t, tc.trusted, tc.want)
+	}
+}
+
+func auditRefusals(t *testing.T, trusted []netip.Prefix, principal string) {
 	var buf syncBuffer
 	al := audit.New(&buf, nil)
-	h := AuditRefusals(al, "mcp", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := AuditRefusals(al, "mcp", trusted, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/401":
 			w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
@@ -425,6 +440,7 @@ func TestAuditRefusals(t *testing.T) {
 	for _, path := range []string{"/401", "/otc", "/scope", "/rebinding", "/ok"} {
 		r := httptest.NewRequest(http.MethodPost, path, nil)
 		r.Header.Set("Authorization", "Bearer THE-TOKEN")
+		r.Header.Set("X-Forwarded-For", "203.0.113.9")
 		h.ServeHTTP(httptest.NewRecorder(), r)
 	}
 	_ = al.Close(context.Background())
@@ -441,8 +457,8 @@ func TestAuditRefusals(t *testing.T) {
 	for i, l := range lines {
 		var got map[string]any
 		_ = json.Unmarshal([]byte(l), &got)
-		if got["audit"] != "authorization" || got["outcome"] != "refused" || got["detail"] != want[i] || got["principal"] != "addr:192.0.2.1" {
-			t.Errorf("line %d: %v", i, got)
+		if got["audit"] != "authorization" || got["outcome"] != "refused" || got["detail"] != want[i] || got["principal"] != principal {
+			t.Errorf("trusted proxies %v, line %d: %v, want the principal %s", trusted, i, got, principal)
 		}
 	}
 }

@@ -37,8 +37,8 @@ type Caller struct {
 	// Options.JWTUserClaim ("" when the token has none); "" for the API
 	// key, whose holder is trusted to name users in context.user_id.
 	User string
-	// Addr is the client's IP address (of the connection: a proxy's, when
-	// there is one).
+	// Addr is the client's IP address: the connection's peer, or the
+	// client a trusted proxy names (Options.TrustedProxies).
 	Addr string
 	// Issuer, Subject, Scopes and Claims are a JWT caller's token: its
 	// iss ("" when it has none or it is not a string), sub, scope
@@ -81,7 +81,7 @@ func (h *Handler) authorized(rp *reply) (Caller, bool) {
 // With transport auth off every request passes, unauthenticated. For
 // routes served beside the handler (the bridge's OAuth confirmation).
 func (h *Handler) Authenticate(r *http.Request) (Caller, string) {
-	c := Caller{Addr: httpguard.HostOnly(r.RemoteAddr)}
+	c := Caller{Addr: httpguard.ClientHost(r, h.opts.TrustedProxies)}
 	if h.opts.APIKey == "" && len(h.opts.JWTSecret) == 0 {
 		return c, ""
 	}

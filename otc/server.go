@@ -11,6 +11,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"net/netip"
 	"reflect"
 	"runtime/debug"
 	"sort"
@@ -198,6 +199,12 @@ type Options struct {
 	// case-insensitively; a trailing slash ignored). The CORS headers
 	// themselves are not this handler's.
 	AllowedOrigins []string
+	// TrustedProxies are the addresses of reverse proxies whose
+	// X-Forwarded-For names the client: a caller that did not
+	// authenticate is then known by that client's address (Caller.Addr:
+	// its rate limit, its pending authorizations), not the proxy's. From
+	// any other peer X-Forwarded-For is ignored (httpguard.ClientAddr).
+	TrustedProxies []netip.Prefix
 	// DisableLocalhostProtection turns off DNS-rebinding protection. By
 	// default a request that arrived on a loopback address must name a
 	// loopback host (localhost, 127.0.0.0/8, [::1], any port) or an

@@ -197,7 +197,7 @@ func (m *Main) parseServeMCP(args []string) (*serveMCPFlags, error) {
 	durationVar(fs, &f.idleTTL, "session-idle-ttl", front.DefaultSessionIdleTTL, "end HTTP sessions idle that long (http and sse transports); 0: never")
 	fs.IntVar(&f.maxSessions, "max-sessions", front.DefaultMaxSessions, "most HTTP sessions held at once; when full, the oldest session that never made a call is ended for a new one, and when all made calls initialize gets 503 (http and sse transports); 0: no bound")
 	fs.IntVar(&f.maxPerClient, "max-sessions-per-client", front.DefaultMaxSessionsPerClient, "most HTTP sessions one client holds (with --oauth-issuer its token's issuer and subject, else its address); beyond it its initialize gets 503 (http and sse transports); 0: no bound")
-	fs.Var(&f.trustedProxies, "trusted-proxy", "address or CIDR of a reverse proxy whose X-Forwarded-For names the client (repeatable; by default X-Forwarded-For is ignored)")
+	fs.Var(&f.trustedProxies, "trusted-proxy", trustedProxyUsage)
 	fs.BoolVar(&f.stateless, "stateless", false, "serve streamable HTTP without sessions: no Mcp-Session-Id, no standalone GET stream (http transport)")
 	fs.StringVar(&f.sessionKeyEnv, "session-key-env", "", "environment variable holding the key (32 bytes or more; several, comma-separated, to rotate: the first signs) that signs session ids, so that replicas sharing it serve each other's sessions (http transport)")
 	fs.StringVar(&f.stateKeyEnv, "request-state-key-env", "", "environment variable holding the key (32 bytes or more; several, comma-separated, to rotate: the first seals) that seals the requestState of an authorization asked of a 2026-07-28 client, so that replicas sharing it continue each other's calls (default: --session-key-env's keys, else a random key per process)")
@@ -520,7 +520,7 @@ func (m *Main) serveMCPHTTP(ctx context.Context, log zerolog.Logger, f *serveMCP
 		h, sessions, what = mcpFront.Server().SSEHandler(&httpOpts), "MCP sessions open (legacy SSE streams).", "MCP over SSE at /sse"
 	}
 	mt.GaugeFunc("mcpotc_mcp_sessions", sessions, func() float64 { return float64(h.Sessions()) })
-	return m.serveHTTPWith(ctx, log, f.listen, bridge.CORS(f.corsOrigins, bridge.LogRefusals(log, bridge.AuditRefusals(al, metrics.FrontMCP, h))), what,
+	return m.serveHTTPWith(ctx, log, f.listen, bridge.CORS(f.corsOrigins, bridge.LogRefusals(log, bridge.AuditRefusals(al, metrics.FrontMCP, f.trustedProxies, h))), what,
 		draining(log, f.drainDelay, mcpFront.Drain, h.Shutdown))
 }
 
@@ -615,6 +615,9 @@ func warnForwarding(log zerolog.Logger, transport, listen string, bearer, oauth 
 		log.Warn().Str("listen", listen).Msg("accept_forwarded_context: without --bearer-token-env or --oauth-issuer, forwarded OTC context is used only from loopback clients")
 	}
 }
+
+// trustedProxyUsage is --trusted-proxy's help, the same on both fronts.
+const trustedProxyUsage = "address or CIDR of a reverse proxy whose X-Forwarded-For names the client (repeatable; by default X-Forwarded-For is ignored)"
 
 // prefixList is --trusted-proxy: addresses or CIDR prefixes.
 type prefixList []netip.Prefix

@@ -225,6 +225,7 @@ type serveOTCFlags struct {
 	metricsListen      string
 	allowedHosts       allowedHostList
 	corsOrigins        corsOriginList
+	trustedProxies     prefixList
 	identity           *identityFlags
 	audit              *auditFlags
 	watchConfig        bool
@@ -284,6 +285,7 @@ func (m *Main) parseServeOTC(args []string) (*serveOTCFlags, error) {
 	fs.StringVar(&f.metricsListen, "metrics-listen", "", metricsUsage)
 	fs.Var(&f.allowedHosts, "allowed-host", allowedHostUsage)
 	fs.Var(&f.corsOrigins, "cors-origin", corsOriginUsage)
+	fs.Var(&f.trustedProxies, "trusted-proxy", trustedProxyUsage)
 	f.identity = registerIdentityFlags(fs)
 	f.audit = registerAuditFlags(fs)
 	fs.BoolVar(&f.watchConfig, "watch-config", false, watchConfigUsage)
@@ -408,7 +410,8 @@ func (s *otcFrontSetup) close() {
 // the --state store, the config file — and reports every problem in one
 // error (README, Config errors).
 func (m *Main) otcFrontSetup(f *serveOTCFlags, log zerolog.Logger) (*otcFrontSetup, error) {
-	s := &otcFrontSetup{server: otc.Options{IdempotencyTTL: f.idemTTL, IdempotencyMaxRunning: f.idemRunning, AllowedHosts: f.allowedHosts, AllowedOrigins: f.corsOrigins}}
+	s := &otcFrontSetup{server: otc.Options{IdempotencyTTL: f.idemTTL, IdempotencyMaxRunning: f.idemRunning, AllowedHosts: f.allowedHosts, AllowedOrigins: f.corsOrigins,
+		TrustedProxies: f.trustedProxies}}
 	var p problems
 	m.readOTCSecrets(&p, f, s, log)
 	for _, a := range strings.Split(f.jwtAudiences, ",") {
@@ -564,7 +567,7 @@ func (m *Main) runOTCFront(ctx context.Context, log zerolog.Logger, f *serveOTCF
 	m.reloads(ctx, log, f.configPath, f.watchConfig, opts.Metrics, metrics.FrontOTC, func(rctx context.Context) error {
 		return m.reloadOTCFront(rctx, log, f, s, otcFront)
 	})
-	h := bridge.AuditRefusals(opts.Audit, metrics.FrontOTC, otcFront.Handler())
+	h := bridge.AuditRefusals(opts.Audit, metrics.FrontOTC, f.trustedProxies, otcFront.Handler())
 	serveErr := m.serveHTTPWith(ctx, log, f.listen, bridge.CORS(f.corsOrigins, bridge.LogRefusals(log, h)), "OTC for MCP servers",
 		// /ready fails first, so that load balancers stop sending
 		// requests; those that still come are served until the shutdown,

@@ -5,7 +5,8 @@
 // DNS-rebinding check of Host and Origin on a loopback listener
 // (Rebinding), the bounds on reading a request body (ReadBody,
 // ReadDeadline), bearer tokens read and compared in constant time (Bearer,
-// EqualSecret), and the HTTP/1.1 message-framing rule (Handler). It
+// EqualSecret), the client's address behind a trusted reverse proxy
+// (ClientAddr), and the HTTP/1.1 message-framing rule (Handler). It
 // decides; each front words its own answers.
 //
 // The framing rule applies before any of the fronts' handlers runs: a

@@ -4,9 +4,9 @@ import (
 	"context"
 	"net/http"
 	"net/netip"
-	"strings"
 
 	"github.com/mcpotc/mcpotc/internal/callid"
+	"github.com/mcpotc/mcpotc/internal/httpguard"
 )
 
 // Who sent a request (README, MCP front: "Principals", "Forwarded
@@ -122,54 +122,11 @@ func (h *HTTPHandler) caller(r *http.Request, id *Identity) *caller {
 	return c
 }
 
-// clientAddr is the address of r's client: the connection's peer, or,
-// when that peer is one of HTTPOptions.TrustedProxies, the last address
-// of X-Forwarded-For that is not a trusted proxy (read from the right, as
-// each proxy appends the address it received from). A malformed entry
-// stops the walk: the proxy that passed it on is the client then. Without
-// TrustedProxies, X-Forwarded-For is never read: any client can write it.
+// clientAddr is the address of r's client: the connection's peer, or the
+// client X-Forwarded-For names when that peer is one of
+// HTTPOptions.TrustedProxies (httpguard.ClientAddr).
 func (h *HTTPHandler) clientAddr(r *http.Request) netip.Addr {
-	addr := peerAddr(r.RemoteAddr)
-	if len(h.opts.TrustedProxies) == 0 || !h.trustedProxy(addr) {
-		return addr
-	}
-	var hops []string
-	for _, v := range r.Header.Values("X-Forwarded-For") {
-		hops = append(hops, strings.Split(v, ",")...)
-	}
-	for i := len(hops) - 1; i >= 0; i-- {
-		hop := peerAddr(strings.TrimSpace(hops[i]))
-		if !hop.IsValid() {
-			return addr
-		}
-		addr = hop
-		if !h.trustedProxy(addr) {
-			return addr
-		}
-	}
-	return addr
-}
-
-func (h *HTTPHandler) trustedProxy(a netip.Addr) bool {
-	for _, p := range h.opts.TrustedProxies {
-		if a.IsValid() && p.Contains(a) {
-			return true
-		}
-	}
-	return false
-}
-
-// peerAddr reads an address, with or without a port; IPv4-mapped IPv6
-// addresses are read as IPv4. The zero Addr when it is none.
-func peerAddr(s string) netip.Addr {
-	if ap, err := netip.ParseAddrPort(s); err == nil {
-		return ap.Addr().Unmap()
-	}
-	a, err := netip.ParseAddr(strings.Trim(s, "[]"))
-	if err != nil {
-		return netip.Addr{}
-	}
-	return a.WithZone("").Unmap()
+	return httpguard.ClientAddr(r, h.opts.TrustedProxies)
 }
 
 // addrKey is what a client address counts as: an IPv4 address, or the
