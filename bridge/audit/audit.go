@@ -110,6 +110,12 @@ type Options struct {
 	// Buffer bounds the lines waiting for the writer; a line written when
 	// it is full is dropped and counted. Zero: DefaultBuffer.
 	Buffer int
+	// PerPrincipal bounds the lines of one Record.Principal waiting for
+	// the writer, so that one caller's flood of calls cannot fill the
+	// buffer and have everyone else's lines dropped: beyond it that
+	// principal's lines are dropped and counted. Zero: Buffer / 8 (at
+	// least 1).
+	PerPrincipal int
 	// Warn is told, from the writer goroutine and at most every 10
 	// seconds, how many lines were dropped so far and, when one did, the
 	// error a write or a rotation met. Nil: nobody is told (Dropped still
@@ -119,7 +125,9 @@ type Options struct {
 
 // Log is an audit log. Safe for concurrent use; a nil *Log writes nothing.
 type Log struct {
-	ch      chan []byte
+	ch      chan entry
+	qmu     sync.Mutex
+	queued  map[string]int // lines waiting per principal
 	done    chan struct{}
 	mu      sync.RWMutex // Write holds it shared; Close exclusively
 	closed  bool
@@ -176,7 +184,39 @@ func newLog(opts *Options) *Log {
 	if o.Buffer <= 0 {
 		o.Buffer = DefaultBuffer
 	}
-	return &Log{opts: o, ch: make(chan []byte, o.Buffer), done: make(chan struct{})}
+	if o.PerPrincipal <= 0 {
+		o.PerPrincipal = max(o.Buffer/8, 1)
+	}
+	return &Log{opts: o, ch: make(chan entry, o.Buffer), queued: map[string]int{}, done: make(chan struct{})}
+}
+
+// entry is a line waiting for the writer, with whose it is.
+type entry struct {
+	line []byte
+	who  string
+}
+
+// reserve counts a line of who as waiting; false when who already has
+// Options.PerPrincipal lines waiting.
+func (l *Log) reserve(who string) bool {
+	l.qmu.Lock()
+	defer l.qmu.Unlock()
+	if l.queued[who] >= l.opts.PerPrincipal {
+		return false
+	}
+	l.queued[who]++
+	return true
+}
+
+// release counts a line of who as no longer waiting.
+func (l *Log) release(who string) {
+	l.qmu.Lock()
+	defer l.qmu.Unlock()
+	if l.queued[who] <= 1 {
+		delete(l.queued, who)
+		return
+	}
+	l.queued[who]--
 }
 
 // Dropped is how many lines were dropped: the buffer was full, or writing
@@ -197,8 +237,9 @@ func (l *Log) Written() int64 {
 }
 
 // Write encodes r and hands the line to the writer. It never waits: when
-// the buffer is full (the file or stream is slower than the calls) the
-// line is dropped and counted.
+// the buffer is full (the file or stream is slower than the calls), or
+// holds Options.PerPrincipal lines of r.Principal already, the line is
+// dropped and counted.
 func (l *Log) Write(r *Record) {
 	if l == nil {
 		return
@@ -210,16 +251,21 @@ func (l *Log) Write(r *Record) {
 	}
 	l.mu.RLock()
 	defer l.mu.RUnlock()
-	if l.closed {
+	who := cut(r.Principal, maxPrincipalKey)
+	if l.closed || !l.reserve(who) {
 		l.dropped.Add(1)
 		return
 	}
 	select {
-	case l.ch <- line:
+	case l.ch <- entry{line, who}:
 	default:
+		l.release(who)
 		l.dropped.Add(1)
 	}
 }
+
+// maxPrincipalKey bounds the principal a waiting line is counted under.
+const maxPrincipalKey = 256
 
 // Close writes the lines still buffered and closes the file; lines
 // written after it are dropped. It waits for the writer at most until ctx
@@ -384,21 +430,23 @@ func (l *Log) run() {
 	defer tick.Stop()
 	for {
 		select {
-		case ln, ok := <-l.ch:
+		case e, ok := <-l.ch:
 			if !ok {
 				l.finish()
 				return
 			}
-			l.put(ln)
+			l.release(e.who)
+			l.put(e.line)
 			// Everything waiting goes in the same flush.
 			for more := true; more; {
 				select {
-				case ln, ok := <-l.ch:
+				case e, ok := <-l.ch:
 					if !ok {
 						l.finish()
 						return
 					}
-					l.put(ln)
+					l.release(e.who)
+					l.put(e.line)
 				default:
 					more = false
 				}

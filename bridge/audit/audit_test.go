@@ -175,7 +175,7 @@ func TestFullBufferDrops(t *testing.T) {
 	defer pr.Close()
 	var mu sync.Mutex
 	var warned []int64
-	l := New(pw, &Options{Buffer: 8, Warn: func(d int64, _ error) { mu.Lock(); warned = append(warned, d); mu.Unlock() }})
+	l := New(pw, &Options{Buffer: 8, PerPrincipal: 8, Warn: func(d int64, _ error) { mu.Lock(); warned = append(warned, d); mu.Unlock() }})
 	start := time.Now()
 	for range 100 {
 		l.Write(&Record{Kind: KindCall, Front: "otc", Outcome: "ok"})
@@ -198,6 +198,73 @@ func TestFullBufferDrops(t *testing.T) {
 	if l.Dropped() != warned[len(warned)-1]+1 {
 		t.Fatal("a line written after Close is not counted as dropped")
 	}
+}
+
+// One principal's flood fills its share of the buffer, not the buffer:
+// mallory's lines beyond Options.PerPrincipal are dropped while the writer
+// is held up, and alice's and bob's lines still find room; once the lines
+// are written, no principal's count remains.
+func TestBufferSharePerPrincipal(t *testing.T) {
+	gate := &gatedWriter{entered: make(chan struct{}, 1), open: make(chan struct{})}
+	l := New(gate, &Options{Buffer: 16, PerPrincipal: 4})
+	write := func(who string, n int) {
+		for i := range n {
+			l.Write(&Record{Kind: KindCall, Front: "otc", Principal: who, Outcome: "ok", CallID: fmt.Sprint(who, i)})
+		}
+	}
+	write("addr:mallory", 1)
+	<-gate.entered // the writer holds mallory's first line
+	write("addr:mallory", 50)
+	write("jwt:alice", 2)
+	write("jwt:bob", 1)
+	if d := l.Dropped(); d != 50-4 {
+		t.Errorf("dropped %d, want %d (mallory's lines beyond 4 waiting)", d, 50-4)
+	}
+	close(gate.open)
+	_ = l.Close(context.Background())
+
+	if len(l.queued) != 0 {
+		t.Errorf("after the writer went on, lines still counted as waiting: %v", l.queued)
+	}
+
+	var who []string
+	for _, line := range strings.Split(strings.TrimSpace(gate.String()), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("%v: %q", err, line)
+		}
+		who = append(who, fmt.Sprint(m["principal"]))
+	}
+	want := []string{"addr:mallory", "addr:mallory", "addr:mallory", "addr:mallory", "addr:mallory", "jwt:alice", "jwt:alice", "jwt:bob"}
+	if !reflect.DeepEqual(who, want) {
+		t.Errorf("written:\n%v\nwant\n%v", who, want)
+	}
+}
+
+// gatedWriter blocks every Write until open is closed, telling entered
+// of the first.
+type gatedWriter struct {
+	entered chan struct{}
+	open    chan struct{}
+	mu      sync.Mutex
+	b       strings.Builder
+}
+
+func (g *gatedWriter) Write(p []byte) (int, error) {
+	select {
+	case g.entered <- struct{}{}:
+	default:
+	}
+	<-g.open
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.b.Write(p)
+}
+
+func (g *gatedWriter) String() string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.b.String()
 }
 
 func TestNilLog(t *testing.T) {

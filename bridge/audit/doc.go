@@ -12,8 +12,10 @@
 //
 // Writing never holds a call up beyond a bounded buffer: Write encodes the
 // line and hands it to one writer goroutine through a buffer of
-// Options.Buffer lines; when the buffer is full the line is dropped and
-// counted (Dropped), and the drops are reported through Options.Warn. A
+// Options.Buffer lines, of which one principal may hold
+// Options.PerPrincipal; when the buffer, or the principal's share, is full
+// the line is dropped and counted (Dropped), and the drops are reported
+// through Options.Warn. A
 // file is rotated before a line would take it past Options.MaxBytes: PATH
 // becomes PATH.1, PATH.1 becomes PATH.2, …, and PATH.Keep is removed.
 //
