@@ -403,6 +403,13 @@ func TestOAuthPerUserTypeScriptServer(t *testing.T) {
 		if r.Status != http.StatusBadRequest || len(as) != 1 {
 			t.Fatalf("%s without a token: %d %s, want the 400 challenge", user, r.Status, otcfTrunc(r.Raw))
 		}
+		// The developer_message says what is needed once, with no
+		// transport's wrapping (mcp-go v1.2.1 wraps a failed POST as
+		// "failed to send request: " twice).
+		if dm, _ := body["developer_message"].(string); strings.Contains(dm, "failed to send request") ||
+			!strings.HasSuffix(dm, `: upstream "demo" needs an authorization: a user must open the authorization URL`) {
+			t.Errorf("%s's challenge: developer_message %q", user, dm)
+		}
 		a := as[0].(map[string]any)
 		if a["id"] != "demo" || !strings.HasPrefix(a["url"].(string), base+"/oauth/authorize/") {
 			t.Fatalf("%s's challenge: %s", user, otcfShow(a))
