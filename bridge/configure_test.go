@@ -20,8 +20,17 @@ import (
 // session id.
 func mcpPost(t *testing.T, url, session, method string, params any) (map[string]any, string) {
 	t.Helper()
+	return mcpPostWith(t, url, session, method, params, nil)
+}
+
+// mcpPostWith is mcpPost with extra request headers.
+func mcpPostWith(t *testing.T, url, session, method string, params any, extra http.Header) (map[string]any, string) {
+	t.Helper()
 	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
 	req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+	for k, v := range extra {
+		req.Header[k] = v
+	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	if session != "" {

@@ -1,11 +1,9 @@
 package bridge
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -107,32 +105,7 @@ func newIdemClient(t *testing.T, url, xff string) *idemClient {
 
 func (c *idemClient) post(t *testing.T, method string, params any) (map[string]any, string) {
 	t.Helper()
-	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
-	req, _ := http.NewRequest(http.MethodPost, c.url, bytes.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("X-Forwarded-For", c.xff)
-	if c.session != "" {
-		req.Header.Set("Mcp-Session-Id", c.session)
-		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	frame := raw
-	for _, line := range strings.Split(string(raw), "\n") {
-		if d, ok := strings.CutPrefix(line, "data: "); ok {
-			frame = []byte(d)
-		}
-	}
-	var m map[string]any
-	if err := json.Unmarshal(frame, &m); err != nil {
-		t.Fatalf("%s: %d %s", method, resp.StatusCode, raw)
-	}
-	return m, resp.Header.Get("Mcp-Session-Id")
+	return mcpPostWith(t, c.url, c.session, method, params, http.Header{"X-Forwarded-For": {c.xff}})
 }
 
 // call makes a tools/call and returns its result's text and isError (a

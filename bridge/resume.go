@@ -187,29 +187,29 @@ func (s *MemoryResumeStore) liveLocked(id string) *memRecord {
 
 // Take implements ResumeStore.
 func (s *MemoryResumeStore) Take(ctx context.Context, id string) ([]byte, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	r := s.liveLocked(id)
-	if r == nil {
-		return nil, nil
-	}
-	s.dropLocked(id)
-	return r.val, nil
+	return s.read(ctx, id, true)
 }
 
 // Get implements ResumeStore.
 func (s *MemoryResumeStore) Get(ctx context.Context, id string) ([]byte, error) {
+	return s.read(ctx, id, false)
+}
+
+// read is the live record id's value, nil when there is none: removed
+// with take (the record's own bytes), else a copy.
+func (s *MemoryResumeStore) read(ctx context.Context, id string, take bool) ([]byte, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r := s.liveLocked(id)
-	if r == nil {
+	switch {
+	case r == nil:
 		return nil, nil
+	case take:
+		s.dropLocked(id)
+		return r.val, nil
 	}
 	return append([]byte(nil), r.val...), nil
 }

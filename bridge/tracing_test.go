@@ -76,29 +76,7 @@ func sameView(t *testing.T, what string, got spanView, want spanView) {
 // request whose traceparent the OTC server receives as the HTTP header and
 // as trace_id; a failed call marks both with error.type.
 func TestMCPFrontSpans(t *testing.T) {
-	h, err := otcsample.New(nil).Handler(&otc.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var seen []string // traceparent header, body trace_id
-	probe := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/tools/call" {
-			body, _ := io.ReadAll(r.Body)
-			var req struct {
-				TraceID string `json:"trace_id"`
-				Request struct {
-					TraceID string `json:"trace_id"`
-				} `json:"request"` // the OXP envelope
-			}
-			_ = json.Unmarshal(body, &req)
-			mu.Lock()
-			seen = append(seen, r.Header.Get("traceparent"), req.TraceID+req.Request.TraceID)
-			mu.Unlock()
-			r.Body = io.NopCloser(strings.NewReader(string(body)))
-		}
-		h.ServeHTTP(w, r)
-	})
+	probe, seenTraces := traceProbe(t)
 	rec, tracer := recorder()
 	f, err := NewMCPFront(context.Background(), []OTCServer{otcUpstreamOn(t, "calc", "", probe)}, &MCPFrontOptions{Logger: zerolog.Nop(), Tracer: tracer})
 	if err != nil {
@@ -119,11 +97,9 @@ func TestMCPFrontSpans(t *testing.T) {
 	delete(cv.Attrs, "gen_ai.tool.call.id")
 	sameView(t, "client span", cv, spanView{Name: "execute_tool Calculator.Add@1.1.0", Kind: "client", Trace: parentTrace, Parent: server.SpanContext().SpanID().String(),
 		Attrs: map[string]string{"gen_ai.tool.name": "Calculator.Add@1.1.0", "gen_ai.operation.name": "execute_tool", "mcpotc.upstream": "calc"}})
-	mu.Lock()
-	if want := traceparentOf(client); len(seen) != 2 || seen[0] != want || seen[1] != want {
+	if want, seen := traceparentOf(client), seenTraces(); len(seen) != 2 || seen[0] != want || seen[1] != want {
 		t.Errorf("the OTC server saw traceparent / trace_id %q, want the client span's %s twice", seen, want)
 	}
-	mu.Unlock()
 
 	s.HandleMessage(ctx, []byte(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"Calculator_Add","arguments":{"a":"two","b":3}}}`))
 	spans = rec.Ended()
@@ -255,29 +231,7 @@ func TestOTCFrontSpans(t *testing.T) {
 // one sends none. A span of the caller's context is neither ended nor
 // marked by the call.
 func TestMCPFrontTracingOff(t *testing.T) {
-	h, err := otcsample.New(nil).Handler(&otc.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var seen []string // traceparent header, body trace_id
-	probe := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/tools/call" {
-			body, _ := io.ReadAll(r.Body)
-			var req struct {
-				TraceID string `json:"trace_id"`
-				Request struct {
-					TraceID string `json:"trace_id"`
-				} `json:"request"`
-			}
-			_ = json.Unmarshal(body, &req)
-			mu.Lock()
-			seen = append(seen, r.Header.Get("traceparent"), req.TraceID+req.Request.TraceID)
-			mu.Unlock()
-			r.Body = io.NopCloser(strings.NewReader(string(body)))
-		}
-		h.ServeHTTP(w, r)
-	})
+	probe, seenTraces := traceProbe(t)
 	var logs syncBuffer
 	f, err := NewMCPFront(context.Background(), []OTCServer{otcUpstreamOn(t, "calc", "", probe)}, &MCPFrontOptions{Logger: zerolog.New(&logs)})
 	if err != nil {
@@ -294,12 +248,10 @@ func TestMCPFrontTracingOff(t *testing.T) {
 	s.HandleMessage(context.Background(), []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"Calculator_Add","arguments":{"a":2,"b":3},"_meta":{"traceparent":"`+parentTP+`"}}}`))
 	s.HandleMessage(context.Background(), []byte(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"Calculator_Add","arguments":{"a":2,"b":3}}}`))
 	s.HandleMessage(ctx, []byte(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"Calculator_Add","arguments":{"a":"two","b":3}}}`))
-	mu.Lock()
 	outerTP := traceparentOfContext(ctx)
-	if want := []string{parentTP, parentTP, "", "", outerTP, outerTP}; !slices.Equal(seen, want) {
+	if want, seen := []string{parentTP, parentTP, "", "", outerTP, outerTP}, seenTraces(); !slices.Equal(seen, want) {
 		t.Errorf("the OTC server saw traceparent / trace_id %q, want %q", seen, want)
 	}
-	mu.Unlock()
 	if n := len(rec.Ended()); n != 0 || !outer.IsRecording() {
 		t.Errorf("the caller's span: %d ended, recording %v", n, outer.IsRecording())
 	}
@@ -323,4 +275,39 @@ func TestMCPFrontTracingOff(t *testing.T) {
 func traceparentOfContext(ctx context.Context) string {
 	sc := trace.SpanContextFromContext(ctx)
 	return "00-" + sc.TraceID().String() + "-" + sc.SpanID().String() + "-" + sc.TraceFlags().String()
+}
+
+// traceProbe is the sample OTC server, recording for each call the
+// traceparent header and the body's trace_id (flat or in the OXP
+// envelope); seen returns them, in pairs.
+func traceProbe(t *testing.T) (probe http.Handler, seen func() []string) {
+	t.Helper()
+	h, err := otcsample.New(nil).Handler(&otc.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var traces []string
+	probe = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/tools/call" {
+			body, _ := io.ReadAll(r.Body)
+			var req struct {
+				TraceID string `json:"trace_id"`
+				Request struct {
+					TraceID string `json:"trace_id"`
+				} `json:"request"`
+			}
+			_ = json.Unmarshal(body, &req)
+			mu.Lock()
+			traces = append(traces, r.Header.Get("traceparent"), req.TraceID+req.Request.TraceID)
+			mu.Unlock()
+			r.Body = io.NopCloser(strings.NewReader(string(body)))
+		}
+		h.ServeHTTP(w, r)
+	})
+	return probe, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(traces)
+	}
 }

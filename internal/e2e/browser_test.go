@@ -484,19 +484,8 @@ func TestBrowserDeclineAndVerifier(t *testing.T) {
 		defer cancel()
 		r := b.call(t, ctx, d, map[string]any{"tool_id": "Demo.greet", "input": map[string]any{"name": "you"},
 			"context": map[string]any{"user_id": user}}, map[string]string{"OXP-API-Key": "e2e-app-key"})
-		var body struct {
-			MissingRequirements struct {
-				Authorization []struct {
-					URL      string `json:"url"`
-					CheckURL string `json:"check_url"`
-				} `json:"authorization"`
-			} `json:"missing_requirements"`
-		}
-		if err := json.Unmarshal(r.Raw, &body); err != nil || r.Status != 400 || len(body.MissingRequirements.Authorization) != 1 {
-			t.Fatalf("%s's call: %d %s, want the challenge", user, r.Status, otcfTrunc(r.Raw))
-		}
-		a := body.MissingRequirements.Authorization[0]
-		return a.URL, a.CheckURL
+		_, url, check := otcfChallenge(t, r, user+"'s call")
+		return url, check
 	}
 	checkOn := func(b *otcfBridge, u string) string {
 		return otcfShow(b.get(t, strings.TrimPrefix(u, b.base), nil, nil).Body)
@@ -873,19 +862,8 @@ func TestBrowserUserVerificationNone(t *testing.T) {
 	challenge := func(user string) (string, string) {
 		t.Helper()
 		r := call(user)
-		var body struct {
-			MissingRequirements struct {
-				Authorization []struct {
-					URL      string `json:"url"`
-					CheckURL string `json:"check_url"`
-				} `json:"authorization"`
-			} `json:"missing_requirements"`
-		}
-		if err := json.Unmarshal(r.Raw, &body); err != nil || r.Status != 400 || len(body.MissingRequirements.Authorization) != 1 {
-			t.Fatalf("%s's call: %d %s, want the challenge", user, r.Status, otcfTrunc(r.Raw))
-		}
-		a := body.MissingRequirements.Authorization[0]
-		return a.URL, a.CheckURL
+		_, url, check := otcfChallenge(t, r, user+"'s call")
+		return url, check
 	}
 	check := func(u string) string {
 		return otcfShow(b.get(t, strings.TrimPrefix(u, b.base), nil, nil).Body)

@@ -458,23 +458,11 @@ func TestE2EMCPFrontMRTRChain(t *testing.T) {
 	}
 	challenge := func(r *otcfResp) (url, check string) {
 		t.Helper()
-		var b struct {
-			MissingRequirements struct {
-				Authorization []struct {
-					ID       string `json:"id"`
-					URL      string `json:"url"`
-					CheckURL string `json:"check_url"`
-				} `json:"authorization"`
-			} `json:"missing_requirements"`
+		id, url, check := otcfChallenge(t, r, "the call")
+		if id != "google" || !authorizeURL.MatchString(url) || !strings.Contains(check, fmt.Sprintf("127.0.0.1:%d/sample/oauth/check?state=", port)) {
+			t.Errorf("challenge %s %s %s: want google with the sample's own url and check_url", id, url, check)
 		}
-		if r.Status != http.StatusBadRequest || json.Unmarshal(r.Raw, &b) != nil || len(b.MissingRequirements.Authorization) != 1 {
-			t.Fatalf("HTTP %d %s, want the 400 challenge", r.Status, truncate(string(r.Raw), 1000))
-		}
-		a := b.MissingRequirements.Authorization[0]
-		if a.ID != "google" || !authorizeURL.MatchString(a.URL) || !strings.Contains(a.CheckURL, fmt.Sprintf("127.0.0.1:%d/sample/oauth/check?state=", port)) {
-			t.Errorf("challenge %+v: want google with the sample's own url and check_url", a)
-		}
-		return a.URL, a.CheckURL
+		return url, check
 	}
 	// serve-otc serves the sample's catalog once it has listed serve-mcp.
 	r, err := otcfDo(ctx, http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/tools", port), map[string]string{"OXP-Version": "1.0"}, nil)

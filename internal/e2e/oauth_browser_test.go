@@ -250,19 +250,8 @@ func TestOAuthUserVerifier(t *testing.T) {
 	challenge := func(user string) (string, string) {
 		t.Helper()
 		r := call(user)
-		var body struct {
-			MissingRequirements struct {
-				Authorization []struct {
-					URL      string `json:"url"`
-					CheckURL string `json:"check_url"`
-				} `json:"authorization"`
-			} `json:"missing_requirements"`
-		}
-		if err := json.Unmarshal(r.Raw, &body); err != nil || r.Status != http.StatusBadRequest || len(body.MissingRequirements.Authorization) != 1 {
-			t.Fatalf("%s without a token: %d %s", user, r.Status, otcfTrunc(r.Raw))
-		}
-		a := body.MissingRequirements.Authorization[0]
-		return a.URL, a.CheckURL
+		_, url, check := otcfChallenge(t, r, user+" without a token")
+		return url, check
 	}
 	signedIn := func(user string) *oauthBrowser {
 		br := newOAuthBrowser(t, "")
@@ -325,4 +314,25 @@ func TestOAuthUserVerifier(t *testing.T) {
 	_ = oauthLastToken(t, server)
 	oauthNoSecrets(t, b)
 	t.Log("verifier: without credentials 401, mallory's JWT 403, the application's confirmation for alice completed her flow; her call answered")
+}
+
+// otcfChallenge is the one authorization challenge (id, url, check_url)
+// of a 400 OTC answer; the test fails when r is not one. what names the
+// call in the failure.
+func otcfChallenge(t *testing.T, r *otcfResp, what string) (id, url, check string) {
+	t.Helper()
+	var body struct {
+		MissingRequirements struct {
+			Authorization []struct {
+				ID       string `json:"id"`
+				URL      string `json:"url"`
+				CheckURL string `json:"check_url"`
+			} `json:"authorization"`
+		} `json:"missing_requirements"`
+	}
+	if r.Status != http.StatusBadRequest || json.Unmarshal(r.Raw, &body) != nil || len(body.MissingRequirements.Authorization) != 1 {
+		t.Fatalf("%s: HTTP %d %s, want the 400 challenge", what, r.Status, otcfTrunc(r.Raw))
+	}
+	a := body.MissingRequirements.Authorization[0]
+	return a.ID, a.URL, a.CheckURL
 }
