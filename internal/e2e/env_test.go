@@ -203,7 +203,7 @@ func startEverythingHTTP(t testing.TB, ctx context.Context, timeout time.Duratio
 	port := freePort(t)
 	p := startPeer(t, ctx, "mcp-server-everything", []string{"streamableHttp"}, []string{"PORT=" + strconv.Itoa(port)})
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
-	p.waitHTTP(t, base+"/mcp", timeout)
+	p.waitListening(t, base+"/mcp", timeout)
 	return base
 }
 
@@ -687,25 +687,40 @@ func (s *portSet) claim(port int) bool {
 	return true
 }
 
-// waitHTTP waits until url answers an HTTP GET (with any status) and returns
-// that status; it fails the test after timeout.
+// waitHTTP waits until url answers an HTTP GET with 200, the ready answer
+// (a front's /ready or /health is 503 while it starts), and returns 200; it
+// fails the test after timeout, naming the last status and body. A wait
+// that took any answer for ready let a test call a replica whose catalog
+// was not in yet (a loaded machine shows that gap).
 func waitHTTP(t testing.TB, url string, timeout time.Duration) int {
 	t.Helper()
-	return waitHTTPOr(t, url, timeout, nil, "")
+	return waitHTTPOr(t, url, timeout, nil, "", wantOK)
 }
 
 // waitHTTP is waitHTTP that gives up early, with the process's stderr, when
 // the process exits first.
 func (p *proc) waitHTTP(t testing.TB, url string, timeout time.Duration) int {
 	t.Helper()
-	return waitHTTPOr(t, url, timeout, p.done, p.name)
+	return waitHTTPOr(t, url, timeout, p.done, p.name, wantOK)
 }
 
-func waitHTTPOr(t testing.TB, url string, timeout time.Duration, exited <-chan struct{}, name string) int {
+// waitListening waits until url answers an HTTP GET with any status and
+// returns that status. Only for a server whose first answer is its ready
+// one (a peer with no readiness route, whose /mcp answers a GET with 4xx as
+// soon as it listens), or for a test that then waits for a state of its own
+// (an authorization the operator has yet to give).
+func (p *proc) waitListening(t testing.TB, url string, timeout time.Duration) int {
+	t.Helper()
+	return waitHTTPOr(t, url, timeout, p.done, p.name, func(int) bool { return true })
+}
+
+func wantOK(status int) bool { return status == http.StatusOK }
+
+func waitHTTPOr(t testing.TB, url string, timeout time.Duration, exited <-chan struct{}, name string, ready func(int) bool) int {
 	t.Helper()
 	client := &http.Client{Timeout: 2 * time.Second}
 	deadline := time.Now().Add(timeout)
-	var lastErr error
+	var last string
 	for {
 		ctx, cancel := context.WithDeadline(context.Background(), deadline)
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
@@ -715,19 +730,23 @@ func waitHTTPOr(t testing.TB, url string, timeout time.Duration, exited <-chan s
 		}
 		resp, err := client.Do(req)
 		if err == nil {
-			io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+			body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 			resp.Body.Close()
 			cancel()
-			return resp.StatusCode
+			if ready(resp.StatusCode) {
+				return resp.StatusCode
+			}
+			last = fmt.Sprintf("%d %s", resp.StatusCode, bytes.TrimSpace(body[:min(len(body), 400)]))
+		} else {
+			cancel()
+			last = err.Error()
 		}
-		cancel()
-		lastErr = err
 		if time.Now().After(deadline) {
-			t.Fatalf("waitHTTP %s: no answer within %v: %v", url, timeout, lastErr)
+			t.Fatalf("waitHTTP %s: not ready within %v; last answer: %s", url, timeout, last)
 		}
 		select {
 		case <-exited:
-			t.Fatalf("waitHTTP %s: %s exited before answering (last error: %v)", url, name, lastErr)
+			t.Fatalf("waitHTTP %s: %s exited before it was ready (last answer: %s)", url, name, last)
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
@@ -954,7 +973,7 @@ func TestE2EPeersAvailable(t *testing.T) {
 		port := freePort(t)
 		p := startPeer(t, ctx, "mcp-server-everything", []string{"streamableHttp"}, []string{"PORT=" + strconv.Itoa(port)})
 		url := fmt.Sprintf("http://127.0.0.1:%d/mcp", port)
-		status := p.waitHTTP(t, url, 30*time.Second)
+		status := p.waitListening(t, url, 30*time.Second)
 		t.Logf("%s answers GET with %d", url, status)
 		for _, scenario := range []string{"server-initialize", "ping", "tools-list"} {
 			out, stderr, err := runPeer(t, 60*time.Second, "conformance", "server", "--url", url, "--scenario", scenario)

@@ -216,7 +216,7 @@ func eraStart(t *testing.T, p eraPeer) (map[string]any, func() sdk.Transport) {
 		port := freePort(t)
 		proc := startProcess(t, context.Background(), command, args, append(env, "ERA_TRANSPORT=http", "ERA_PORT="+strconv.Itoa(port)))
 		url = fmt.Sprintf("http://127.0.0.1:%d/mcp", port)
-		proc.waitHTTP(t, url, otcfStartTimeout)
+		proc.waitListening(t, url, otcfStartTimeout)
 	}
 	return map[string]any{"url": url}, func() sdk.Transport { return &sdk.StreamableClientTransport{Endpoint: url} }
 }
