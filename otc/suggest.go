@@ -55,12 +55,9 @@ func newSuggestIndex(keys []string) suggestIndex {
 	return ix
 }
 
-// suggest returns the served Toolkit.Tool keys a request for id (any
-// string a client sent as tool_id) most likely meant, best first; nil when
-// none is close.
-func (ix suggestIndex) suggest(id string) []string { return ix.suggestFor(id, nil) }
-
-// suggestFor is suggest among the keys keep allows (nil: all).
+// suggestFor returns the served Toolkit.Tool keys a request for id (any
+// string a client sent as tool_id) most likely meant, best first, among
+// the keys keep allows (nil: all); nil when none is close.
 func (ix suggestIndex) suggestFor(id string, keep func(string) bool) []string {
 	if len(id) > suggestMaxLen || len(ix.keys) == 0 {
 		return nil

@@ -150,10 +150,6 @@ func TestFrontStdioRunsSideBySide(t *testing.T) {
 		`{"jsonrpc":"2.0","id":2,"result":{"content":[{"type":"text","text":"4"}],"structuredContent":{"sum":4}}}`)
 }
 
-type eofReader struct{}
-
-func (eofReader) Read([]byte) (int, error) { return 0, io.EOF }
-
 // Tool calls over stdio run side by side: 32 calls that each wait until
 // released all start (mcp-go's default of 5 workers held the others back
 // until a worker was free), and all are answered.
