@@ -20,8 +20,8 @@ import (
 // Controls are the operator's controls over calls (README, "Operator
 // controls"): who may see and call which tool, and how often. Both fronts
 // take the same. The zero value controls nothing. A front's controls are
-// replaced whole while it serves (SetControls): a call keeps those it
-// started with.
+// replaced whole while it serves (SetControls), with the catalog: a list
+// or a call reads both at once and keeps them to its end.
 type Controls struct {
 	// Access is the access policy. Nil: every caller sees every tool.
 	Access *policy.Access
@@ -29,8 +29,12 @@ type Controls struct {
 	Limits *policy.Limits
 }
 
-// controls is what a front holds of its Controls: swapped whole, the
-// buckets' stores kept across swaps.
+// controls is what a front holds of its Controls: the buckets' stores,
+// kept across swaps, and the controls the front publishes with its next
+// catalog (cur). A request never reads cur: it reads the activeControls
+// published with the catalog it loaded (README, Reload: a catalog and its
+// controls are one generation), so a catalog is never served under
+// another configuration's access policy or limits.
 type controls struct {
 	front   string // metrics.FrontMCP or metrics.FrontOTC
 	log     zerolog.Logger
@@ -40,7 +44,10 @@ type controls struct {
 	cur     atomic.Pointer[activeControls]
 }
 
+// activeControls are one configuration's controls, immutable: published
+// with a catalog, read with it once per request.
 type activeControls struct {
+	ctl     *controls
 	access  *policy.Access
 	limiter *policy.Limiter // nil: no limits
 }
@@ -51,9 +58,10 @@ func newControls(frontName string, c *Controls, shared policy.Store, log zerolog
 	return ctl
 }
 
-// set replaces the controls (nil: none).
+// set makes ctl (nil: none) the controls of the next catalog the front
+// publishes; the front publishes one at once (SetControls, Reload).
 func (c *controls) set(ctl *Controls) {
-	a := &activeControls{}
+	a := &activeControls{ctl: c}
 	if ctl != nil {
 		a.access = ctl.Access
 		if ctl.Limits != nil {
@@ -63,11 +71,12 @@ func (c *controls) set(ctl *Controls) {
 	c.cur.Store(a)
 }
 
+// load is the controls of the next catalog the front publishes.
 func (c *controls) load() *activeControls { return c.cur.Load() }
 
 // limited reports whether there are rate limits (a call without them
 // costs nothing more).
-func (c *controls) limited() bool { return c.load().limiter != nil }
+func (a *activeControls) limited() bool { return a.limiter != nil }
 
 // storeDown logs the shared buckets' store failing, and answering again.
 func (c *controls) storeDown(err error) {
@@ -81,11 +90,11 @@ func (c *controls) storeDown(err error) {
 // admit takes a token for a call of tool (of upstream) by the principal
 // who names (asked only when there are limits): the zero Decision, or a
 // refusal, counted in the metrics and logged.
-func (c *controls) admit(ctx context.Context, who func() string, upstream, tool string) policy.Decision {
-	a := c.load()
+func (a *activeControls) admit(ctx context.Context, who func() string, upstream, tool string) policy.Decision {
 	if a.limiter == nil {
 		return policy.Decision{}
 	}
+	c := a.ctl
 	d := a.limiter.Admit(ctx, who(), upstream, tool)
 	if d.Wait > 0 {
 		c.metrics.RateLimited(c.front, upstream, tool, d.Limit)
@@ -147,8 +156,8 @@ func mcpPrincipal(ctx context.Context) *policy.Principal {
 
 // mcpVisibility is the MCP front's Options.Visibility: the tools the
 // access policy grants the caller.
-func (c *controls) mcpVisibility(ctx context.Context) *front.ToolFilter {
-	access := c.load().access
+func (a *activeControls) mcpVisibility(ctx context.Context) *front.ToolFilter {
+	access := a.access
 	if access == nil {
 		return nil
 	}
@@ -171,8 +180,8 @@ func otcPrincipal(c otc.Caller) *policy.Principal {
 }
 
 // otcAccess is the OTC front's otc.Options.Access.
-func (c *controls) otcAccess(_ context.Context, caller otc.Caller) *otc.ToolFilter {
-	access := c.load().access
+func (a *activeControls) otcAccess(_ context.Context, caller otc.Caller) *otc.ToolFilter {
+	access := a.access
 	if access == nil {
 		return nil
 	}

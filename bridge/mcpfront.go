@@ -138,6 +138,13 @@ type MCPFrontOptions struct {
 	// 2026-07-28 client (front.Options.StateKeys): replicas that share
 	// them continue each other's calls. Nil: a random key per process.
 	StateKeys [][]byte
+	// StartupWait bounds the start-up (README, Start-up): while an OTC
+	// server of the configuration the front started with was never
+	// listed, within StartupWait of the start, a tools/call of a tool the
+	// front does not serve is answered "starting, retry"
+	// (front.CodeStarting), not "not found". Zero: DefaultStartupWait;
+	// negative: no wait.
+	StartupWait time.Duration
 	// AuthorizationWait bounds the watch of a challenge's check_url after
 	// the user accepted it (mcpfront_auth.go). Zero:
 	// DefaultAuthorizationWait; negative: check_url is asked once.
@@ -153,10 +160,14 @@ type MCPFront struct {
 	upstreams []*otcServerEntry
 	front     *front.Server
 
-	draining atomic.Bool // Drain was called: /ready is 503
-	idem     *idemStore  // answers of calls with an idempotency_key; nil: off
-	ctl      *controls   // access policy and rate limits
-	checks   *authChecks // check_url watches of accepted challenges (mcpfront_auth.go)
+	started time.Time // NewMCPFront
+	// connecting names the OTC servers the front started with that were
+	// never listed (install; read by starting without f.mu).
+	connecting atomic.Pointer[[]string]
+	draining   atomic.Bool // Drain was called: /ready is 503
+	idem       *idemStore  // answers of calls with an idempotency_key; nil: off
+	ctl        *controls   // access policy and rate limits
+	checks     *authChecks // check_url watches of accepted challenges (mcpfront_auth.go)
 
 	// lists serializes the listings and installs of refresh and Reload.
 	lists sync.Mutex
@@ -164,7 +175,7 @@ type MCPFront struct {
 	mu          sync.Mutex // guards upstreams, fingerprint and each upstream's tools on refresh
 	fingerprint [32]byte
 	print       catalogPrint // the served catalog, for the log of its changes
-	served      []front.Tool // the served catalog, for SetControls
+	served      []*frontTool // the served catalog, for SetControls
 }
 
 type otcServerEntry struct {
@@ -184,6 +195,9 @@ type otcServerEntry struct {
 	// overrideNotes are the Tools overrides naming a tool the upstream no
 	// longer lists, logged once.
 	overrideNotes onceNotes
+	// initial: of the configuration the front started with; everListed:
+	// a listing of it was installed once (starting).
+	initial, everListed bool
 }
 
 // explain adds what to do to a listing error (see explainOTCListing).
@@ -242,7 +256,11 @@ func NewMCPFront(ctx context.Context, upstreams []OTCServer, opts *MCPFrontOptio
 			return nil, fmt.Errorf("two upstreams are named %q", u.Name)
 		}
 		seen[u.Name] = true
-		f.upstreams = append(f.upstreams, &otcServerEntry{OTCServer: u, tools: map[string]*frontTool{}})
+		f.upstreams = append(f.upstreams, &otcServerEntry{OTCServer: u, tools: map[string]*frontTool{}, initial: true})
+	}
+	f.started = time.Now()
+	if f.opts.StartupWait == 0 {
+		f.opts.StartupWait = DefaultStartupWait
 	}
 	// Calls of tools the catalog does not hold never reach a handler: the
 	// front answers them, and tells this.
@@ -266,8 +284,9 @@ func NewMCPFront(ctx context.Context, upstreams []OTCServer, opts *MCPFrontOptio
 	// An access policy makes every list private too (the front says so
 	// where a Visibility filter applies).
 	private := f.opts.PrivateList || slices.ContainsFunc(upstreams, func(u OTCServer) bool { return u.UserIDFromToken })
-	f.front = front.New("mcpotc", f.opts.Version, &front.Options{Logger: slogLogger(f.log), OnUnknownTool: unknown, Visibility: f.ctl.mcpVisibility,
-		ListTTL: f.opts.Refresh, PrivateList: private, StateKeys: f.opts.StateKeys})
+	f.front = front.New("mcpotc", f.opts.Version, &front.Options{Logger: slogLogger(f.log), OnUnknownTool: unknown, Visibility: f.ctl.load().mcpVisibility,
+		Starting: f.starting,
+		ListTTL:  f.opts.Refresh, PrivateList: private, StateKeys: f.opts.StateKeys})
 	f.opts.Metrics.Watch(metrics.FrontMCP, f.upstreamMetrics)
 	if err := f.refresh(ctx, true); err != nil {
 		return nil, err
@@ -324,7 +343,43 @@ func (f *MCPFront) SetControls(c *Controls) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.ctl.set(c)
-	f.front.SetTools(f.served...)
+	f.publish()
+}
+
+// publish serves f.served with the front's controls, as one catalog: the
+// tools' handlers admit calls under the controls the visibility comes
+// with (f.mu held).
+func (f *MCPFront) publish() {
+	a := f.ctl.load()
+	server := make([]front.Tool, len(f.served))
+	for i, t := range f.served {
+		server[i] = front.Tool{Tool: t.Tool, Handler: f.handler(t, a)}
+	}
+	f.front.SetCatalog(a.mcpVisibility, server...)
+}
+
+// starting is the front's front.Options.Starting: "starting, retry"
+// while an OTC server the front started with was never listed, within
+// StartupWait of the start (README, Start-up); nil after, or once every
+// one was listed.
+func (f *MCPFront) starting(context.Context) *front.RPCError {
+	if time.Since(f.started) >= f.opts.StartupWait {
+		return nil
+	}
+	connecting := f.connecting.Load()
+	if connecting == nil || len(*connecting) == 0 {
+		return nil
+	}
+	return startingError(fmt.Sprintf("%d OTC server(s) still connecting: %s", len(*connecting), strings.Join(*connecting, ", ")), *connecting)
+}
+
+// startingError is the MCP front's answer to a call that came before the
+// catalog was complete (front.CodeStarting): what GET /tools answers
+// serve-otc's callers then, as a JSON-RPC error.
+func startingError(what string, connecting []string) *front.RPCError {
+	return &front.RPCError{Code: front.CodeStarting,
+		Message: "The bridge is starting: the tool list is not complete yet (" + what + "); retry in 1 second",
+		Data:    map[string]any{"retry_after_ms": front.StartingRetryAfterSeconds * 1000, "connecting": connecting}}
 }
 
 // The first listings (Run): an OTC server started beside this one answers
@@ -390,7 +445,7 @@ func (f *MCPFront) refresh(ctx context.Context, atStart bool) error {
 	f.mu.Lock()
 	ups := f.upstreams
 	f.mu.Unlock()
-	return f.install(ups, f.list(ctx, ups), atStart)
+	return f.install(ups, f.list(ctx, ups), atStart, nil)
 }
 
 // listing is what listing one upstream gave.
@@ -441,7 +496,10 @@ func (f *MCPFront) list(ctx context.Context, ups []*otcServerEntry) []listing {
 
 // install makes ups, listed as results, the served upstreams and their
 // tools the catalog (f.lists held).
-func (f *MCPFront) install(ups []*otcServerEntry, results []listing, atStart bool) error {
+//
+// controls, when not nil, are a reload's: they replace the front's and
+// are published with the catalog, as one value.
+func (f *MCPFront) install(ups []*otcServerEntry, results []listing, atStart bool, controls **Controls) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.upstreams = ups
@@ -474,6 +532,7 @@ func (f *MCPFront) install(ups []*otcServerEntry, results []listing, atStart boo
 			f.log.Info().Str("upstream", u.Name).Int("tools", len(r.tools)).Msg("upstream catalog available again")
 		}
 		u.err = r.err
+		u.everListed = u.everListed || r.err == nil
 		if r.err == nil && !r.unchanged {
 			for _, name := range r.missing {
 				if u.overrideNotes.fresh(name) {
@@ -506,21 +565,32 @@ func (f *MCPFront) install(ups []*otcServerEntry, results []listing, atStart boo
 			all = append(all, t)
 		}
 	}
+	var connecting []string
+	for _, u := range f.upstreams {
+		if u.initial && !u.everListed {
+			connecting = append(connecting, u.Name)
+		}
+	}
+	slices.Sort(connecting)
+	f.connecting.Store(&connecting)
 	sort.Slice(all, func(i, j int) bool { return all[i].Tool.Name < all[j].Tool.Name })
-	server := make([]front.Tool, len(all))
 	h := sha256.New()
-	for i, t := range all {
-		server[i] = front.Tool{Tool: t.Tool, Handler: f.handler(t)}
+	for _, t := range all {
 		b, _ := json.Marshal(t.Tool)
 		h.Write(b)
 		h.Write([]byte(t.OTCID))
 	}
 	var fp [32]byte
 	copy(fp[:], h.Sum(nil))
-	if fp != f.fingerprint || atStart {
+	if controls != nil {
+		// A reload's: published with its catalog, as one value.
+		f.ctl.set(*controls)
+		reloadHook()
+	}
+	if fp != f.fingerprint || atStart || controls != nil {
 		f.fingerprint = fp
-		f.served = server
-		f.front.SetTools(server...)
+		f.served = all
+		f.publish()
 		next := catalogPrint{}
 		for _, t := range all {
 			next.add(t.Tool.Name, t.Tool)
@@ -626,10 +696,10 @@ func clashes(owner map[string]toolOwner, upstream string, tools map[string]*fron
 }
 
 // handler calls the OTC tool behind one MCP tool.
-func (f *MCPFront) handler(t *frontTool) front.ToolHandler {
+func (f *MCPFront) handler(t *frontTool, a *activeControls) front.ToolHandler {
 	return func(ctx context.Context, req mcpgo.CallToolRequest) (*mcpgo.CallToolResult, error) {
-		if f.ctl.limited() {
-			if d := f.ctl.admit(ctx, mcpKey(ctx), t.up.Name, t.Tool.Name); d.Wait > 0 {
+		if a.limited() { // the controls published with the catalog the call found its tool in
+			if d := a.admit(ctx, mcpKey(ctx), t.up.Name, t.Tool.Name); d.Wait > 0 {
 				f.opts.Metrics.Call(metrics.FrontMCP, t.up.Name, t.Tool.Name, metrics.RateLimited, 0)
 				return rateLimited(t.Tool.Name, d), nil
 			}

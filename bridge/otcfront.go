@@ -112,6 +112,12 @@ type OTCFrontOptions struct {
 	// AuditArgNames adds the names of a call's arguments (never their
 	// values) to its audit line. Zero: no names.
 	AuditArgNames bool
+	// StartupWait bounds how long GET /tools (and /ready) wait at start
+	// for an MCP server that cannot be reached yet (README, Start-up):
+	// past it the servers that are up are served, the missing one is
+	// named in /health and the log, and its tools join when it connects.
+	// Zero: DefaultStartupWait; it never exceeds a server's init timeout.
+	StartupWait time.Duration
 }
 
 // ReadyCheckTimeout bounds each of OTCFrontOptions.Checks in one GET /ready.
@@ -146,7 +152,8 @@ type OTCFront struct {
 	trustStated bool
 	resumes     *resumes
 	started     time.Time
-	ctl         *controls // access policy and rate limits
+	startupWait time.Duration // OTCFrontOptions.StartupWait
+	ctl         *controls     // access policy and rate limits
 
 	mu    sync.Mutex   // serializes catalog rebuilds; guards what follows
 	print catalogPrint // the served catalog's fingerprint
@@ -197,6 +204,10 @@ func NewOTCFront(ctx context.Context, upstreams []MCPServer, opts *OTCFrontOptio
 	if f.tracer == nil {
 		f.tracer = tracing.Tracer(nil)
 	}
+	f.startupWait = o.StartupWait
+	if f.startupWait <= 0 {
+		f.startupWait = DefaultStartupWait
+	}
 	f.owners.Store(&map[string]string{})
 	f.state.Store(&otcState{})
 	cfg := OTCFrontConfig{Upstreams: upstreams}
@@ -214,8 +225,10 @@ func NewOTCFront(ctx context.Context, upstreams []MCPServer, opts *OTCFrontOptio
 	}
 	server.Unknown = f.unknown
 	f.ctl = newControls(metrics.FrontOTC, o.Controls, o.LimitStore, f.log, f.metrics)
-	server.Access = f.ctl.otcAccess
-	server.Admit = f.admit
+	// The first (empty) catalog's policy; each catalog the front
+	// publishes (rebuild) carries its own.
+	first := f.ctl.load()
+	server.Access, server.Admit = first.otcAccess, f.admitWith(first, map[string]string{})
 	server.StartCall = f.startCall
 	server.ListNotReady = f.listNotReady
 	h, err := otc.NewHandler(nil, &server)
@@ -262,7 +275,41 @@ func NewOTCFront(ctx context.Context, upstreams []MCPServer, opts *OTCFrontOptio
 	for _, c := range fresh {
 		c.up.Connect(ctx)
 	}
+	go f.endStartup(ctx)
 	return f, nil
+}
+
+// startupOver reports whether the start-up wait has passed.
+func (f *OTCFront) startupOver() bool { return time.Since(f.started) >= f.startupWait }
+
+// endStartup logs, when the start-up wait ends, the MCP servers it ended
+// without: the catalog is served without their tools from then on, and
+// they join it when they connect.
+func (f *OTCFront) endStartup(ctx context.Context) {
+	t := time.NewTimer(time.Until(f.started.Add(f.startupWait)))
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-f.closing:
+		return
+	case <-ctx.Done():
+		return
+	}
+	var missing []string
+	for _, u := range f.upstreams() {
+		u.mu.Lock()
+		served := u.served
+		u.mu.Unlock()
+		if u.initial && !served {
+			missing = append(missing, fmt.Sprintf("%s (%s)", u.name(), u.up.Status().Reason))
+		}
+	}
+	if len(missing) == 0 {
+		return
+	}
+	slices.Sort(missing)
+	f.log.Warn().Dur("startup_wait", f.startupWait).Strs("missing", missing).
+		Msg("start-up wait over: serving the tools of the MCP servers that are up; the missing ones are named in /health, and their tools join when they connect")
 }
 
 // newUpstream builds u's connection, not started yet, with the callbacks
@@ -323,29 +370,38 @@ func (f *OTCFront) newUpstream(u *mcpServerEntry, version string) (*upstream.Ups
 func (f *OTCFront) Handler() http.Handler { return f.serve }
 
 // SetControls replaces the access policy and rate limits (nil: none), for
-// the calls and lists that start from now on.
-func (f *OTCFront) SetControls(c *Controls) { f.ctl.set(c) }
+// the calls and lists that start from now on: the catalog is published
+// again with them, as one value (rebuild).
+func (f *OTCFront) SetControls(c *Controls) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.ctl.set(c)
+	f.rebuildLocked()
+}
 
-// admit is the handler's otc.Options.Admit: the rate limits of the
-// caller, and of its calls of the tool (labelled, as in the metrics, by
-// its upstream and its id without version).
-func (f *OTCFront) admit(ctx context.Context, caller otc.Caller, def *otc.ToolDefinition) *otc.ServerErrorResponse {
-	if !f.ctl.limited() {
+// admitWith is the otc.Policy.Admit of a catalog published with the
+// controls a and the tool owners ids: the rate limits of the caller, and
+// of its calls of the tool (labelled, as in the metrics, by its upstream
+// and its id without version).
+func (f *OTCFront) admitWith(a *activeControls, ids map[string]string) func(context.Context, otc.Caller, *otc.ToolDefinition) *otc.ServerErrorResponse {
+	if !a.limited() {
 		return nil
 	}
-	up := metrics.Other
-	if u, ok := (*f.owners.Load())[def.ID]; ok {
-		up = u
+	return func(ctx context.Context, caller otc.Caller, def *otc.ToolDefinition) *otc.ServerErrorResponse {
+		up := metrics.Other
+		if u, ok := ids[def.ID]; ok {
+			up = u
+		}
+		tool := def.ID
+		if id, err := otc.ParseToolID(def.ID); err == nil {
+			tool = id.Key()
+		}
+		d := a.admit(ctx, func() string { return otcPrincipal(caller).Key }, up, tool)
+		if d.Wait <= 0 {
+			return nil
+		}
+		return otcRefusal(tool, d)
 	}
-	tool := def.ID
-	if id, err := otc.ParseToolID(def.ID); err == nil {
-		tool = id.Key()
-	}
-	d := f.ctl.admit(ctx, func() string { return otcPrincipal(caller).Key }, up, tool)
-	if d.Wait <= 0 {
-		return nil
-	}
-	return otcRefusal(tool, d)
 }
 
 // authorized reconnects an upstream at once when the bridge's own
@@ -426,6 +482,7 @@ type upstreamStates struct {
 	authz   map[string]string // upstream → the URL the operator must open (for the log; never served)
 	ready   bool              // every upstream's tools are served
 	serving bool              // every upstream's tools are served or wait for an authorization
+	some    bool              // some upstream's tools are served
 }
 
 func (f *OTCFront) upstreamStates() upstreamStates {
@@ -441,6 +498,7 @@ func (f *OTCFront) upstreamStates() upstreamStates {
 		u.mu.Unlock()
 		switch {
 		case s.Ready && listed:
+			st.some = true
 			st.status[name] = "ready"
 		case s.Ready && s.AuthorizationURL != "":
 			st.ready = false
@@ -472,14 +530,19 @@ func (f *OTCFront) Drain() { f.draining.Store(true) }
 // ready answers GET /ready, a load balancer's readiness probe: 200 when this
 // replica can serve — every upstream listed its tools or waits for a user
 // to authorize the bridge (through this replica's /oauth/ routes, which a
-// replica out of rotation could not offer), and every check passes; 503
-// when draining, an upstream is down or still starting, or a check fails.
+// replica out of rotation could not offer), or — past the start-up wait —
+// some upstream's tools are served (a missing one is named), and every
+// check passes; 503 when draining, still starting, no upstream serves, or
+// a check fails.
 func (f *OTCFront) ready(ctx context.Context) (bool, any) {
 	if f.draining.Load() {
 		return false, map[string]any{"status": "draining"}
 	}
 	st := f.upstreamStates()
-	ok := st.serving
+	// Past the start-up wait, a replica that serves some server's tools
+	// is ready without the missing ones (they are named under upstreams
+	// and in /health): a dead server never keeps the others from callers.
+	ok := st.serving || (f.startupOver() && st.some)
 	body := map[string]any{"upstreams": st.status}
 	if nr := f.listNotReady(ctx); nr != nil {
 		// Not ready before the tools are served (README, Start-up): a
@@ -511,12 +574,21 @@ func (f *OTCFront) ready(ctx context.Context) (bool, any) {
 // still connecting.
 const ListRetryAfter = time.Second
 
+// DefaultStartupWait is OTCFrontOptions.StartupWait and
+// MCPFrontOptions.StartupWait when zero: how long, at most, the catalog
+// waits at start for a server that cannot be reached yet (README,
+// Start-up).
+const DefaultStartupWait = 10 * time.Second
+
 // listNotReady makes GET /tools answer 503 while the catalog is not
 // complete yet: some MCP server was never listed, and is still
 // connecting — its first attempt runs, or it could not be reached yet but
 // may be starting beside the bridge (upstream.Status.Starting: within its
 // init timeout), or it is connected and its list is being read (for at
-// most its init timeout after the front started). Every other upstream
+// most its init timeout after the front started) — and the start-up
+// wait (OTCFrontOptions.StartupWait) has not passed: after it the servers
+// that are up are served, and a missing one joins when it connects
+// (endStartup logs which). Every other upstream
 // does not hold the list: one that failed otherwise (it answered wrongly,
 // its child exited, it refused the credentials) or waits for an OAuth
 // authorization (the operator's, or a list that needs one) is served
@@ -540,6 +612,9 @@ func (f *OTCFront) listNotReady(context.Context) *otc.ServerErrorResponse {
 		}
 		switch {
 		case s.AuthorizationURL != "":
+		case f.startupOver():
+			// The start-up wait is over (endStartup logged it): the
+			// servers that are up are served; this one joins later.
 		case s.Ready && time.Since(f.started) < wait:
 			connecting = append(connecting, u.name()+" (reading the tool list)")
 		case s.Starting:
@@ -595,6 +670,13 @@ func (f *OTCFront) toolsChanged(u *mcpServerEntry, tools []json.RawMessage) {
 func (f *OTCFront) rebuild() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.rebuildLocked()
+}
+
+// rebuildLocked publishes the catalog of the served configuration's
+// upstreams with the front's controls, as one value (otc.Handler's
+// SetCatalog). f.mu must be held.
+func (f *OTCFront) rebuildLocked() {
 	var all []otc.Tool
 	var included []*mcpServerEntry
 	toolkits := map[string]string{} // toolkit → upstream, for clashes
@@ -631,7 +713,8 @@ func (f *OTCFront) rebuild() {
 		included = append(included, u)
 	}
 	f.notes.round()
-	if err := f.handler.SetTools(all); err != nil {
+	a := f.ctl.load()
+	if err := f.handler.SetCatalog(all, &otc.Policy{Access: a.otcAccess, Admit: f.admitWith(a, ids)}); err != nil {
 		f.log.Error().Err(err).Msg("catalog not updated")
 		return
 	}

@@ -42,6 +42,11 @@ import (
 // its tools appear once it lists them.
 var ReloadListWait = 5 * time.Second
 
+// reloadHook runs in a reload between the swap of the configuration and
+// the publication of its catalog (tests: a moment stretched there must
+// show no request the new tools under the old controls). Nil: nothing.
+var reloadHook = func() {}
+
 // retireSettle is how long a connection a reload replaced stays open
 // after the swap before it waits for its calls to end: a call that found
 // its tool in the old catalog an instant before the swap reaches the tool
@@ -189,10 +194,15 @@ func (f *OTCFront) Reload(ctx context.Context, cfg OTCFrontConfig) error {
 	for _, u := range next.ups {
 		kept[u.upConn] = true
 	}
+	// The upstreams, their tools (and overrides) and the controls are
+	// published as one catalog: no request sees the new tools under the
+	// old controls, or the old under the new.
 	f.mu.Lock()
 	prev := f.state.Swap(next)
+	f.ctl.set(cfg.Controls)
+	reloadHook()
+	f.rebuildLocked()
 	f.mu.Unlock()
-	f.rebuild()
 	var d reloadDiff
 	was, is := map[*upConn]*mcpServerEntry{}, map[string]bool{}
 	for _, u := range prev.ups {
@@ -216,7 +226,6 @@ func (f *OTCFront) Reload(ctx context.Context, cfg OTCFrontConfig) error {
 			d.removed = append(d.removed, u.name())
 		}
 	}
-	f.SetControls(cfg.Controls)
 	d.log(f.log, len(next.ups))
 	for _, u := range prev.ups {
 		if !kept[u.upConn] {
@@ -389,10 +398,9 @@ func (f *MCPFront) Reload(ctx context.Context, cfg MCPFrontConfig) error {
 			return err
 		}
 	}
-	if err := f.install(ups, results, true); err != nil {
+	if err := f.install(ups, results, true, &cfg.Controls); err != nil {
 		return err
 	}
-	f.SetControls(cfg.Controls)
 	var d reloadDiff
 	for _, u := range ups {
 		switch o := old[u.Name]; {

@@ -46,12 +46,13 @@ type filteredListings struct {
 	m  map[string][]byte
 }
 
-// filter is the caller's filter (nil: every tool).
-func (h *Handler) filter(ctx context.Context, caller Caller) *ToolFilter {
-	if h.opts.Access == nil {
+// filter is the caller's filter under the catalog's policy (nil: every
+// tool).
+func (c *catalog) filter(ctx context.Context, caller Caller) *ToolFilter {
+	if c.policy.Access == nil {
 		return nil
 	}
-	return h.opts.Access(ctx, caller)
+	return c.policy.Access(ctx, caller)
 }
 
 // listingFor is the encoded ToolDefinition array f's caller gets (see

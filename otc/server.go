@@ -125,18 +125,23 @@ type Options struct {
 	// non-nil answer means the catalog is not complete yet (its tool
 	// servers are still starting), and GET /tools answers 503 with that
 	// body (and Retry-After from its RetryAfter) instead of a partial
-	// list. Nil: GET /tools always answers the catalog.
+	// list. A call of a tool the catalog does not hold (or the caller may
+	// not see) gets the same 503 meanwhile, never "not found": the tool
+	// may be served once the catalog is complete. Nil: GET /tools always
+	// answers the catalog.
 	ListNotReady func(ctx context.Context) *ServerErrorResponse
 	// Access, when set, is the tools a caller may see and call (see
 	// ToolFilter): GET /tools lists only those, and a call of any other is
 	// answered as a call of a tool nobody serves. A nil *ToolFilter
-	// allows every tool. Nil: every caller sees every tool.
+	// allows every tool. Nil: every caller sees every tool. It is the
+	// first catalog's Policy.Access (SetCatalog replaces it).
 	Access func(ctx context.Context, caller Caller) *ToolFilter
 	// Admit, when set, is asked before a call runs its tool (once the
 	// tool is resolved, the caller allowed it, and its input and
 	// requirements are checked): a non-nil answer refuses the call with
 	// 429 Too Many Requests, that body, and Retry-After (whole seconds,
-	// at least 1) from its RetryAfter. Nil: every call runs.
+	// at least 1) from its RetryAfter. Nil: every call runs. It is the
+	// first catalog's Policy.Admit (SetCatalog replaces it).
 	Admit func(ctx context.Context, caller Caller, tool *ToolDefinition) *ServerErrorResponse
 	// Unknown, when set, may explain a call to a tool id the catalog does
 	// not hold (for example: its server is still starting) with its own
@@ -351,6 +356,9 @@ type catalog struct {
 	carriers []Extensions
 	keys     []string
 	filtered filteredListings
+	// policy is who may see and call these tools, and how often: published
+	// with them (SetCatalog), read with them once per request.
+	policy Policy
 }
 
 type toolVersions struct {
@@ -437,19 +445,47 @@ func NewHandler(tools []Tool, opts *Options) (*Handler, error) {
 	return h, nil
 }
 
-// SetTools replaces the catalog. Input schemas are compiled here, once per
-// tool version, never per call. On error the old catalog stays.
+// Policy is who may see and call a catalog's tools, and how often
+// (Options.Access and Options.Admit). It is published with the tools
+// (SetCatalog): a request reads the catalog once, and the policy that
+// came with it decides, so a catalog is never served under another
+// catalog's policy, not even for the instant between two stores.
+type Policy struct {
+	// Access is as Options.Access. Nil: every caller sees every tool.
+	Access func(ctx context.Context, caller Caller) *ToolFilter
+	// Admit is as Options.Admit. Nil: every call runs.
+	Admit func(ctx context.Context, caller Caller, tool *ToolDefinition) *ServerErrorResponse
+}
+
+// SetTools replaces the catalog, under the policy of the one it replaces
+// (see SetCatalog).
+func (h *Handler) SetTools(tools []Tool) error {
+	return h.SetCatalog(tools, nil)
+}
+
+// SetCatalog replaces the catalog and its policy in one store (nil p:
+// the policy of the catalog it replaces; Options.Access and Options.Admit
+// at first). Input schemas are compiled here, once per tool version,
+// never per call. On error the old catalog and policy stay.
 //
 // A tool whose id and input schema are those of a tool already served, or
 // of a schema checked with the handler's CheckInputSchema since the last
 // SetTools, keeps that compiled validator: a catalog change compiles only
 // the schemas that changed.
-func (h *Handler) SetTools(tools []Tool) error {
+func (h *Handler) SetCatalog(tools []Tool, p *Policy) error {
 	h.setMu.Lock()
 	defer h.setMu.Unlock()
 	old := h.catalog.Load()
 	checked := h.takeChecked()
 	c := &catalog{byKey: map[string]*toolVersions{}}
+	switch {
+	case p != nil:
+		c.policy = *p
+	case old != nil:
+		c.policy = old.policy
+	default:
+		c.policy = Policy{Access: h.opts.Access, Admit: h.opts.Admit}
+	}
 	defs := make([]ToolDefinition, 0, len(tools))
 	plains := make([]json.RawMessage, 0, len(tools)) // PlainInputSchema of each, from its validator
 	carriers := make([]Extensions, 0, len(tools))
@@ -810,18 +846,16 @@ func (h *Handler) serveTools(w http.ResponseWriter, r *http.Request) {
 			rp.schema = body.Schema
 		}
 	}
-	if h.opts.ListNotReady != nil {
-		if failure := h.opts.ListNotReady(r.Context()); failure != nil {
-			rp.error(http.StatusServiceUnavailable, failure)
-			return
-		}
+	if failure := h.starting(r.Context()); failure != nil {
+		rp.error(http.StatusServiceUnavailable, failure)
+		return
 	}
-	c := h.catalog.Load()
+	c := h.catalog.Load() // the tools and their policy: one generation
 	wrapped := false
 	if d, _ := dialectOfSchema(rp.schema); d == DialectOTC10 {
 		wrapped = true
 	}
-	tools := c.listingFor(h.filter(r.Context(), caller), rp.carriers, wrapped)
+	tools := c.listingFor(c.filter(r.Context(), caller), rp.carriers, wrapped)
 	rp.headers()
 	// The catalog was encoded by SetTools (compact, as writeJSON writes
 	// it): its bytes are written as they are, in place, not encoded again.
@@ -1032,8 +1066,8 @@ func (h *Handler) call(rp *reply, r *http.Request, req *CallToolRequest, caller 
 	if !callerCallID {
 		req.CallID = newUUID()
 	}
-	c := h.catalog.Load()
-	filter := h.filter(r.Context(), caller)
+	c := h.catalog.Load() // the tools and their policy: one generation, for the whole call
+	filter := c.filter(r.Context(), caller)
 	id, err := ParseToolID(req.ToolID)
 	if err != nil {
 		failure := notFound(c, filter, req.ToolID, err.Error())
@@ -1044,6 +1078,9 @@ func (h *Handler) call(rp *reply, r *http.Request, req *CallToolRequest, caller 
 	// Toolkit.Tool is the id up to its version: looked up without building it.
 	key := req.ToolID[:len(id.Toolkit)+1+len(id.Tool)]
 	if !filter.allows(key) {
+		if h.answerStarting(rp, r, req, start) {
+			return // as for a tool nobody serves yet
+		}
 		// As if nobody served it: no version, no Unknown, no suggestion
 		// the caller may not see.
 		failure := notFound(c, filter, req.ToolID, fmt.Sprintf("no tool %s is served", id.Key()))
@@ -1057,6 +1094,9 @@ func (h *Handler) call(rp *reply, r *http.Request, req *CallToolRequest, caller 
 		if v, ok := tv.resolve(id.Version); ok {
 			st = tv.byVer[v]
 		}
+	}
+	if st == nil && h.answerStarting(rp, r, req, start) {
+		return
 	}
 	if st == nil && h.opts.Unknown != nil {
 		if failure := h.opts.Unknown(id); failure != nil {
@@ -1087,8 +1127,8 @@ func (h *Handler) call(rp *reply, r *http.Request, req *CallToolRequest, caller 
 		h.observe(r.Context(), req, def.ID, http.StatusBadRequest, false, start, failure)
 		return
 	}
-	if h.opts.Admit != nil {
-		if failure := h.opts.Admit(r.Context(), caller, def); failure != nil {
+	if c.policy.Admit != nil {
+		if failure := c.policy.Admit(r.Context(), caller, def); failure != nil {
 			rp.error(tooManyRequests, failure)
 			h.observe(r.Context(), req, def.ID, tooManyRequests, false, start, failure)
 			return
@@ -1311,6 +1351,33 @@ func (h *Handler) record(ctx context.Context, req *CallToolRequest, resolved str
 		rec.DeveloperMessage = f.Message
 	}
 	return rec
+}
+
+// starting is Options.ListNotReady's answer: nil when the catalog is
+// complete (or nobody says otherwise).
+func (h *Handler) starting(ctx context.Context) *ServerErrorResponse {
+	if h.opts.ListNotReady == nil {
+		return nil
+	}
+	return h.opts.ListNotReady(ctx)
+}
+
+// answerStarting answers a call of a tool the catalog does not hold, or
+// the caller may not see, while the catalog is not complete yet: the 503
+// GET /tools answers then (Options.ListNotReady), not "not found", since
+// the tool may be served in a moment. A hidden tool gets it as well as a
+// missing one: nothing tells them apart. It reports whether it answered.
+func (h *Handler) answerStarting(rp *reply, r *http.Request, req *CallToolRequest, start time.Time) bool {
+	failure := h.starting(r.Context())
+	if failure == nil {
+		return false
+	}
+	rp.error(http.StatusServiceUnavailable, failure)
+	if rec := h.record(r.Context(), req, "", http.StatusServiceUnavailable, false, start, failure); rec != nil {
+		rec.Outcome = OutcomeUnavailable
+		h.opts.Observe(rec)
+	}
+	return true
 }
 
 // observeUnknown observes the 400 to a call of a tool the catalog does not

@@ -113,6 +113,7 @@ type serveMCPFlags struct {
 	bodyTimeout          time.Duration
 	allowedHosts         allowedHostList
 	corsOrigins          corsOriginList
+	startupWait          time.Duration
 	drainDelay           time.Duration
 	metricsListen        string
 	stateURL             string
@@ -204,6 +205,7 @@ func (m *Main) parseServeMCP(args []string) (*serveMCPFlags, error) {
 	durationVar(fs, &f.bodyTimeout, "body-timeout", front.DefaultBodyTimeout, "bound on receiving a request body; a slower one gets 408 (http and sse transports)")
 	fs.Var(&f.allowedHosts, "allowed-host", allowedHostUsage)
 	fs.Var(&f.corsOrigins, "cors-origin", corsOriginUsage)
+	durationVar(fs, &f.startupWait, "startup-wait", bridge.DefaultStartupWait, "at start, how long a call of a tool not served yet is answered \"starting, retry\" (-32004) rather than \"not found\" while an OTC server was never listed")
 	durationVar(fs, &f.drainDelay, "drain-delay", 0, "at SIGTERM, how long GET /ready answers 503 before the server stops taking requests (http and sse transports)")
 	fs.StringVar(&f.metricsListen, "metrics-listen", "", metricsUsage)
 	fs.StringVar(&f.stateURL, "state", "", "redis:// (rediss:// for TLS) URL of the Redis that replicas share for the rate limits' buckets (default: this process's memory)")
@@ -258,6 +260,9 @@ func (f *serveMCPFlags) checkValues() error {
 	}
 	if f.drainDelay < 0 {
 		return fmt.Errorf("%w: --drain-delay must not be negative", errUsage)
+	}
+	if f.startupWait <= 0 {
+		return fmt.Errorf("%w: --startup-wait must be positive", errUsage)
 	}
 	for _, err := range []error{
 		needs(f.set, f.transport != "stdio", "--transport http or sse (stdio serves on stdin/stdout)",
@@ -459,6 +464,7 @@ func (m *Main) runMCPFront(ctx context.Context, log zerolog.Logger, f *serveMCPF
 		LimitStore:          limitStore(s.shared),
 		Audit:               al,
 		AuditArgNames:       f.audit.argNames,
+		StartupWait:         f.startupWait,
 		// A caller-identified front's list must not be shared across
 		// authorization contexts (cacheScope "private").
 		PrivateList: s.resource != nil || s.bearer != "",

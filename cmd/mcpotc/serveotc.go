@@ -221,6 +221,7 @@ type serveOTCFlags struct {
 	tokenKeyEnv        string
 	stateURL           string
 	statePasswordEnv   string
+	startupWait        time.Duration
 	drainDelay         time.Duration
 	metricsListen      string
 	allowedHosts       allowedHostList
@@ -281,6 +282,7 @@ func (m *Main) parseServeOTC(args []string) (*serveOTCFlags, error) {
 	fs.StringVar(&f.tokenKeyEnv, "token-key-env", "", "environment variable holding the 32-byte key (base64 or hex) that encrypts the OAuth tokens")
 	fs.StringVar(&f.stateURL, "state", "", "redis:// (rediss:// for TLS) URL of the Redis that replicas share for call_id answers, OAuth tokens and the state of calls an MCP server stopped to have the user open a URL (default: this process's memory)")
 	fs.StringVar(&f.statePasswordEnv, "state-password-env", "", "environment variable holding the password of the --state Redis (instead of writing it in the URL)")
+	durationVar(fs, &f.startupWait, "startup-wait", bridge.DefaultStartupWait, "at start, how long GET /tools and /ready wait for an MCP server that cannot be reached yet; past it the servers that are up are served, the missing one is named in /health and the log, and joins when it connects (at most its init timeout)")
 	durationVar(fs, &f.drainDelay, "drain-delay", 0, "at SIGTERM, how long GET /ready answers 503 before the server stops taking requests (a load balancer's check interval times its fall count)")
 	fs.StringVar(&f.metricsListen, "metrics-listen", "", metricsUsage)
 	fs.Var(&f.allowedHosts, "allowed-host", allowedHostUsage)
@@ -379,6 +381,9 @@ func (f *serveOTCFlags) checkTokenStore() error {
 	}
 	if f.drainDelay < 0 {
 		return fmt.Errorf("%w: --drain-delay must not be negative", errUsage)
+	}
+	if f.startupWait <= 0 {
+		return fmt.Errorf("%w: --startup-wait must be positive", errUsage)
 	}
 	return nil
 }
@@ -541,7 +546,7 @@ func (m *Main) runOTCFront(ctx context.Context, log zerolog.Logger, f *serveOTCF
 	}
 	defer stopTracing()
 	opts := &bridge.OTCFrontOptions{Server: s.server, Logger: log, Version: buildVersion(), Tracer: tracer, PublicURL: f.publicURL,
-		Controls: s.controls, LimitStore: limitStore(s.shared), AuditArgNames: f.audit.argNames}
+		Controls: s.controls, LimitStore: limitStore(s.shared), AuditArgNames: f.audit.argNames, StartupWait: f.startupWait}
 	if f.metricsListen != "" {
 		opts.Metrics = metrics.New()
 		if err := m.serveMetrics(ctx, log, f.metricsListen, opts.Metrics); err != nil {

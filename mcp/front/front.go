@@ -20,6 +20,18 @@ import (
 // implementation-defined (-32000…-32019), as in the TypeScript SDK.
 const CodeRequestTimeout = -32001
 
+// CodeStarting answers a tools/call of a tool the front does not serve
+// (or the caller may not see) while its catalog is not complete yet
+// (Options.Starting): the tool may be served in a moment, so the client
+// is told to retry, never that the tool does not exist. Its data holds
+// "retry_after_ms"; over streamable HTTP the answer also carries
+// Retry-After, and a 2026-07-28 JSON answer has status 503.
+const CodeStarting = -32004
+
+// StartingRetryAfterSeconds is the Retry-After of a CodeStarting answer
+// over HTTP, in seconds.
+const StartingRetryAfterSeconds = 1
+
 // RPCError is a JSON-RPC error a tool handler returns, possibly wrapped, to
 // answer its tools/call with exactly this error object. Return it as a
 // pointer. A Code of zero is sent as -32603; Data that does not encode is
@@ -79,8 +91,14 @@ type Options struct {
 	// and call (visibility.go): tools/list lists only those, and a
 	// tools/call of any other is answered as one of a tool the front does
 	// not serve. A nil *ToolFilter allows every tool. Nil: every caller
-	// sees every tool.
+	// sees every tool. It is the first catalog's (SetCatalog replaces it).
 	Visibility func(ctx context.Context) *ToolFilter
+	// Starting, when set, is asked when a tools/call names a tool the
+	// front does not serve or the caller may not see: a non-nil answer
+	// (its Code should be CodeStarting) says the catalog is not complete
+	// yet and is sent instead of "not found" (see CodeStarting). Nil:
+	// such a call is always "not found".
+	Starting func(ctx context.Context) *RPCError
 	// ListTTL is how long a 2026-07-28 client may cache tools/list's
 	// answer (its ttlMs): how often the tools may change, such as the
 	// period at which they are listed again. Zero (or an empty catalog):
@@ -128,10 +146,11 @@ type Server struct {
 	log           *slog.Logger
 	grace         time.Duration
 	onUnknown     func(context.Context, mcpgo.CallToolRequest)
-	visibility    func(context.Context) *ToolFilter
+	starting      func(context.Context) *RPCError
 	listMeta      json.RawMessage // tools/list's ttlMs and cacheScope (2026-07-28)
 	sealer        *inputSealer    // requestStates (inputstate.go)
 
+	setMu   sync.Mutex // serializes SetCatalog
 	cat     atomic.Pointer[catalog]
 	changes listeners // told of each new catalog (notifications/tools/list_changed)
 }
@@ -146,6 +165,9 @@ type catalog struct {
 	names    []string
 	spans    [][2]int
 	filtered filteredLists
+	// visibility is who may see and call these tools (Options.Visibility),
+	// published with them: a request reads both in one load.
+	visibility func(context.Context) *ToolFilter
 }
 
 // New returns a Server named name (serverInfo) serving no tool.
@@ -154,23 +176,40 @@ func New(name, version string, opts *Options) *Server {
 		opts = &Options{}
 	}
 	f := &Server{name: name, version: version, log: opts.Logger, grace: opts.StdioGrace, onUnknown: opts.OnUnknownTool,
-		visibility: opts.Visibility,
-		listMeta:   listCacheMeta(opts.ListTTL, opts.PrivateList), sealer: newInputSealer(opts.StateKeys, opts.InputStateTTL)}
+		starting: opts.Starting,
+		listMeta: listCacheMeta(opts.ListTTL, opts.PrivateList), sealer: newInputSealer(opts.StateKeys, opts.InputStateTTL)}
 	if f.log == nil {
 		f.log = slog.New(slog.DiscardHandler)
 	}
 	if f.grace == 0 {
 		f.grace = DefaultStdioGrace
 	}
-	f.SetTools()
+	f.SetCatalog(opts.Visibility)
 	return f
 }
 
-// SetTools replaces the front's tools and tells the clients that listen
-// (notifications/tools/list_changed). tools/list is answered from an
-// encoding made here, once.
+// SetTools replaces the front's tools, seen by whom the catalog they
+// replace let see them (see SetCatalog).
 func (f *Server) SetTools(tools ...Tool) {
-	c := &catalog{byName: make(map[string]*Tool, len(tools))}
+	f.setMu.Lock()
+	defer f.setMu.Unlock()
+	f.setCatalog(f.cat.Load().visibility, tools)
+}
+
+// SetCatalog replaces the front's tools and who may see and call them
+// (as Options.Visibility; nil: every caller, every tool) in one store, and
+// tells the clients that listen (notifications/tools/list_changed). A
+// tools/list or tools/call reads both at once, so tools are never served
+// under another catalog's visibility. tools/list is answered from an
+// encoding made here, once.
+func (f *Server) SetCatalog(visibility func(context.Context) *ToolFilter, tools ...Tool) {
+	f.setMu.Lock()
+	defer f.setMu.Unlock()
+	f.setCatalog(visibility, tools)
+}
+
+func (f *Server) setCatalog(visibility func(context.Context) *ToolFilter, tools []Tool) {
+	c := &catalog{byName: make(map[string]*Tool, len(tools)), visibility: visibility}
 	defs := make([]mcpgo.Tool, 0, len(tools))
 	for i := range tools {
 		t := &tools[i]
@@ -487,8 +526,9 @@ var serverCapabilities = mcpgo.ServerCapabilities{Tools: &struct {
 // list answers tools/list from the catalog's encoding (the tools the
 // caller may see: visibility.go).
 func (f *Server) list(ctx context.Context, x *exchange) json.RawMessage {
-	tf := f.filter(ctx)
-	tools := f.toolsFor(tf, f.cat.Load())
+	cat := f.cat.Load() // the tools and their visibility: one generation
+	tf := cat.filter(ctx)
+	tools := f.toolsFor(tf, cat)
 	if x.modern != nil {
 		meta := f.listMeta
 		if tf != nil {
@@ -515,17 +555,23 @@ func (f *Server) call(ctx context.Context, m *message, x *exchange) []byte {
 	if failure != nil {
 		return f.answer(m, nil, failure)
 	}
-	cat := f.cat.Load()
+	cat := f.cat.Load() // the tools and their visibility: one generation, for the whole call
 	t := cat.byName[req.Params.Name]
-	if t != nil && !f.allows(ctx, req.Params.Name) {
+	if t != nil && !cat.allows(ctx, req.Params.Name) {
 		t = nil // as if it were not served (visibility.go)
+	}
+	if t == nil && f.starting != nil {
+		// Not served yet, perhaps: a hidden tool is answered alike.
+		if failure := f.starting(ctx); failure != nil {
+			return f.answer(m, nil, failure)
+		}
 	}
 	if t == nil {
 		if f.onUnknown != nil {
 			f.onUnknown(ctx, req)
 		}
 		return f.answer(m, nil, &RPCError{Code: mcpgo.INVALID_PARAMS,
-			Message: fmt.Sprintf("tool '%s' not found: tool not found", req.Params.Name) + didYouMean(f.suggest(ctx, cat, req.Params.Name))})
+			Message: fmt.Sprintf("tool '%s' not found: tool not found", req.Params.Name) + didYouMean(suggest(ctx, cat, req.Params.Name))})
 	}
 	if t.Tool.Execution != nil && t.Tool.Execution.TaskSupport == mcpgo.TaskSupportRequired {
 		// The front declares no tasks capability (MCP 2025-11-25, Tasks):

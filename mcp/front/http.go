@@ -628,7 +628,8 @@ func (h *HTTPHandler) modernPost(r *http.Request, m *message, headerVersion stri
 		if m.method == string(mcpgo.MethodToolsCall) {
 			// A tool the caller may not see is not one the front serves.
 			name := toolName(m.params)
-			if t := h.f.cat.Load().byName[name]; t != nil && h.f.allows(r.Context(), name) {
+			if cat := h.f.cat.Load(); cat.byName[name] != nil && cat.allows(r.Context(), name) {
+				t := cat.byName[name]
 				if err := mcpgo.ValidateParamHeadersLookup(lookupHeader(r.Header), &t.Tool, m.params); err != nil {
 					return nil, protocolError(err)
 				}
@@ -770,10 +771,14 @@ func (pw *postWriter) finish(frame []byte, modern bool) {
 		pw.w.WriteHeader(http.StatusAccepted)
 	default:
 		status := http.StatusOK
-		if modern {
-			if code, ok := errorCode(frame); ok {
-				status = httpStatus(code)
-			}
+		code, coded := errorCode(frame)
+		if modern && coded {
+			status = httpStatus(code)
+		}
+		if coded && code == CodeStarting {
+			// The catalog is not complete yet: when to ask again, for
+			// intermediaries and clients that read no body.
+			pw.w.Header().Set("Retry-After", strconv.Itoa(StartingRetryAfterSeconds))
 		}
 		writeFrame(pw.w, status, frame)
 	}

@@ -38,11 +38,11 @@ func normName(s string) string {
 
 // suggest returns the served names, visible to the caller of ctx, that a
 // call of name most likely meant, best first; nil when none is close.
-func (f *Server) suggest(ctx context.Context, c *catalog, name string) []string {
+func suggest(ctx context.Context, c *catalog, name string) []string {
 	if len(name) > suggestMaxLen || len(c.names) > suggestScanMax || len(c.names) == 0 {
 		return nil
 	}
-	tf := f.filter(ctx)
+	tf := c.filter(ctx)
 	want := normName(name)
 	var same, suffix, near []string
 	bestD := max(1, len(want)/8) + 1

@@ -37,20 +37,22 @@ type filteredLists struct {
 	m  map[string]json.RawMessage
 }
 
-// filter is the caller's filter, nil when every tool is allowed.
-func (f *Server) filter(ctx context.Context) *ToolFilter {
-	if f.visibility == nil {
+// filter is the caller's filter under c's visibility, nil when every tool
+// is allowed.
+func (c *catalog) filter(ctx context.Context) *ToolFilter {
+	if c.visibility == nil {
 		return nil
 	}
-	if tf := f.visibility(ctx); tf != nil && tf.Allows != nil {
+	if tf := c.visibility(ctx); tf != nil && tf.Allows != nil {
 		return tf
 	}
 	return nil
 }
 
-// allows reports whether the caller of ctx may see and call name.
-func (f *Server) allows(ctx context.Context, name string) bool {
-	tf := f.filter(ctx)
+// allows reports whether the caller of ctx may see and call name under
+// c's visibility.
+func (c *catalog) allows(ctx context.Context, name string) bool {
+	tf := c.filter(ctx)
 	return tf == nil || tf.Allows(name)
 }
 
