@@ -13,6 +13,7 @@ import (
 	"github.com/mcpotc/mcpotc/bridge/metrics"
 	"github.com/mcpotc/mcpotc/bridge/tracing"
 	"github.com/mcpotc/mcpotc/internal/httpguard"
+	"github.com/mcpotc/mcpotc/internal/principal"
 	"github.com/mcpotc/mcpotc/mcp/front"
 	"github.com/mcpotc/mcpotc/mcp/oauth"
 	"github.com/mcpotc/mcpotc/otc"
@@ -101,7 +102,7 @@ func AuditRefusals(a *audit.Log, frontName string, trusted []netip.Prefix, h htt
 		if !sw.refused() {
 			return
 		}
-		a.Write(&audit.Record{Kind: audit.KindAuthorization, Front: frontName, Principal: "addr:" + httpguard.ClientHost(r, trusted),
+		a.Write(&audit.Record{Kind: audit.KindAuthorization, Front: frontName, Principal: principal.AddressOf(httpguard.ClientHost(r, trusted)),
 			Outcome: audit.OutcomeRefused, Status: sw.status, Detail: r.Method + " " + cutID(r.URL.Path) + ": " + sw.reason()})
 	})
 }
