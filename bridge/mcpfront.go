@@ -678,7 +678,8 @@ func (f *MCPFront) handler(t *frontTool) front.ToolHandler {
 		// upstream's own answer (a 400 naming what is missing) goes back.
 		if missing := t.up.unconfigured(ctx, def.Requirements, forwarded); missing != "" && carrier.ToolID == "" {
 			// Calling would only earn a 400: say what to configure now.
-			c.refused(metrics.AuthRequired, "refused: requirement not configured: "+missing)
+			c.refused(metrics.AuthRequired, "refused: requirement not configured")
+			c.said += ": " + missing // the upstream's names: the log line's, not the audit line's
 			how := "configure it for upstream " + t.up.Name
 			if t.up.Configure != "" {
 				how = t.up.Configure
