@@ -13,6 +13,7 @@ import (
 	"github.com/mcpotc/mcpotc/bridge/metrics"
 	"github.com/mcpotc/mcpotc/bridge/tracing"
 	"github.com/mcpotc/mcpotc/internal/httpguard"
+	"github.com/mcpotc/mcpotc/internal/principal"
 	"github.com/mcpotc/mcpotc/mcp/front"
 	"github.com/mcpotc/mcpotc/mcp/oauth"
 	"github.com/mcpotc/mcpotc/otc"
@@ -52,13 +53,14 @@ func (f *OTCFront) auditFlow(e oauth.FlowEvent) {
 }
 
 // auditCall writes the audit line of an answered MCP tools/call (t nil: a
-// tool the catalog does not hold, named name).
-func (f *MCPFront) auditCall(ctx context.Context, t *frontTool, name string, req *otc.CallToolRequest, outcome string, d time.Duration) {
+// tool the catalog does not hold, named name; detail: a refusal's reason in
+// the front's own words, or "").
+func (f *MCPFront) auditCall(ctx context.Context, t *frontTool, name string, req *otc.CallToolRequest, outcome, detail string, d time.Duration) {
 	if f.opts.Audit == nil {
 		return
 	}
 	r := &audit.Record{Kind: audit.KindCall, Front: metrics.FrontMCP, Principal: front.Principal(ctx), Tool: name, Outcome: outcome,
-		Duration: d, TraceID: tracing.TraceID(ctx)}
+		Duration: d, TraceID: tracing.TraceID(ctx), Detail: detail}
 	if t != nil {
 		r.Upstream, r.Tool = t.up.Name, t.Tool.Name
 	}
@@ -75,13 +77,6 @@ func (f *MCPFront) auditCall(ctx context.Context, t *frontTool, name string, req
 		}
 	}
 	f.opts.Audit.Write(r)
-}
-
-// recordCall counts an answered call in the metrics and writes its audit
-// line.
-func (f *MCPFront) recordCall(ctx context.Context, t *frontTool, req *otc.CallToolRequest, outcome string, d time.Duration) {
-	f.opts.Metrics.Call(metrics.FrontMCP, t.up.Name, t.Tool.Name, outcome, d)
-	f.auditCall(ctx, t, t.Tool.Name, req, outcome, d)
 }
 
 // AuditRefusals wraps a front's HTTP handler: each request it answers 401,
@@ -101,7 +96,7 @@ func AuditRefusals(a *audit.Log, frontName string, trusted []netip.Prefix, h htt
 		if !sw.refused() {
 			return
 		}
-		a.Write(&audit.Record{Kind: audit.KindAuthorization, Front: frontName, Principal: "addr:" + httpguard.ClientHost(r, trusted),
+		a.Write(&audit.Record{Kind: audit.KindAuthorization, Front: frontName, Principal: principal.AddressOf(httpguard.ClientHost(r, trusted)),
 			Outcome: audit.OutcomeRefused, Status: sw.status, Detail: r.Method + " " + cutID(r.URL.Path) + ": " + sw.reason()})
 	})
 }

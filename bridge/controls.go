@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"net/netip"
 	"sync/atomic"
 	"time"
 
@@ -13,6 +12,7 @@ import (
 
 	"github.com/mcpotc/mcpotc/bridge/metrics"
 	"github.com/mcpotc/mcpotc/bridge/policy"
+	"github.com/mcpotc/mcpotc/internal/principal"
 	"github.com/mcpotc/mcpotc/mcp/front"
 	"github.com/mcpotc/mcpotc/otc"
 )
@@ -145,11 +145,11 @@ func mcpPrincipal(ctx context.Context) *policy.Principal {
 	if id, ok := front.CallerIdentity(ctx); ok {
 		p.Authenticated, p.Token = true, true
 		p.Issuer, p.Subject, p.Scopes, p.Claims = id.Issuer, id.Subject, id.Scopes, id.Claims
-	} else if p.Key == "stdio" || p.Key == "bearer" {
+	} else if p.Key == principal.Stdio || p.Key == principal.Bearer {
 		p.Authenticated = true // the process that started the front; the token's holder
 	}
 	if p.Key == "" {
-		p.Key = "local" // in process (HandleMessage)
+		p.Key = principal.Local // in process (HandleMessage)
 	}
 	return p
 }
@@ -168,15 +168,11 @@ func (a *activeControls) mcpVisibility(ctx context.Context) *front.ToolFilter {
 // otcPrincipal is the caller of an OTC front request, as its transport
 // authentication established it.
 func otcPrincipal(c otc.Caller) *policy.Principal {
-	switch {
-	case !c.Authenticated:
-		a, _ := netip.ParseAddr(c.Addr)
-		return &policy.Principal{Key: policy.AddressKey(a)}
-	case c.ID == otc.CallerAPIKey:
-		return &policy.Principal{Key: "api-key", Authenticated: true}
+	p := &policy.Principal{Key: c.Principal(), Authenticated: c.Authenticated}
+	if c.Authenticated && c.ID != otc.CallerAPIKey {
+		p.Token, p.Issuer, p.Subject, p.Scopes, p.Claims = true, c.Issuer, c.Subject, c.Scopes, c.Claims
 	}
-	return &policy.Principal{Key: policy.TokenKey(c.Issuer, c.Subject), Authenticated: true, Token: true,
-		Issuer: c.Issuer, Subject: c.Subject, Scopes: c.Scopes, Claims: c.Claims}
+	return p
 }
 
 // otcAccess is the OTC front's otc.Options.Access.

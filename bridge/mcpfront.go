@@ -176,6 +176,9 @@ type MCPFront struct {
 	fingerprint [32]byte
 	print       catalogPrint // the served catalog, for the log of its changes
 	served      []*frontTool // the served catalog, for SetControls
+	// named is the served catalog by MCP name, stored by publish: for
+	// the record of a call the front refused itself (toolNamed).
+	named atomic.Pointer[map[string]*frontTool]
 }
 
 type otcServerEntry struct {
@@ -262,29 +265,12 @@ func NewMCPFront(ctx context.Context, upstreams []OTCServer, opts *MCPFrontOptio
 	if f.opts.StartupWait == 0 {
 		f.opts.StartupWait = DefaultStartupWait
 	}
-	// Calls of tools the catalog does not hold never reach a handler: the
-	// front answers them, and tells this.
-	unknown := func(ctx context.Context, req mcpgo.CallToolRequest) {
-		f.opts.Metrics.Call(metrics.FrontMCP, metrics.Other, metrics.Other, metrics.UnknownTool, 0)
-		f.auditCall(ctx, nil, req.Params.Name, nil, metrics.UnknownTool, 0)
-		// Its span, in the host's trace like any call's.
-		tp, ts := front.TraceHeaders(ctx)
-		if m := traceparent(req); m != "" {
-			tp, ts = m, ""
-		}
-		id, _ := front.RequestID(ctx)
-		_, span := f.tracer.Start(tracing.Continue(ctx, tp, ts), "tools/call "+req.Params.Name, trace.WithSpanKind(trace.SpanKindServer),
-			trace.WithAttributes(tracing.KeyMCPMethod.String("tools/call"), tracing.KeyToolName.String(req.Params.Name),
-				tracing.KeyOperation.String(tracing.OperationExecuteTool), tracing.KeyRequestID.String(requestIDString(id))))
-		failed(span, metrics.UnknownTool)
-		span.End()
-	}
 	f.ctl = newControls(metrics.FrontMCP, f.opts.Controls, f.opts.LimitStore, f.log, f.opts.Metrics)
 	f.checks = newAuthChecks(upstreams, f.opts.AuthorizationWait)
 	// An access policy makes every list private too (the front says so
 	// where a Visibility filter applies).
 	private := f.opts.PrivateList || slices.ContainsFunc(upstreams, func(u OTCServer) bool { return u.UserIDFromToken })
-	f.front = front.New("mcpotc", f.opts.Version, &front.Options{Logger: slogLogger(f.log), OnUnknownTool: unknown, Visibility: f.ctl.load().mcpVisibility,
+	f.front = front.New("mcpotc", f.opts.Version, &front.Options{Logger: slogLogger(f.log), OnCallRefused: f.frontRefused, Visibility: f.ctl.load().mcpVisibility,
 		Starting: f.starting,
 		ListTTL:  f.opts.Refresh, PrivateList: private, StateKeys: f.opts.StateKeys})
 	f.opts.Metrics.Watch(metrics.FrontMCP, f.upstreamMetrics)
@@ -352,9 +338,12 @@ func (f *MCPFront) SetControls(c *Controls) {
 func (f *MCPFront) publish() {
 	a := f.ctl.load()
 	server := make([]front.Tool, len(f.served))
+	named := make(map[string]*frontTool, len(f.served))
 	for i, t := range f.served {
 		server[i] = front.Tool{Tool: t.Tool, Handler: f.handler(t, a)}
+		named[t.Tool.Name] = t
 	}
+	f.named.Store(&named)
 	f.front.SetCatalog(a.mcpVisibility, server...)
 }
 
@@ -695,49 +684,34 @@ func clashes(owner map[string]toolOwner, upstream string, tools map[string]*fron
 	return nil
 }
 
-// handler calls the OTC tool behind one MCP tool.
+// handler calls the OTC tool behind one MCP tool, under a: the controls
+// published with the catalog the call found its tool in. Every way a call
+// ends goes through its record (mcpCall.finish): one log line, one metric,
+// one audit line and its span, whatever the answer.
 func (f *MCPFront) handler(t *frontTool, a *activeControls) front.ToolHandler {
-	return func(ctx context.Context, req mcpgo.CallToolRequest) (*mcpgo.CallToolResult, error) {
-		if a.limited() { // the controls published with the catalog the call found its tool in
+	return func(ctx context.Context, req mcpgo.CallToolRequest) (res *mcpgo.CallToolResult, err error) {
+		c := f.beginCall(ctx, t, t.Tool.Name, req)
+		defer func() { c.finish(res, err) }()
+		ctx = c.ctx
+		if a.limited() {
 			if d := a.admit(ctx, mcpKey(ctx), t.up.Name, t.Tool.Name); d.Wait > 0 {
-				f.opts.Metrics.Call(metrics.FrontMCP, t.up.Name, t.Tool.Name, metrics.RateLimited, 0)
+				c.refused(metrics.RateLimited, "rate limited ("+d.Limit+")")
 				return rateLimited(t.Tool.Name, d), nil
 			}
 		}
-		start := time.Now()
 		callReq := &otc.CallToolRequest{
 			ToolID: t.OTCID,
 			CallID: otc.NewCallID(),
 			Input:  arguments(req),
 		}
-		// The call's span continues the host's trace: _meta.traceparent
-		// (2026-07-28), else the HTTP request's traceparent header.
-		tp, ts := front.TraceHeaders(ctx)
-		if m := traceparent(req); m != "" {
-			tp, ts = m, ""
-		}
-		// With tracing off no span is built: the caller's trace context
-		// alone goes on (tracing.Records).
-		ctx = tracing.Continue(ctx, tp, ts)
-		span := tracing.NoSpan
-		if f.records {
-			ctx, span = f.tracer.Start(ctx, "tools/call "+t.Tool.Name, trace.WithSpanKind(trace.SpanKindServer),
-				trace.WithAttributes(tracing.KeyMCPMethod.String("tools/call"), tracing.KeyToolName.String(t.Tool.Name),
-					tracing.KeyOperation.String(tracing.OperationExecuteTool), tracing.KeyUpstream.String(t.up.Name)))
-			if s := front.SessionID(ctx); s != "" {
-				span.SetAttributes(tracing.KeyMCPSession.String(s))
-			}
-			if id, ok := front.RequestID(ctx); ok {
-				span.SetAttributes(tracing.KeyRequestID.String(requestIDString(id)))
-			}
-		}
-		defer span.End()
+		c.req = callReq
 		// An idempotency_key the tool does not take is the host's: it
 		// becomes the call_id (README, What MCP hosts see).
 		idemKey := ""
 		if f.idem != nil && !t.ownIdemKey {
 			if key, rest, problem, ok := takeIdempotencyKey(callReq.Input); ok {
 				if problem != "" {
+					c.refused(metrics.InvalidInput, "malformed idempotency_key")
 					return mcpgo.NewToolResultError(problem), nil
 				}
 				idemKey, callReq.Input = key, rest
@@ -770,10 +744,7 @@ func (f *MCPFront) handler(t *frontTool, a *activeControls) front.ToolHandler {
 		if msg := t.up.conflict(ctx, forwarded); msg != "" {
 			// The forwarded user is not the one the caller's token names:
 			// refused, as a result the model reads.
-			f.log.Warn().Str("call_id", cutID(callReq.CallID)).Str("tool", t.Tool.Name).Str("upstream", t.up.Name).
-				Msg("call refused: the forwarded user_id differs from the caller's token")
-			f.recordCall(ctx, t, callReq, metrics.AuthRequired, time.Since(start))
-			failed(span, metrics.AuthRequired)
+			c.refused(metrics.AuthRequired, "refused: the forwarded user_id differs from the caller's token")
 			return mcpgo.NewToolResultError(msg), nil
 		}
 		if idemKey != "" && carrier.CallID == "" {
@@ -784,10 +755,8 @@ func (f *MCPFront) handler(t *frontTool, a *activeControls) front.ToolHandler {
 		// upstream's own answer (a 400 naming what is missing) goes back.
 		if missing := t.up.unconfigured(ctx, def.Requirements, forwarded); missing != "" && carrier.ToolID == "" {
 			// Calling would only earn a 400: say what to configure now.
-			f.log.Warn().Str("call_id", cutID(callReq.CallID)).Str("tool", t.Tool.Name).Str("tool_id", t.OTCID).Str("upstream", t.up.Name).
-				Str("missing", missing).Msg("call refused: requirement not configured")
-			f.recordCall(ctx, t, callReq, metrics.AuthRequired, time.Since(start))
-			failed(span, metrics.AuthRequired)
+			c.refused(metrics.AuthRequired, "refused: requirement not configured")
+			c.said += ": " + missing // the upstream's names: the log line's, not the audit line's
 			how := "configure it for upstream " + t.up.Name
 			if t.up.Configure != "" {
 				how = t.up.Configure
@@ -798,10 +767,8 @@ func (f *MCPFront) handler(t *frontTool, a *activeControls) front.ToolHandler {
 			// The user's answer to this call's authorization challenge
 			// (mcpfront_auth.go): it may end the call here.
 			if o := f.resumeAuthorization(ctx, t, r, carrier.ToolID != ""); o != nil {
-				f.log.Info().Str("call_id", cutID(callReq.CallID)).Str("tool", t.Tool.Name).Str("tool_id", callReq.ToolID).Str("upstream", t.up.Name).
-					Int("round", r.Round).Str("outcome", o.outcome).Msg("call")
-				f.opts.Metrics.Call(metrics.FrontMCP, t.up.Name, t.Tool.Name, metrics.AuthRequired, time.Since(start))
-				failed(span, metrics.AuthRequired)
+				c.refused(metrics.AuthRequired, o.outcome)
+				c.round = r.Round
 				return o.res, o.err
 			}
 		}
@@ -813,9 +780,8 @@ func (f *MCPFront) handler(t *frontTool, a *activeControls) front.ToolHandler {
 		defer cancel()
 		// The OTC request's span; its traceparent goes as the OTC trace_id
 		// and the HTTP traceparent header.
-		cspan := tracing.NoSpan
 		if f.records {
-			cctx, cspan = f.tracer.Start(cctx, "execute_tool "+callReq.ToolID, trace.WithSpanKind(trace.SpanKindClient),
+			cctx, c.cspan = f.tracer.Start(cctx, "execute_tool "+callReq.ToolID, trace.WithSpanKind(trace.SpanKindClient),
 				trace.WithAttributes(tracing.KeyToolName.String(callReq.ToolID), tracing.KeyOperation.String(tracing.OperationExecuteTool),
 					tracing.KeyToolCallID.String(callReq.CallID), tracing.KeyUpstream.String(t.up.Name)))
 		}
@@ -825,47 +791,24 @@ func (f *MCPFront) handler(t *frontTool, a *activeControls) front.ToolHandler {
 		f.log.Debug().Str("call_id", cutID(callReq.CallID)).Str("tool_id", callReq.ToolID).Str("upstream", t.up.Name).
 			Str("dialect", string(t.up.Client.Dialect())).Dur("timeout", timeout).Msg("POST /tools/call")
 		var resp *otc.CallToolResponse
-		var err error
-		replayed := false
 		if idemKey != "" {
-			resp, replayed, err = f.idem.do(cctx, callReq.CallID, idemPrincipal(ctx), idemPrint(callReq), func() (*otc.CallToolResponse, error) {
+			resp, c.replayed, err = f.idem.do(cctx, callReq.CallID, idemPrincipal(ctx), idemPrint(callReq), func() (*otc.CallToolResponse, error) {
 				return t.up.Client.Call(cctx, callReq)
 			})
 		} else {
 			resp, err = t.up.Client.Call(cctx, callReq)
 		}
-		ev := f.log.Info().Str("call_id", cutID(callReq.CallID)).Str("tool", t.Tool.Name).Str("tool_id", callReq.ToolID).Str("upstream", t.up.Name)
-		if replayed {
-			ev = ev.Bool("replayed", true)
-		}
-		if id := tracing.TraceID(ctx); id != "" {
-			ev = ev.Str("trace_id", id)
-		} else if callReq.TraceID != "" {
-			ev = ev.Str("trace_id", cutID(callReq.TraceID))
-		}
-		if id, ok := front.CallerIdentity(ctx); ok && id.Subject != "" {
-			// Who called (OAuth): issuer and subject; never the token.
-			ev = ev.Str("issuer", cutID(id.Issuer)).Str("subject", cutID(id.Subject))
-		}
-		defer func() {
-			d := time.Since(start)
-			ev.Dur("duration", d).Msg("call")
-			outcome := callOutcome(resp, err)
-			f.recordCall(ctx, t, callReq, outcome, d)
-			failed(span, outcome)
-			failed(cspan, outcome)
-			cspan.End()
-		}()
 		if err == nil {
-			ev = ev.Bool("success", resp.Success)
+			c.outcome, c.success = callOutcome(resp, nil), &resp.Success
 			if !resp.Success && resp.Error != nil && resp.Error.DeveloperMessage != "" {
-				ev = ev.Str("developer_message", t.up.redact(resp.Error.DeveloperMessage, forwarded))
+				c.developer = t.up.redact(resp.Error.DeveloperMessage, forwarded)
 			}
 			return mapping.MCPResultOf(resp, &t.MCPTool)
 		}
 		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
 			err = ctx.Err() // the host's own deadline or cancellation, not ours
 		}
+		c.outcome = callOutcome(nil, err)
 		var reused *otc.StatusError
 		switch {
 		case idemKey == "":
@@ -873,19 +816,19 @@ func (f *MCPFront) handler(t *frontTool, a *activeControls) front.ToolHandler {
 			errors.As(err, &reused) && reused.StatusCode == 400 && reused.Message == otc.CallIDReusedMessage:
 			// Here, or at an OTC server that keeps call_ids (another replica
 			// of this front may have run the first call).
-			ev = ev.Str("outcome", "idempotency_key used for another call")
+			c.said = "idempotency_key used for another call"
 			return idemKeyReused(idemKey, f.idem.ttl), nil
 		case errors.Is(err, errIdemBusy):
-			ev = ev.Str("outcome", "too many calls with an idempotency_key running")
+			c.said = "too many calls with an idempotency_key running"
 			return idemBusy(), nil
 		}
 		if errors.Is(err, context.Canceled) {
-			ev = ev.Str("outcome", "cancelled by the client")
+			c.said = "cancelled by the client"
 		} else {
-			ev = ev.Str("outcome", "error").Str("error", t.up.redact(err.Error(), forwarded))
+			c.said, c.errText = "error", t.up.redact(err.Error(), forwarded)
 			var se *otc.StatusError
 			if errors.As(err, &se) && se.DeveloperMessage != "" {
-				ev = ev.Str("developer_message", t.up.redact(se.DeveloperMessage, forwarded))
+				c.developer = t.up.redact(se.DeveloperMessage, forwarded)
 			}
 		}
 		return f.authError(ctx, t, err, carrier.ToolID != "")

@@ -65,8 +65,10 @@ func TestOTCFrontCallWhileStartingIsRetry(t *testing.T) {
 			!strings.HasPrefix(msg, "The tool list is not complete yet") || !strings.Contains(dev, "late (") {
 			t.Errorf("call of %s while starting = %d %v %v, want 503 Retry-After 1 naming late", tool, code, h, body)
 		}
+		// The same answer GET /tools gives; how many servers are still
+		// connecting may have changed in between (the sample connects).
 		lcode, _, lbody := otcDo(f, http.MethodGet, "/tools", "")
-		if lcode != code || lbody["message"] != body["message"] {
+		if lmsg, _ := lbody["message"].(string); lcode != code || !strings.HasPrefix(lmsg, "The tool list is not complete yet") {
 			t.Errorf("GET /tools = %d %v, the call %d %v: not the same answer", lcode, lbody, code, body)
 		}
 	}

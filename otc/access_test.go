@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/mcpotc/mcpotc/internal/principal"
 )
 
 // accessHandler serves Kit.Open, Kit.Secret (two versions) and Other.Tool
@@ -200,7 +202,7 @@ func TestJWTCallerClaims(t *testing.T) {
 		{map[string]any{"scp": []string{"a", "b"}}, "", []string{"a", "b"}},
 	} {
 		do(t, h, "GET", "/tools", map[string]string{"Authorization": "Bearer " + token("carol", tc.extra)}, "")
-		if got.Subject != "carol" || got.ID != "jwt:carol" || got.Issuer != tc.iss || !slices.Equal(got.Scopes, tc.scopes) || got.Claims["sub"] != "carol" {
+		if got.Subject != "carol" || got.ID != principal.Token(tc.iss, "carol") || got.Principal() != got.ID || got.Issuer != tc.iss || !slices.Equal(got.Scopes, tc.scopes) || got.Claims["sub"] != "carol" {
 			t.Errorf("%v: %+v", tc.extra, got)
 		}
 		if g, ok := tc.extra["groups"]; ok && !reflect.DeepEqual(got.Claims["groups"], []any{g.([]string)[0]}) {

@@ -13,23 +13,19 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/mcpotc/mcpotc/internal/httpguard"
+	"github.com/mcpotc/mcpotc/internal/principal"
 )
 
-// Caller identities (see authorized).
-const (
-	// CallerAPIKey is the identity of a caller that sent the static API
-	// key (there is one key).
-	CallerAPIKey = "api-key"
-	// callerJWTPrefix prefixes a JWT's sub: "jwt:" + sub ("jwt:" for a
-	// token without sub: such tokens are one caller).
-	callerJWTPrefix = "jwt:"
-)
+// CallerAPIKey is Caller.ID of a caller that sent the static API key
+// (there is one key): its holder is one principal.
+const CallerAPIKey = principal.APIKey
 
 // Caller is who a request's transport authentication established.
 type Caller struct {
-	// ID names the caller: "" when transport auth is off, CallerAPIKey for
-	// the static key, "jwt:" + sub for a JWT. It scopes call_id
-	// idempotency: one caller never sees another's answers.
+	// ID names a caller that authenticated: CallerAPIKey for the static
+	// key, a JWT's issuer and subject (principal.Token) for a JWT; "" for
+	// a caller that did not. Principal is the name every per-caller bound
+	// and record uses.
 	ID string
 	// Authenticated is set when credentials were checked (API key or JWT).
 	Authenticated bool
@@ -51,20 +47,22 @@ type Caller struct {
 	Claims  map[string]any
 }
 
-// Principal is the caller as one string, for what is bound to the caller
-// (pending authorizations): its ID when it authenticated, else "addr:" and
-// its address.
+// Principal is the caller as one string (package internal/principal), for
+// everything bound to or recorded of the caller — call_id idempotency,
+// rate limits, held calls, kept states, pending authorizations, the audit
+// log: its ID when it authenticated (the API key's holder; a JWT's issuer
+// and subject), else its client address, an IPv6 address by its /64.
 func (c Caller) Principal() string {
 	if c.Authenticated {
 		return c.ID
 	}
-	return "addr:" + c.Addr
+	return principal.AddressOf(c.Addr)
 }
 
 // authorized checks transport credentials when any are configured and
 // answers 401 when they are missing or bad. With no APIKey and no
 // JWTSecret, every request passes, Authorization is ignored and the
-// caller's ID is "".
+// caller is unauthenticated.
 func (h *Handler) authorized(rp *reply) (Caller, bool) {
 	caller, reason := h.Authenticate(rp.r)
 	if reason == "" {
@@ -115,9 +113,9 @@ func (h *Handler) Authenticate(r *http.Request) (Caller, string) {
 	if err != nil {
 		return c, "the bearer token is not valid: " + err.Error()
 	}
-	c.ID, c.Authenticated, c.User = callerJWTPrefix+sub, true, user
-	c.Subject, c.Claims, c.Scopes = sub, claims, jwtScopes(claims)
 	c.Issuer, _ = claims["iss"].(string)
+	c.ID, c.Authenticated, c.User = principal.Token(c.Issuer, sub), true, user
+	c.Subject, c.Claims, c.Scopes = sub, claims, jwtScopes(claims)
 	return c, ""
 }
 

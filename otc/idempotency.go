@@ -31,8 +31,8 @@ const (
 // in the byte bound.
 const idemEntryOverhead = 320
 
-// idemKey is an idempotency key: the caller as transport auth identified
-// it (Handler.authorized) and its call_id. Entries are found by call_id;
+// idemKey is an idempotency key: the caller's principal (Caller.Principal)
+// and its call_id. Entries are found by call_id;
 // a call_id held by another caller is refused (400), never replayed and
 // never run a second time under the same id.
 type idemKey struct{ caller, callID string }

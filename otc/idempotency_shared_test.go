@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/mcpotc/mcpotc/internal/principal"
 )
 
 // memIdemStore is an IdempotencyStore in this process's memory, with the
@@ -190,9 +192,10 @@ func TestSharedIdempotencyDeadReplica(t *testing.T) {
 	rs := newReplicas(t, 1, Options{CallTimeout: 300 * time.Millisecond})
 	rs.h[0].shared.leaseMargin = 0
 	close(rs.release)
-	// What the dead replica claimed: the same call, from the same caller.
+	// What the dead replica claimed: the same call, from the same caller
+	// (this test's client, at 127.0.0.1).
 	print := fingerprint("T.Slow@1.0.0", json.RawMessage(`{"x":1}`), nil)
-	claim, _ := json.Marshal(sharedRecord{V: 1, Caller: callerHash(""), Print: fmt.Sprintf("%x", print), Claim: "dead"})
+	claim, _ := json.Marshal(sharedRecord{V: 1, Caller: callerHash(principal.AddressOf("127.0.0.1")), Print: fmt.Sprintf("%x", print), Claim: "dead"})
 	if held, _, err := rs.store.Claim(context.Background(), sharedKey("orphan"), claim, 300*time.Millisecond, time.Minute); held != nil || err != nil {
 		t.Fatal(held, err)
 	}

@@ -1148,7 +1148,7 @@ func (h *Handler) call(rp *reply, r *http.Request, req *CallToolRequest, caller 
 			defer cancel()
 			return h.execute(ctx, r, st, req, caller, callerCallID)
 		}
-		key, print := idemKey{caller: caller.ID, callID: req.CallID}, fingerprint(def.ID, req.Input, req.Context)
+		key, print := idemKey{caller: caller.Principal(), callID: req.CallID}, fingerprint(def.ID, req.Input, req.Context)
 		if h.shared != nil {
 			out = h.shared.do(r.Context(), key, print, run, h.retain)
 		} else {

@@ -9,10 +9,11 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode"
+	"unicode/utf16"
 	"unicode/utf8"
 )
 
@@ -345,35 +346,88 @@ func encode(ln *line) ([]byte, bool) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
-	if err := enc.Encode(ln); err != nil || buf.Len() > MaxLineBytes {
+	if err := enc.Encode(ln); err != nil {
 		return nil, false
 	}
-	return buf.Bytes(), true
+	b := escapeRest(buf.Bytes())
+	if len(b) > MaxLineBytes {
+		return nil, false
+	}
+	return b, true
 }
 
-// cut is s cut to n bytes on a UTF-8 boundary, its control characters
-// (which JSON would write six bytes long, and a terminal could act on)
-// replaced by "?".
+// cut is s cut so that it is at most n bytes as the line writes it: each
+// character counted at its written width (escaped, see width), the cut on
+// a character's boundary.
 func cut(s string, n int) string {
-	if len(s) > n {
-		s = s[:n]
-		for len(s) > 0 && !utf8.ValidString(s) {
-			s = s[:len(s)-1]
-		}
-	}
-	if strings.IndexFunc(s, control) >= 0 {
-		s = strings.Map(func(r rune) rune {
-			if control(r) {
-				return '?'
+	used := 0
+	for i, r := range s {
+		w := width(r)
+		if r == utf8.RuneError {
+			if _, size := utf8.DecodeRuneInString(s[i:]); size == 1 {
+				w = 6 // a byte that is not UTF-8: written \ufffd
 			}
-			return r
-		}, s)
+		}
+		if used+w > n {
+			return s[:i]
+		}
+		used += w
 	}
 	return s
 }
 
-func control(r rune) bool {
-	return r < 0x20 || r == 0x7f || r == 0x2028 || r == 0x2029 || r == utf8.RuneError
+// width is how many bytes r takes in a line: JSON's own escapes of the
+// quote and the backslash, six or twelve for a character written as a \u
+// escape (escaped), else its UTF-8 length.
+func width(r rune) int {
+	switch {
+	case r == '"' || r == '\\':
+		return 2
+	case !escaped(r):
+		return utf8.RuneLen(r)
+	case r > 0xffff:
+		return 12 // a UTF-16 surrogate pair
+	}
+	return 6
+}
+
+// escaped reports a character that a line never holds as it is, only as
+// a \u escape: a control (C0, DEL, C1), a line or paragraph separator,
+// or an invisible formatting character (Unicode category Cf: the bidi
+// embeddings, overrides, isolates and marks, zero-width characters, the
+// BOM, tags). A caller chooses some fields (a user_id, a tool name): as
+// they are, such characters make one line read as two, act on the
+// operator's terminal, or reverse what the operator reads; escaped, the
+// operator sees them, and a JSON reader still gets the field as it was.
+func escaped(r rune) bool {
+	return r < 0x20 || (r >= 0x7f && r <= 0x9f) || r == 0x2028 || r == 0x2029 || unicode.Is(unicode.Cf, r)
+}
+
+// escapeRest writes, in an encoded line, every escaped character that
+// encoding/json leaves as it is (DEL, C1, Cf) as a \u escape (a surrogate
+// pair beyond U+FFFF). Such characters occur only inside the line's
+// strings, where a \u escape means the same character.
+func escapeRest(b []byte) []byte {
+	i := bytes.IndexFunc(b, func(r rune) bool { return r >= 0x7f && escaped(r) })
+	if i < 0 {
+		return b
+	}
+	out := make([]byte, 0, len(b)+64)
+	out = append(out, b[:i]...)
+	for len(b[i:]) > 0 {
+		r, size := utf8.DecodeRune(b[i:])
+		switch {
+		case r < 0x7f || !escaped(r) || (r == utf8.RuneError && size == 1):
+			out = append(out, b[i:i+size]...)
+		case r > 0xffff:
+			hi, lo := utf16.EncodeRune(r)
+			out = fmt.Appendf(out, `\u%04x\u%04x`, hi, lo)
+		default:
+			out = fmt.Appendf(out, `\u%04x`, r)
+		}
+		i += size
+	}
+	return out
 }
 
 // ArgNames are the names of the members of a call's arguments object (at

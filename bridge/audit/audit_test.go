@@ -48,7 +48,7 @@ func TestEncodeFields(t *testing.T) {
 // Every field is cut to its bound and holds no control character, so that
 // no caller-chosen string makes a line long, or two lines of one.
 func TestEncodeBounds(t *testing.T) {
-	long := strings.Repeat("\"\\é", 5000) + "\n\r\x00\u2028"
+	long := strings.Repeat("\"\\é\u202e\u0085\x85\U000e0001", 5000) + "\n\r\x00\u2028"
 	var args []string
 	for i := range 100 {
 		args = append(args, fmt.Sprintf("%d%s", i, long))
@@ -62,7 +62,7 @@ func TestEncodeBounds(t *testing.T) {
 	if len(b) > MaxLineBytes {
 		t.Fatalf("line of %d bytes, over %d", len(b), MaxLineBytes)
 	}
-	if strings.Count(string(b), "\n") != 1 || strings.ContainsAny(string(b[:len(b)-1]), "\r\x00\u2028") {
+	if strings.Count(string(b), "\n") != 1 || strings.ContainsAny(string(b[:len(b)-1]), "\r\x00\u2028\u202e\u0085\U000e0001\x85") {
 		t.Fatalf("control characters in the line: %q", b[:200])
 	}
 	var got line
@@ -307,4 +307,48 @@ func readLines(t *testing.T, path string) []line {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// Every control (C0, DEL, C1), line or paragraph separator and invisible
+// formatting character (Unicode Cf: bidi overrides, isolates and marks,
+// zero-width characters, the BOM, tags) a caller puts in a field is written
+// as a \u escape: the raw line holds none of them (a line never reads as
+// two, a terminal acts on none, RLO reverses nothing), the operator sees
+// each escape, and a JSON reader gets the field back as it was.
+func TestEncodeEscapesInvisible(t *testing.T) {
+	for _, c := range []struct {
+		r    rune
+		want string
+	}{
+		{0x00, `\u0000`}, {0x1b, `\u001b`}, {0x7f, `\u007f`},
+		{0x80, `\u0080`}, {0x85, `\u0085`}, {0x9b, `\u009b`}, {0x9f, `\u009f`},
+		{0x2028, `\u2028`}, {0x2029, `\u2029`},
+		{0x202a, `\u202a`}, {0x202b, `\u202b`}, {0x202c, `\u202c`}, {0x202d, `\u202d`}, {0x202e, `\u202e`},
+		{0x2066, `\u2066`}, {0x2067, `\u2067`}, {0x2068, `\u2068`}, {0x2069, `\u2069`},
+		{0x200e, `\u200e`}, {0x200f, `\u200f`}, {0x061c, `\u061c`},
+		{0x200b, `\u200b`}, {0x200d, `\u200d`}, {0x2060, `\u2060`}, {0xfeff, `\ufeff`}, {0x00ad, `\u00ad`},
+		{0xe0001, `\udb40\udc01`}, {0x1d173, `\ud834\udd73`},
+	} {
+		user := "alice" + string(c.r) + "evil"
+		tool := "Tool" + string(c.r) + "@1.0.0"
+		b, ok := Encode(&Record{Kind: KindCall, Front: "otc", Principal: "p" + string(c.r), UserID: user, Tool: tool, Outcome: "ok"})
+		if !ok {
+			t.Fatalf("U+%04X: not encoded", c.r)
+		}
+		if strings.ContainsRune(string(b[:len(b)-1]), c.r) || strings.Count(string(b), "\n") != 1 {
+			t.Errorf("U+%04X is in the line as it is: %q", c.r, b)
+		}
+		if !strings.Contains(string(b), `"user_id":"alice`+c.want+`evil"`) || !strings.Contains(string(b), `"tool":"Tool`+c.want+`@1.0.0"`) {
+			t.Errorf("U+%04X is not written %s: %s", c.r, c.want, b)
+		}
+		var got line
+		if err := json.Unmarshal(b, &got); err != nil || got.UserID != user || got.Tool != tool {
+			t.Errorf("U+%04X: the line does not read back: %v %q %q", c.r, err, got.UserID, got.Tool)
+		}
+	}
+	// Printable text stays as it is: letters of any script, é, emoji.
+	b, _ := Encode(&Record{Kind: KindCall, Front: "otc", UserID: "élodie שלום 😀 <&>", Outcome: "ok"})
+	if !strings.Contains(string(b), `"user_id":"élodie שלום 😀 <&>"`) {
+		t.Fatalf("printable text changed: %s", b)
+	}
 }

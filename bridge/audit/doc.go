@@ -8,7 +8,11 @@
 // A Record holds names and fixed texts only: no token, secret, credential
 // or argument value ever reaches it (the argument names, when the operator
 // asks for them, are the keys of the arguments object). Every string is cut
-// to a bound, so that no line is longer than MaxLineBytes.
+// to a bound, so that no line is longer than MaxLineBytes, and every
+// control (C0, DEL, C1), line or paragraph separator and invisible
+// formatting character (Unicode Cf: bidi overrides, isolates and marks,
+// zero-width characters) in it is written as a \u escape: a line never
+// reads as two, a terminal acts on none, and the operator sees them.
 //
 // Writing never holds a call up beyond a bounded buffer: Write encodes the
 // line and hands it to one writer goroutine through a buffer of

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/mcpotc/mcpotc/internal/principal"
 )
 
 func TestGlob(t *testing.T) {
@@ -62,17 +64,17 @@ func TestAccessRules(t *testing.T) {
 		Rule{Claims: map[string][]string{"realm_access.roles": {"auditor"}}, Tools: []string{"audit_*"}},
 		Rule{Claims: map[string][]string{"https://example.com/team": {"blue"}}, Tools: []string{"blue_*"}},
 	)
-	alice := &Principal{Key: TokenKey(op, "alice"), Authenticated: true, Token: true, Issuer: op, Subject: "alice"}
-	bob := &Principal{Key: TokenKey(op, "bob"), Authenticated: true, Token: true, Issuer: op, Subject: "bob",
+	alice := &Principal{Key: principal.Token(op, "alice"), Authenticated: true, Token: true, Issuer: op, Subject: "alice"}
+	bob := &Principal{Key: principal.Token(op, "bob"), Authenticated: true, Token: true, Issuer: op, Subject: "bob",
 		Scopes: []string{"tools:list", "tools:read"},
 		Claims: map[string]any{"groups": []any{"sales", "support"}, "realm_access": map[string]any{"roles": []any{"auditor"}},
 			"https://example.com/team": "blue"}}
 	// alice of another issuer: a subject is one issuer's.
-	mallory := &Principal{Key: TokenKey("https://evil.example.com", "alice"), Authenticated: true, Token: true, Issuer: "https://evil.example.com", Subject: "alice",
+	mallory := &Principal{Key: principal.Token("https://evil.example.com", "alice"), Authenticated: true, Token: true, Issuer: "https://evil.example.com", Subject: "alice",
 		Claims: map[string]any{"groups": "support-team", "realm_access": "auditor"}}
-	anon := &Principal{Key: AddressKey(netip.MustParseAddr("192.0.2.1"))}
+	anon := &Principal{Key: principal.Address(netip.MustParseAddr("192.0.2.1"))}
 	apiKey := &Principal{Key: "api-key", Authenticated: true}
-	svc := &Principal{Key: TokenKey("", "svc"), Authenticated: true, Token: true, Subject: "svc"}
+	svc := &Principal{Key: principal.Token("", "svc"), Authenticated: true, Token: true, Subject: "svc"}
 	for _, tc := range []struct {
 		who   string
 		p     *Principal
@@ -95,7 +97,7 @@ func TestAccessRules(t *testing.T) {
 	}
 	// Grants: the same rules, the same key; other rules, another key.
 	bob2 := *bob
-	bob2.Subject, bob2.Key = "bob2", TokenKey(op, "bob2")
+	bob2.Subject, bob2.Key = "bob2", principal.Token(op, "bob2")
 	if a.For(bob).Key() != a.For(&bob2).Key() {
 		t.Errorf("two principals matching the same rules: keys %q and %q", a.For(bob).Key(), a.For(&bob2).Key())
 	}
@@ -133,27 +135,6 @@ func TestAccessRuleErrors(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), "rule 1: ") {
 			t.Errorf("%+v: %v, want rule 1: …%s…", tc.rule, err, tc.want)
 		}
-	}
-}
-
-func TestAddressKey(t *testing.T) {
-	for addr, want := range map[string]string{
-		"192.0.2.1":            "addr:192.0.2.1",
-		"::ffff:192.0.2.1":     "addr:192.0.2.1",
-		"2001:db8:1:2:3:4:5:6": "addr:2001:db8:1:2::/64",
-		"2001:db8:1:2:ffff::1": "addr:2001:db8:1:2::/64",
-		"2001:db8:1:3::1":      "addr:2001:db8:1:3::/64",
-		"fe80::1%eth0":         "addr:fe80::/64",
-	} {
-		if got := AddressKey(netip.MustParseAddr(addr)); got != want {
-			t.Errorf("AddressKey(%s) = %q, want %q", addr, got, want)
-		}
-	}
-	if got := AddressKey(netip.Addr{}); got != "addr:unknown" {
-		t.Errorf("AddressKey(zero) = %q", got)
-	}
-	if TokenKey("a|sub:b", "c") == TokenKey("a", "b|sub:c") {
-		t.Error("TokenKey: two issuer/subject pairs read alike")
 	}
 }
 

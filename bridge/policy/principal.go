@@ -1,8 +1,6 @@
 package policy
 
 import (
-	"net/netip"
-	"strconv"
 	"strings"
 )
 
@@ -11,8 +9,11 @@ import (
 // (an OTC context.user_id, a forwarded _meta carrier) is part of it.
 type Principal struct {
 	// Key names the principal, unambiguously among the front's principals:
-	// rate limits are counted by it. TokenKey, AddressKey, or a front's own
-	// ("stdio", "bearer", "api-key").
+	// rate limits are counted by it. Always one of package
+	// internal/principal's names (a token's issuer and subject, a client
+	// address, an IPv6 address by its /64, "stdio", "bearer", "api-key"),
+	// the same name every other per-caller bound and record of the front
+	// uses.
 	Key string
 	// Authenticated: the transport checked the caller's credentials (a
 	// token, an API key, a bearer token), or the caller is the process
@@ -26,28 +27,6 @@ type Principal struct {
 	Scopes  []string
 	// Claims are the token's claims as JSON decodes them (nil: none).
 	Claims map[string]any
-}
-
-// TokenKey is the Key of a token's principal: its issuer and subject,
-// length-prefixed so that no issuer and subject read as another pair,
-// whatever they contain.
-func TokenKey(issuer, subject string) string {
-	return "iss:" + strconv.Itoa(len(issuer)) + ":" + issuer + "|sub:" + subject
-}
-
-// AddressKey is the Key of a caller that did not authenticate: its client
-// address, an IPv6 address by its /64 (one host is usually given a whole
-// /64, and could otherwise take a fresh principal per address).
-func AddressKey(a netip.Addr) string {
-	a = a.Unmap()
-	switch {
-	case !a.IsValid():
-		return "addr:unknown"
-	case a.Is4():
-		return "addr:" + a.String()
-	}
-	p, _ := a.WithZone("").Prefix(64)
-	return "addr:" + p.String()
 }
 
 // claim returns the values of the token's claim name: a string claim's

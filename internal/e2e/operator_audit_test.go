@@ -118,7 +118,7 @@ const auditTraceID = "4bf92f3577b34da6a3ce929d0e0e4736"
 // --audit-log FILE --audit-log-max-bytes 16384 --audit-log-keep 2
 // --audit-log-arg-names. A call whose context carries a secret and a token
 // and whose input carries a value gets one line naming the caller
-// (jwt:app-1), its user, the upstream, the tool, the outcome, the status,
+// (its issuer, none, and subject app-1), its user, the upstream, the tool, the outcome, the status,
 // the call_id, the trace id and the argument name; a bad JWT gets a
 // refusal line with the front's reason. 300 more calls rotate the file:
 // no file passes 16384 bytes, two rotated files are kept, the newest line
@@ -182,7 +182,7 @@ func TestE2EAuditLogOTCFront(t *testing.T) {
 			t.Fatalf("the call's and the refusal's lines are not in the log: %v", all)
 		}
 	}
-	checkLine(t, "the call's line", lines[1], map[string]any{"audit": "call", "front": "otc", "principal": "jwt:app-1", "user_id": "alice",
+	checkLine(t, "the call's line", lines[1], map[string]any{"audit": "call", "front": "otc", "principal": "iss:0:|sub:app-1", "user_id": "alice",
 		"upstream": "one", "tool": "One.echo@1.0.0", "outcome": "ok", "status": 200, "call_id": "audit-call-1", "trace_id": auditTraceID,
 		"args": []string{"message"}})
 	checkLine(t, "the refusal's line", lines[2], map[string]any{"audit": "authorization", "front": "otc", "principal": "addr:127.0.0.1",

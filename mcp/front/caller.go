@@ -7,6 +7,7 @@ import (
 
 	"github.com/mcpotc/mcpotc/internal/callid"
 	"github.com/mcpotc/mcpotc/internal/httpguard"
+	"github.com/mcpotc/mcpotc/internal/principal"
 )
 
 // Who sent a request (README, MCP front: "Principals", "Forwarded
@@ -53,7 +54,7 @@ type caller struct {
 }
 
 // stdioCaller is the caller of every request served over stdio.
-var stdioCaller = &caller{principal: "stdio", sessions: "stdio", forwarder: true, sole: true}
+var stdioCaller = &caller{principal: principal.Stdio, sessions: principal.Stdio, forwarder: true, sole: true}
 
 func callerFrom(ctx context.Context) *caller {
 	c, _ := ctx.Value(callerKey{}).(*caller)
@@ -113,7 +114,7 @@ func (h *HTTPHandler) caller(r *http.Request, id *Identity) *caller {
 		c.forwarder = h.forwarders[c.principal]
 		c.sole = len(h.forwarders) == 1
 	case h.opts.BearerToken != "":
-		c.principal, c.forwarder, c.sole = "bearer", true, true
+		c.principal, c.forwarder, c.sole = principal.Bearer, true, true
 	default:
 		c.principal = c.sessions
 		c.forwarder = addr.IsValid() && addr.IsLoopback()
@@ -132,12 +133,5 @@ func (h *HTTPHandler) clientAddr(r *http.Request) netip.Addr {
 // addrKey is what a client address counts as: an IPv4 address, or the
 // /64 of an IPv6 address (one host is usually given a whole /64).
 func addrKey(a netip.Addr) string {
-	switch {
-	case !a.IsValid():
-		return "unknown"
-	case a.Is4():
-		return a.String()
-	}
-	p, _ := a.WithZone("").Prefix(64)
-	return p.String()
+	return principal.AddressKey(a)
 }

@@ -83,10 +83,12 @@ type Options struct {
 	// once ctx ends or its input reaches EOF, before their contexts are
 	// cancelled. Zero means DefaultStdioGrace; negative means no grace.
 	StdioGrace time.Duration
-	// OnUnknownTool is told of each tools/call of a tool the front does not
-	// serve, before it is answered -32602 (for metrics and traces). It
-	// must not block. Nil: nothing is told.
-	OnUnknownTool func(ctx context.Context, req mcpgo.CallToolRequest)
+	// OnCallRefused is told of each tools/call the front answers itself,
+	// without running a tool's handler (CallRefusal says why), before it
+	// is answered: so that the calls a handler never sees are logged,
+	// counted, traced and audited as the others are. It must not block.
+	// Nil: nothing is told.
+	OnCallRefused func(ctx context.Context, req mcpgo.CallToolRequest, r CallRefusal)
 	// Visibility, when set, is the tools the caller of a request may see
 	// and call (visibility.go): tools/list lists only those, and a
 	// tools/call of any other is answered as one of a tool the front does
@@ -145,7 +147,7 @@ type Server struct {
 	name, version string
 	log           *slog.Logger
 	grace         time.Duration
-	onUnknown     func(context.Context, mcpgo.CallToolRequest)
+	onRefused     func(context.Context, mcpgo.CallToolRequest, CallRefusal)
 	starting      func(context.Context) *RPCError
 	listMeta      json.RawMessage // tools/list's ttlMs and cacheScope (2026-07-28)
 	sealer        *inputSealer    // requestStates (inputstate.go)
@@ -175,7 +177,7 @@ func New(name, version string, opts *Options) *Server {
 	if opts == nil {
 		opts = &Options{}
 	}
-	f := &Server{name: name, version: version, log: opts.Logger, grace: opts.StdioGrace, onUnknown: opts.OnUnknownTool,
+	f := &Server{name: name, version: version, log: opts.Logger, grace: opts.StdioGrace, onRefused: opts.OnCallRefused,
 		starting: opts.Starting,
 		listMeta: listCacheMeta(opts.ListTTL, opts.PrivateList), sealer: newInputSealer(opts.StateKeys, opts.InputStateTTL)}
 	if f.log == nil {
@@ -553,38 +555,41 @@ func (f *Server) list(ctx context.Context, x *exchange) json.RawMessage {
 func (f *Server) call(ctx context.Context, m *message, x *exchange) []byte {
 	req, failure := callRequest(m.params)
 	if failure != nil {
-		return f.answer(m, nil, failure)
+		return f.refuse(ctx, m, req, RefusedParams, failure)
 	}
 	cat := f.cat.Load() // the tools and their visibility: one generation, for the whole call
 	t := cat.byName[req.Params.Name]
-	if t != nil && !cat.allows(ctx, req.Params.Name) {
+	hidden := t != nil && !cat.allows(ctx, req.Params.Name)
+	if hidden {
 		t = nil // as if it were not served (visibility.go)
 	}
 	if t == nil && f.starting != nil {
 		// Not served yet, perhaps: a hidden tool is answered alike.
 		if failure := f.starting(ctx); failure != nil {
-			return f.answer(m, nil, failure)
+			return f.refuse(ctx, m, req, RefusedStarting, failure)
 		}
 	}
 	if t == nil {
-		if f.onUnknown != nil {
-			f.onUnknown(ctx, req)
+		kind := RefusedUnknownTool
+		if hidden {
+			kind = RefusedAccess
 		}
-		return f.answer(m, nil, &RPCError{Code: mcpgo.INVALID_PARAMS,
-			Message: fmt.Sprintf("tool '%s' not found: tool not found", req.Params.Name) + didYouMean(suggest(ctx, cat, req.Params.Name))})
+		return f.refuse(ctx, m, req, kind, unknownTool(req.Params.Name, suggest(ctx, cat, req.Params.Name)))
 	}
 	if t.Tool.Execution != nil && t.Tool.Execution.TaskSupport == mcpgo.TaskSupportRequired {
 		// The front declares no tasks capability (MCP 2025-11-25, Tasks):
 		// a tool that can only run as a task cannot run here. A task
 		// augmentation of any other tool (params.task) is ignored.
-		return f.answer(m, nil, &RPCError{Code: mcpgo.METHOD_NOT_FOUND,
+		return f.refuse(ctx, m, req, RefusedTask, &RPCError{Code: mcpgo.METHOD_NOT_FOUND,
 			Message: fmt.Sprintf("tool '%s' requires task augmentation (taskSupport %q), which this server does not support", req.Params.Name, mcpgo.TaskSupportRequired)})
 	}
 	if x.modern != nil {
 		// A retry answering an input_required result (inputstate.go).
-		if ctx, failure = f.resume(ctx, &req); failure != nil {
-			return f.answer(m, nil, failure)
+		resumed, failure := f.resume(ctx, &req)
+		if failure != nil {
+			return f.refuse(ctx, m, req, RefusedRetry, failure)
 		}
+		ctx = resumed
 	} else {
 		req.Params.RequestState, req.Params.InputResponses = "", nil // no multi round-trip before 2026-07-28
 	}
@@ -623,6 +628,49 @@ func (f *Server) call(ctx context.Context, m *message, x *exchange) []byte {
 		return f.answer(m, nil, &RPCError{Code: mcpgo.INTERNAL_ERROR, Message: "Internal error: the result could not be encoded: " + err.Error()})
 	}
 	return resultFrame(m.id, b)
+}
+
+// Why the front answered a tools/call itself (CallRefusal.Kind).
+const (
+	// RefusedParams: the params are not those of a tools/call (-32602);
+	// the request's name may be empty.
+	RefusedParams = "invalid_params"
+	// RefusedUnknownTool: the front serves no such tool (-32602).
+	RefusedUnknownTool = "unknown_tool"
+	// RefusedAccess: the tool is served, but not to this caller
+	// (Options.Visibility); the caller is answered as for
+	// RefusedUnknownTool.
+	RefusedAccess = "access_denied"
+	// RefusedStarting: the tool is not served, while the catalog is not
+	// complete yet (Options.Starting's answer: the bridge is starting).
+	RefusedStarting = "starting"
+	// RefusedTask: the tool can only run as a task (-32601).
+	RefusedTask = "task_required"
+	// RefusedRetry: a retry's requestState or inputResponses were
+	// refused (-32602; inputstate.go).
+	RefusedRetry = "invalid_retry"
+)
+
+// CallRefusal is why the front answered a tools/call itself
+// (Options.OnCallRefused): Kind (RefusedParams, …) and the error it
+// answered.
+type CallRefusal struct {
+	Kind string
+	Err  *RPCError
+}
+
+// refuse answers m with failure, telling Options.OnCallRefused first.
+func (f *Server) refuse(ctx context.Context, m *message, req mcpgo.CallToolRequest, kind string, failure *RPCError) []byte {
+	if f.onRefused != nil {
+		f.onRefused(ctx, req, CallRefusal{Kind: kind, Err: failure})
+	}
+	return f.answer(m, nil, failure)
+}
+
+// unknownTool is the answer to a call of a tool the front does not serve
+// (or the caller may not see), with the names suggested.
+func unknownTool(name string, suggested []string) *RPCError {
+	return &RPCError{Code: mcpgo.INVALID_PARAMS, Message: fmt.Sprintf("tool '%s' not found: tool not found", name) + didYouMean(suggested)}
 }
 
 // runHandler runs h, turning a panic into an error (a bad tool must not

@@ -9,9 +9,10 @@ import (
 	"net/url"
 	"path"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
+
+	"github.com/mcpotc/mcpotc/internal/principal"
 )
 
 // ResourceAuth makes an HTTPHandler an OAuth 2.1 protected resource (MCP
@@ -64,11 +65,10 @@ type Identity struct {
 // them: its issuer and subject (else its client), length-prefixed so that
 // no issuer and subject read as another pair, whatever they contain.
 func (id *Identity) principal() string {
-	who := "sub:" + id.Subject
 	if id.Subject == "" {
-		who = "client:" + id.ClientID
+		return principal.TokenClient(id.Issuer, id.ClientID)
 	}
-	return "iss:" + strconv.Itoa(len(id.Issuer)) + ":" + id.Issuer + "|" + who
+	return principal.Token(id.Issuer, id.Subject)
 }
 
 // legacyPrincipal is principal as it was before issuers were part of it:
