@@ -629,9 +629,14 @@ func clashes(owner map[string]toolOwner, upstream string, tools map[string]*fron
 func (f *MCPFront) handler(t *frontTool) front.ToolHandler {
 	return func(ctx context.Context, req mcpgo.CallToolRequest) (*mcpgo.CallToolResult, error) {
 		if f.ctl.limited() {
-			if d := f.ctl.admit(ctx, mcpKey(ctx), t.up.Name, t.Tool.Name); d.Wait > 0 {
+			d := f.ctl.admit(ctx, mcpKey(ctx), t.up.Name, t.Tool.Name)
+			if d.Wait > 0 {
 				f.opts.Metrics.Call(metrics.FrontMCP, t.up.Name, t.Tool.Name, metrics.RateLimited, 0)
 				return rateLimited(t.Tool.Name, d), nil
+			}
+			if d.Gone {
+				// The caller went away before admission: not started.
+				return nil, ctx.Err()
 			}
 		}
 		start := time.Now()

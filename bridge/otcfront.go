@@ -343,7 +343,7 @@ func (f *OTCFront) admit(ctx context.Context, caller otc.Caller, def *otc.ToolDe
 	}
 	d := f.ctl.admit(ctx, func() string { return otcPrincipal(caller).Key }, up, tool)
 	if d.Wait <= 0 {
-		return nil
+		return nil // admitted, or d.Gone: the handler starts no call for a caller gone
 	}
 	return otcRefusal(tool, d)
 }

@@ -1094,6 +1094,18 @@ func (h *Handler) call(rp *reply, r *http.Request, req *CallToolRequest, caller 
 			return
 		}
 	}
+	if err := r.Context().Err(); err != nil {
+		// The caller went away before its call started: it is not started.
+		// (A call with a call_id runs detached from its caller once
+		// started; started for nobody, it would be a run no limit saw the
+		// caller wait for.)
+		failure := &ServerErrorResponse{Message: "The call was cancelled", DeveloperMessage: err.Error()}
+		if rec := h.record(r.Context(), req, def.ID, StatusClientClosed, false, start, failure); rec != nil {
+			rec.Outcome = OutcomeCancelled
+			h.opts.Observe(rec)
+		}
+		return
+	}
 	if len(req.Input) == 0 {
 		req.Input = json.RawMessage("{}")
 	}
