@@ -1100,10 +1100,9 @@ func (h *Handler) call(rp *reply, r *http.Request, req *CallToolRequest, caller 
 		}
 	}
 	if err := r.Context().Err(); err != nil {
-		// The caller went away before its call started: it is not started.
-		// (A call with a call_id runs detached from its caller once
-		// started; started for nobody, it would be a run no limit saw the
-		// caller wait for.)
+		// The caller went away before its call started: it is not started
+		// (a call with a call_id runs detached from its caller once
+		// started: started now, it would run for nobody).
 		failure := &ServerErrorResponse{Message: "The call was cancelled", DeveloperMessage: err.Error()}
 		if rec := h.record(r.Context(), req, def.ID, StatusClientClosed, false, start, failure); rec != nil {
 			rec.Outcome = OutcomeCancelled
