@@ -2,18 +2,17 @@ package bridge
 
 import (
 	"bytes"
-	"container/list"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	mcpgo "github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/mcpotc/mcpotc/internal/answers"
 	"github.com/mcpotc/mcpotc/internal/callid"
 	"github.com/mcpotc/mcpotc/mcp/front"
 	"github.com/mcpotc/mcpotc/otc"
@@ -33,22 +32,23 @@ import (
 // IdempotencyKeyArg is the argument an MCP host may add to any call.
 const IdempotencyKeyArg = "idempotency_key"
 
-// Defaults and bounds of the MCP front's idempotency store.
+// Defaults and bounds of the MCP front's idempotency store (an
+// answers.Store, the bounded store serve-otc's call_id uses too).
 const (
 	// DefaultIdempotencyTTL is how long an answer is kept when
 	// MCPFrontOptions.IdempotencyTTL is zero.
 	DefaultIdempotencyTTL = 10 * time.Minute
 	// idemMaxEntries, idemMaxBytes bound the answers kept for everyone;
-	// idemMaxPerPrincipal those of one caller (its oldest go first).
-	idemMaxEntries      = 10_000
-	idemMaxBytes        = 64 << 20
-	idemMaxPerPrincipal = 1_000
+	// idemMaxPerPrincipal, idemMaxBytesPerPrincipal those of one caller
+	// (past them, its own oldest go; never another caller's).
+	idemMaxEntries           = answers.DefaultEntries
+	idemMaxBytes             = answers.DefaultBytes
+	idemMaxPerPrincipal      = idemMaxEntries / 10
+	idemMaxBytesPerPrincipal = idemMaxBytes / 8
 	// idemMaxRunning, idemMaxRunningPerPrincipal bound the calls with a
 	// key that run at once, for everyone and for one caller.
-	idemMaxRunning             = 1_000
+	idemMaxRunning             = answers.DefaultRunning
 	idemMaxRunningPerPrincipal = 100
-	// idemEntryOverhead is what an entry costs besides its key and answer.
-	idemEntryOverhead = 320
 )
 
 // declaresProperty reports whether an OTC input schema (plain or wrapped
@@ -111,38 +111,22 @@ var (
 )
 
 // idemStore keeps the OTC answers of calls made with an idempotency key,
-// by scoped key, bounded in count, bytes and time, and per caller. A
-// running call's repeats wait for its answer; calls that did not reach
-// the tool (an error) and answers marked can_retry are not kept.
+// by scoped key, in an answers.Store: bounded in count, bytes and time, in
+// all and per caller (8 MiB and 1,000 answers of one caller; past them its
+// own oldest answers go, never another caller's). A running call's
+// repeats wait for its answer; calls that did not reach the tool (an
+// error) and answers marked can_retry are not kept.
 type idemStore struct {
-	ttl time.Duration
-	now func() time.Time
-
-	mu      sync.Mutex
-	byKey   map[string]*idemEntry
-	order   *list.List            // kept entries, oldest first (all with the same TTL: by expiry too)
-	mine    map[string]*list.List // kept entries by principal, oldest first
-	running map[string]int        // running entries by principal
-	total   int                   // running entries
-	bytes   int64
-}
-
-type idemEntry struct {
-	key, principal string
-	print          [32]byte
-	done           chan struct{} // closed when the run ended
-	resp           *otc.CallToolResponse
-	err            error
-	size           int64
-	expires        time.Time
-	el, mineEl     *list.Element // nil unless kept
+	ttl   time.Duration
+	store *answers.Store[*otc.CallToolResponse]
 }
 
 func newIdemStore(ttl time.Duration, now func() time.Time) *idemStore {
-	if now == nil {
-		now = time.Now
-	}
-	return &idemStore{ttl: ttl, now: now, byKey: map[string]*idemEntry{}, order: list.New(), mine: map[string]*list.List{}, running: map[string]int{}}
+	return &idemStore{ttl: ttl, store: answers.New[*otc.CallToolResponse](answers.Bounds{
+		Entries: idemMaxEntries, PrincipalEntries: idemMaxPerPrincipal,
+		Bytes: idemMaxBytes, PrincipalBytes: idemMaxBytesPerPrincipal,
+		Running: idemMaxRunning, PrincipalRunning: idemMaxRunningPerPrincipal,
+	}, now)}
 }
 
 // idemPrint identifies a call: the exact tool id, the input compacted and
@@ -175,125 +159,49 @@ func idemPrint(req *otc.CallToolRequest) [32]byte {
 // bounds errIdemBusy. replayed says the answer is a kept one.
 func (s *idemStore) do(ctx context.Context, key, principal string, print [32]byte,
 	run func() (*otc.CallToolResponse, error)) (resp *otc.CallToolResponse, replayed bool, err error) {
-	s.mu.Lock()
-	s.expire()
-	if e, ok := s.byKey[key]; ok {
-		s.mu.Unlock()
-		if e.print != print {
-			return nil, false, errIdemKeyReused
-		}
-		select {
-		case <-e.done:
-		case <-ctx.Done():
-			return nil, false, ctx.Err()
-		}
-		if e.resp == nil {
-			// The first run did not reach an answer to keep: run this one.
-			return s.do(ctx, key, principal, print, run)
-		}
-		return e.resp, true, nil
-	}
-	if s.total >= idemMaxRunning || s.running[principal] >= idemMaxRunningPerPrincipal {
-		s.mu.Unlock()
+	e, first, err := s.store.Begin(key, principal, print)
+	switch {
+	case err != nil:
 		return nil, false, errIdemBusy
+	case first:
+		resp, err = run()
+		// Kept when the tool answered (success, or a tool error that does
+		// not ask for a retry); else dropped.
+		if err == nil && resp != nil && (resp.Success || resp.Error == nil || !resp.Error.CanRetry) {
+			s.store.Finish(e, resp, idemAnswerSize(resp), s.ttl)
+		} else {
+			s.store.Finish(e, nil, 0, 0)
+		}
+		return resp, false, err
+	case e.Print() != print:
+		return nil, false, errIdemKeyReused
 	}
-	e := &idemEntry{key: key, principal: principal, print: print, done: make(chan struct{}), size: int64(idemEntryOverhead + len(key))}
-	s.byKey[key] = e
-	s.bytes += e.size
-	s.total++
-	s.running[principal]++
-	s.mu.Unlock()
-
-	resp, err = run()
-	s.finish(e, resp, err)
-	return resp, false, err
+	select {
+	case <-e.Done():
+	case <-ctx.Done():
+		return nil, false, ctx.Err()
+	}
+	if e.Value() == nil {
+		// The first run did not reach an answer to keep: run this one.
+		return s.do(ctx, key, principal, print, run)
+	}
+	return e.Value(), true, nil
 }
 
-// finish records a run's answer: kept when the tool answered (success, or
-// a tool error that does not ask for a retry) and it fits; else dropped.
-func (s *idemStore) finish(e *idemEntry, resp *otc.CallToolResponse, err error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.total--
-	if s.running[e.principal]--; s.running[e.principal] == 0 {
-		delete(s.running, e.principal)
+// idemAnswerSize is the bytes an answer holds.
+func idemAnswerSize(resp *otc.CallToolResponse) int64 {
+	size := int64(len(resp.CallID) + len(resp.Value) + 64)
+	if resp.Error != nil {
+		size += int64(len(resp.Error.Message) + len(resp.Error.DeveloperMessage) + len(resp.Error.AdditionalPromptContent) + 64)
 	}
-	keep := err == nil && resp != nil && (resp.Success || resp.Error == nil || !resp.Error.CanRetry)
-	var size int64
-	if keep {
-		size = e.size + int64(len(resp.CallID)+len(resp.Value)+64)
-		if resp.Error != nil {
-			size += int64(len(resp.Error.Message) + len(resp.Error.DeveloperMessage) + len(resp.Error.AdditionalPromptContent) + 64)
-		}
-		for k, v := range resp.Ext {
-			size += int64(len(k) + len(v))
-		}
-		keep = size <= idemMaxBytes/10
+	for k, v := range resp.Ext {
+		size += int64(len(k) + len(v))
 	}
-	if !keep {
-		s.remove(e)
-		close(e.done)
-		return
-	}
-	e.resp = resp
-	s.bytes += size - e.size
-	e.size = size
-	e.expires = s.now().Add(s.ttl)
-	e.el = s.order.PushBack(e)
-	m := s.mine[e.principal]
-	if m == nil {
-		m = list.New()
-		s.mine[e.principal] = m
-	}
-	e.mineEl = m.PushBack(e)
-	close(e.done)
-	for m.Len() > idemMaxPerPrincipal {
-		s.remove(m.Front().Value.(*idemEntry))
-	}
-	for s.order.Len() > 0 && (len(s.byKey) > idemMaxEntries || s.bytes > idemMaxBytes) {
-		s.remove(s.order.Front().Value.(*idemEntry))
-	}
-}
-
-// expire drops the kept answers past their time (the oldest are first).
-func (s *idemStore) expire() {
-	now := s.now()
-	for s.order.Len() > 0 {
-		e := s.order.Front().Value.(*idemEntry)
-		if !now.After(e.expires) {
-			return
-		}
-		s.remove(e)
-	}
-}
-
-// remove forgets e, running or kept.
-func (s *idemStore) remove(e *idemEntry) {
-	if s.byKey[e.key] != e {
-		return
-	}
-	delete(s.byKey, e.key)
-	s.bytes -= e.size
-	if e.el != nil {
-		s.order.Remove(e.el)
-		e.el = nil
-	}
-	if e.mineEl != nil {
-		m := s.mine[e.principal]
-		m.Remove(e.mineEl)
-		e.mineEl = nil
-		if m.Len() == 0 {
-			delete(s.mine, e.principal)
-		}
-	}
+	return size
 }
 
 // kept is the number of answers kept and their bytes (tests).
-func (s *idemStore) kept() (int, int64) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.order.Len(), s.bytes
-}
+func (s *idemStore) kept() (int, int64) { return s.store.Stats() }
 
 // idemPrincipal names the caller of ctx for the per-caller bounds: the
 // prefix front.ScopedCallID gives its call_ids ("" for the sole chain

@@ -291,9 +291,7 @@ func TestIdemStoreBounds(t *testing.T) {
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		s.mu.Lock()
-		n := s.running["r"]
-		s.mu.Unlock()
+		n := s.store.Running("r")
 		if n == idemMaxRunningPerPrincipal || time.Now().After(deadline) {
 			break
 		}

@@ -694,9 +694,15 @@ func (f *MCPFront) handler(t *frontTool, a *activeControls) front.ToolHandler {
 		defer func() { c.finish(res, err) }()
 		ctx = c.ctx
 		if a.limited() {
-			if d := a.admit(ctx, mcpKey(ctx), t.up.Name, t.Tool.Name); d.Wait > 0 {
+			d := a.admit(ctx, mcpKey(ctx), t.up.Name, t.Tool.Name)
+			if d.Wait > 0 {
 				c.refused(metrics.RateLimited, "rate limited ("+d.Limit+")")
 				return rateLimited(t.Tool.Name, d), nil
+			}
+			if d.Gone {
+				// The caller went away before admission: not started.
+				c.refused(metrics.Cancelled, "the caller went away before the call was admitted")
+				return nil, ctx.Err()
 			}
 		}
 		callReq := &otc.CallToolRequest{

@@ -398,7 +398,7 @@ func (f *OTCFront) admitWith(a *activeControls, ids map[string]string) func(cont
 		}
 		d := a.admit(ctx, func() string { return otcPrincipal(caller).Key }, up, tool)
 		if d.Wait <= 0 {
-			return nil
+			return nil // admitted, or d.Gone: the handler starts no call for a caller gone
 		}
 		return otcRefusal(tool, d)
 	}

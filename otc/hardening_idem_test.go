@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"math/rand"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
@@ -21,160 +20,10 @@ import (
 	"github.com/mcpotc/mcpotc/internal/conntest"
 )
 
-// checkIdemInvariants recounts the cache and compares with its totals.
-func checkIdemInvariants(t *testing.T, c *idempotency, running map[*idemEntry]bool, step int, op string) {
-	t.Helper()
-	var sum int64
-	nRunning, nKept := 0, 0
-	for id, e := range c.byKey {
-		if e.key.callID != id {
-			t.Fatalf("step %d (%s): entry under %q has key %q", step, op, id, e.key.callID)
-		}
-		sum += e.size
-		if e.expires.IsZero() {
-			nRunning++
-			if e.size != keySize(e.key) {
-				t.Fatalf("step %d (%s): running entry size %d, want %d", step, op, e.size, keySize(e.key))
-			}
-		} else {
-			nKept++
-			if e.size != keySize(e.key)+answerSize(e.out) {
-				t.Fatalf("step %d (%s): kept entry size %d, want %d", step, op, e.size, keySize(e.key)+answerSize(e.out))
-			}
-		}
-	}
-	if sum != c.bytes {
-		t.Fatalf("step %d (%s): bytes %d, recount %d", step, op, c.bytes, sum)
-	}
-	if nRunning != c.running || nRunning != len(running) {
-		t.Fatalf("step %d (%s): running %d, counter %d, started and not finished %d", step, op, nRunning, c.running, len(running))
-	}
-	if nKept != c.order.Len() || nKept != len(c.expiry) {
-		t.Fatalf("step %d (%s): kept %d, order %d, heap %d", step, op, nKept, c.order.Len(), len(c.expiry))
-	}
-	for e := range running {
-		if c.byKey[e.key.callID] != e {
-			t.Fatalf("step %d (%s): running entry %q was dropped", step, op, e.key.callID)
-		}
-	}
-	for i, e := range c.expiry {
-		if e.heapIdx != i {
-			t.Fatalf("step %d (%s): heap index %d at %d", step, op, e.heapIdx, i)
-		}
-	}
-}
-
-// TestIdempotencyByteAccountingProperty drives random begin / finish /
-// evict / expire sequences with a fake clock and small bounds, and after
-// every step checks the running byte total against a recount, and that no
-// running entry was dropped.
-func TestIdempotencyByteAccountingProperty(t *testing.T) {
-	for seed := int64(1); seed <= 20; seed++ {
-		rng := rand.New(rand.NewSource(seed))
-		now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-		c := newIdempotency(time.Minute, 1+rng.Intn(8), int64(2000+rng.Intn(20000)), 1+rng.Intn(12), func() time.Time { return now })
-		running := map[*idemEntry]bool{}
-		var list []*idemEntry
-		for step := 0; step < 3000; step++ {
-			op := ""
-			switch r := rng.Intn(10); {
-			case r < 4:
-				op = "begin"
-				key := idemKey{caller: strings.Repeat("c", rng.Intn(40)), callID: fmt.Sprintf("%d-%s", rng.Intn(60), strings.Repeat("x", rng.Intn(MaxIDBytes)))}
-				var print [32]byte
-				print[0] = byte(rng.Intn(2))
-				e, first, failure := c.begin(key, print)
-				switch {
-				case failure != nil:
-					if failure.RetryAfter > 0 && c.running < c.maxRunning {
-						t.Fatalf("step %d: running bound refused below the bound", step)
-					}
-				case first:
-					running[e] = true
-					list = append(list, e)
-				}
-			case r < 7:
-				op = "finish"
-				if len(list) == 0 {
-					continue
-				}
-				i := rng.Intn(len(list))
-				e := list[i]
-				list = append(list[:i], list[i+1:]...)
-				delete(running, e)
-				resp := &CallToolResponse{CallID: e.key.callID, Success: rng.Intn(3) > 0, Value: bytes.Repeat([]byte("1"), rng.Intn(3000))}
-				if !resp.Success {
-					resp.Error = &ToolError{Message: strings.Repeat("m", rng.Intn(200)), DeveloperMessage: strings.Repeat("d", rng.Intn(200))}
-				}
-				if rng.Intn(4) == 0 {
-					resp.Ext = Extensions{"x-a": json.RawMessage(strings.Repeat("2", rng.Intn(100)))}
-				}
-				retain := []time.Duration{0, time.Second, 30 * time.Second, time.Minute}[rng.Intn(4)]
-				c.finish(e, outcome{status: 200, resp: resp}, retain)
-			case r < 8:
-				op = "evict"
-				c.mu.Lock()
-				c.maxBytes = int64(1000 + rng.Intn(20000))
-				c.maxN = 1 + rng.Intn(8)
-				c.evict()
-				c.mu.Unlock()
-			default:
-				op = "expire"
-				now = now.Add(time.Duration(rng.Intn(20)) * time.Second)
-				c.mu.Lock()
-				c.expire()
-				c.mu.Unlock()
-			}
-			c.mu.Lock()
-			checkIdemInvariants(t, c, running, step, op)
-			c.mu.Unlock()
-		}
-	}
-}
-
-// TestIdempotencyRunningNeverEvicted: running entries outlive bounds on
-// entries and bytes that they alone exceed, and eviction stops (it used to
-// dereference a nil list front when the total exceeded the bound with
-// nothing left to drop).
-func TestIdempotencyRunningNeverEvicted(t *testing.T) {
-	c := newIdempotency(time.Hour, 2, 2000, 100, time.Now)
-	var started []*idemEntry
-	for i := 0; i < 10; i++ {
-		e, first, failure := c.begin(idemKey{callID: fmt.Sprintf("run-%d-%s", i, strings.Repeat("r", 200))}, [32]byte{})
-		if !first || failure != nil {
-			t.Fatalf("begin %d: first %v failure %v", i, first, failure)
-		}
-		started = append(started, e)
-	}
-	if c.bytes <= c.maxBytes || len(c.byKey) <= c.maxN {
-		t.Fatalf("setup: bytes %d (max %d), entries %d (max %d): the running entries must exceed both bounds", c.bytes, c.maxBytes, len(c.byKey), c.maxN)
-	}
-	// Another call finishes and is kept: eviction runs with only running
-	// entries and this one to drop.
-	e, _, _ := c.begin(idemKey{callID: "done"}, [32]byte{})
-	c.finish(e, outcome{status: 200, resp: &CallToolResponse{CallID: "done", Success: true, Value: json.RawMessage(`1`)}}, time.Hour)
-	running := map[*idemEntry]bool{}
-	for _, e := range started {
-		running[e] = true
-	}
-	c.mu.Lock()
-	checkIdemInvariants(t, c, running, 0, "finish over the bounds")
-	c.mu.Unlock()
-	if _, ok := c.byKey["done"]; ok {
-		t.Error("the finished entry was kept although running entries exceed the bounds")
-	}
-	// The running ones finish: they are kept within the bounds again.
-	for _, e := range started {
-		delete(running, e)
-		c.finish(e, outcome{status: 200, resp: &CallToolResponse{CallID: e.key.callID, Success: true}}, time.Hour)
-		c.mu.Lock()
-		checkIdemInvariants(t, c, running, 1, "finish")
-		c.mu.Unlock()
-	}
-	if len(c.byKey) > c.maxN || c.bytes > c.maxBytes {
-		t.Errorf("after the runs ended: %d entries, %d bytes; bounds %d, %d", len(c.byKey), c.bytes, c.maxN, c.maxBytes)
-	}
-}
+// The byte and entry accounting of the call_id store, its per-caller
+// shares and that running entries are never evicted are tested in
+// package internal/answers (TestAccountingProperty, TestRunningNeverEvicted),
+// the store this one and serve-mcp's idempotency_key use.
 
 // idemServer serves tools at a real listener with idempotency on; runs
 // counts executions of the tool T.Slow, which waits for release (or its
@@ -579,10 +428,8 @@ func TestLongIDsRefused(t *testing.T) {
 			t.Errorf("%s: the answer echoes the id", tt.name)
 		}
 	}
-	s.h.idem.mu.Lock()
-	defer s.h.idem.mu.Unlock()
-	if len(s.h.idem.byKey) != 1 {
-		t.Errorf("%d entries stored, want 1 (the 256-byte call_id)", len(s.h.idem.byKey))
+	if n := s.h.idem.store.Len(); n != 1 {
+		t.Errorf("%d entries stored, want 1 (the 256-byte call_id)", n)
 	}
 	if s.runs.Load() != 1 {
 		t.Errorf("the tool ran %d times, want 1", s.runs.Load())

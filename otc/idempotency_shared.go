@@ -144,6 +144,13 @@ func (s *sharedIdempotency) do(ctx context.Context, key idemKey, print [32]byte,
 	r := s.running[key.callID]
 	first := r == nil
 	switch {
+	case first && ctx.Err() != nil:
+		// The caller went away before its call_id was claimed: it is not
+		// claimed, nor run. (The claim itself runs detached from the
+		// caller, bounded by its own wait: a hang-up never reads as the
+		// store failing.)
+		s.mu.Unlock()
+		return cancelled(ctx)
 	case first && len(s.running) >= s.maxRunning:
 		s.mu.Unlock()
 		return outcome{status: http.StatusBadRequest, failure: errTooManyRunning(s.maxRunning)}

@@ -164,11 +164,16 @@ type Options struct {
 	// (can_retry) for its retry_after_ms at most; never a 400 / 422 or a
 	// ToolError marked NotRun.
 	IdempotencyTTL time.Duration
-	// IdempotencyMaxEntries bounds the entries (oldest answer dropped
-	// first); zero means DefaultIdempotencyMaxEntries. IdempotencyMaxBytes
-	// bounds the bytes they hold, keys included; zero means
-	// DefaultIdempotencyMaxBytes. An answer larger than a tenth of it is
-	// not kept. Running calls are never dropped: IdempotencyMaxRunning
+	// IdempotencyMaxEntries bounds the entries; zero means
+	// DefaultIdempotencyMaxEntries (10,000). IdempotencyMaxBytes bounds the
+	// bytes they hold, keys included; zero means DefaultIdempotencyMaxBytes
+	// (64 MiB). One caller's answers hold at most a tenth of the entries
+	// (1,000) and an eighth of the bytes (8 MiB): a caller past its share
+	// loses its own oldest answers, never another caller's; past the
+	// bounds of all, the oldest answer of the caller holding the most goes
+	// (package internal/answers, which serve-mcp's idempotency_key uses
+	// too). An answer larger than a tenth of IdempotencyMaxBytes is not
+	// kept. Running calls are never dropped: IdempotencyMaxRunning
 	// bounds them (zero: DefaultIdempotencyMaxRunning); beyond it a call
 	// gets a 400 "temporarily unavailable" with Retry-After.
 	IdempotencyMaxEntries int
@@ -1133,6 +1138,17 @@ func (h *Handler) call(rp *reply, r *http.Request, req *CallToolRequest, caller 
 			h.observe(r.Context(), req, def.ID, tooManyRequests, false, start, failure)
 			return
 		}
+	}
+	if err := r.Context().Err(); err != nil {
+		// The caller went away before its call started: it is not started
+		// (a call with a call_id runs detached from its caller once
+		// started: started now, it would run for nobody).
+		failure := &ServerErrorResponse{Message: "The call was cancelled", DeveloperMessage: err.Error()}
+		if rec := h.record(r.Context(), req, def.ID, StatusClientClosed, false, start, failure); rec != nil {
+			rec.Outcome = OutcomeCancelled
+			h.opts.Observe(rec)
+		}
+		return
 	}
 	if len(req.Input) == 0 {
 		req.Input = json.RawMessage("{}")

@@ -523,14 +523,14 @@ func TestIdempotencyBounded(t *testing.T) {
 	keep := func(outcome) time.Duration { return time.Hour }
 	for i := 0; i < 10; i++ {
 		id := strconv.Itoa(i)
-		c.do(context.Background(), idemKey{callID: id}, fingerprint("T", json.RawMessage(id), nil), func() outcome {
+		c.do(context.Background(), idemKey{caller: "caller-" + id, callID: id}, fingerprint("T", json.RawMessage(id), nil), func() outcome {
 			return outcome{status: 200, resp: &CallToolResponse{CallID: id, Success: true}}
 		}, keep)
 	}
-	if len(c.byKey) != 3 || c.order.Len() != 3 {
-		t.Errorf("kept %d entries, want 3", len(c.byKey))
+	if n, _ := c.stats(); n != 3 || c.store.Len() != 3 {
+		t.Errorf("kept %d entries, want 3", n)
 	}
-	if _, ok := c.byKey["9"]; !ok {
+	if e, first, _ := c.store.Begin("9", "caller-9", [32]byte{}); first || e.Value().resp.CallID != "9" {
 		t.Error("newest entry dropped")
 	}
 }

@@ -9,7 +9,10 @@
 //     what a caller states (an OTC context.user_id, a forwarded _meta).
 //   - Limits: token buckets per principal and per (principal, upstream,
 //     tool), held by a Limiter in this process (Memory) or in a Store the
-//     replicas share (bridge/state: Redis, atomically).
+//     replicas share (bridge/state: Redis, atomically). The Limiter asks
+//     the store under a context of its own (StoreTimeout), never the
+//     caller's: a caller that hangs up is Decision.Gone, not a store
+//     down, and its call is not started.
 //   - Override: a tool's name, title, description or hidden, per upstream,
 //     applied when a catalog is built.
 //

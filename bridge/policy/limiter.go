@@ -43,6 +43,13 @@ const (
 	DefaultMemoryBuckets = 100_000
 	// maxRefusals bounds the refusals a Limiter remembers (see Admit).
 	maxRefusals = 10_000
+	// StoreTimeout bounds the shared store's decision on one call. The
+	// store is asked under a context of the Limiter's own, detached from
+	// the caller's: a caller that hangs up cannot make the store's answer
+	// fail (and the call be counted in this replica's buckets alone). A
+	// store that does not decide within it is a store that cannot be
+	// reached.
+	StoreTimeout = 3 * time.Second
 )
 
 // Memory is a Store in this process's memory, for one replica (or while
@@ -167,6 +174,10 @@ type Decision struct {
 	// Limit and Rate say which limit refused it.
 	Limit string
 	Rate  Rate
+	// Gone, with a zero Wait, says the caller went away (its context
+	// ended) before the call was admitted: the call must not start. Its
+	// token, when one was taken, stays taken.
+	Gone bool
 }
 
 // Admit takes a token for a call of tool (of upstream) by principal, from
@@ -174,9 +185,18 @@ type Decision struct {
 // refuses it with the wait. A refusal is remembered until its wait ends:
 // repeats within it are refused here, without asking the store (a client
 // that retries at once does not load it). A nil Limiter admits every call.
+//
+// ctx is the caller's: its end is read as the caller gone (Decision.Gone),
+// never as the store failing. The store is asked under a context of the
+// Limiter's own, bounded by StoreTimeout, that the caller's end does not
+// cancel: a caller cannot turn the shared count into a local one by
+// hanging up.
 func (l *Limiter) Admit(ctx context.Context, principal, upstream, tool string) Decision {
 	if l == nil || l.limits == nil {
 		return Decision{}
+	}
+	if ctx.Err() != nil {
+		return Decision{Gone: true}
 	}
 	var buckets [2]Bucket
 	var rates [2]*Rate
@@ -198,20 +218,28 @@ func (l *Limiter) Admit(ctx context.Context, principal, upstream, tool string) D
 	if d, refused := l.remembered(buckets[:n], now); refused >= 0 {
 		return Decision{Wait: d, Limit: limits[refused], Rate: *rates[refused]}
 	}
-	wait, refused, err := l.take(ctx, buckets[:n])
-	if err != nil {
-		// Nothing decided: the call is admitted, as a store that cannot
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), StoreTimeout)
+	wait, refused, err := l.take(sctx, buckets[:n])
+	cancel()
+	switch {
+	case err == nil && refused >= 0:
+	case ctx.Err() != nil:
+		// Gone while the store decided: not started (the token taken,
+		// if any, is spent).
+		return Decision{Gone: true}
+	default:
+		// Admitted; or nothing decided (err: even the local store
+		// failed), and the call is admitted, as a store that cannot
 		// answer must not stop every call.
-		return Decision{}
-	}
-	if refused < 0 {
 		return Decision{}
 	}
 	l.remember(buckets[refused].Key, now.Add(wait))
 	return Decision{Wait: wait, Limit: limits[refused], Rate: *rates[refused]}
 }
 
-// take asks the shared store, else (none, or it fails) the local one.
+// take asks the shared store, else (none, or it fails) the local one. ctx
+// is the Limiter's own (Admit): an error here, its deadline included, is
+// the store's.
 func (l *Limiter) take(ctx context.Context, buckets []Bucket) (time.Duration, int, error) {
 	if l.shared != nil {
 		wait, refused, err := l.shared.Take(ctx, buckets)
