@@ -277,3 +277,28 @@ func TestMCPFrontForwardedContextWithoutAuth(t *testing.T) {
 		expectSeen(t, "from "+tc.remote, got, tc.want)
 	}
 }
+
+// The sole chain peer's call_ids go on as they are, but never as another
+// caller's scoped one (issue 34, item 9): alice's carrier call_id reaches
+// the OTC upstream scoped to her; the chain peer sending exactly that
+// scoped id gets its own run, not alice's answer, and the upstream sees
+// another id. The chain peer's own call_ids still go as they are.
+func TestMCPFrontChainPeerCannotSendScopedCallID(t *testing.T) {
+	k := &keyingOTC{answers: map[string]string{}}
+	url := forwardedFront(t, k, func(*OTCServer) {}, oauthCallers())
+
+	if got := callText(t, url, "tok-alice", carrierCall("alice-key", "", "x")); got != "run 1 for static" {
+		t.Fatalf("alice: %q", got)
+	}
+	alice := k.last(t).CallID
+	if got := callText(t, url, "tok-otc-front", carrierCall(alice, "user-chain", "chain-token")); got != "run 2 for user-chain" {
+		t.Errorf("the chain peer sending alice's scoped call_id %q: %q, want its own run (not alice's answer)", alice, got)
+	}
+	if forged := k.last(t).CallID; forged == alice {
+		t.Errorf("the chain peer's call_id reached the upstream as alice's scoped one %q", forged)
+	}
+	if got := callText(t, url, "tok-otc-front", carrierCall("chain-key", "user-chain", "chain-token")); got != "run 3 for user-chain" {
+		t.Errorf("the chain peer's own call: %q", got)
+	}
+	expectSeen(t, "the chain peer's own call_id", k.last(t), seenCall{CallID: "chain-key", UserID: "user-chain", Token: "chain-token"})
+}

@@ -83,16 +83,18 @@ func Principal(ctx context.Context) string {
 
 // ScopedCallID is the call_id to send upstream for a call_id that the
 // caller of the current request passed on: as it is when the caller is
-// the only principal that can be a chain peer, else prefixed with a hash
-// of the caller's principal ("p" and 24 hex digits, then "-"), so that
-// two callers' call_ids never meet at the OTC server. The same caller and
+// the only principal that can be a chain peer (callid.Pass: unless it has
+// the shape of a scoped id, which is then scoped in its turn, so that the
+// chain peer cannot send another caller's scoped id), else prefixed with
+// a hash of the caller's principal ("p" and 24 hex digits, then "-"), so
+// that two callers' call_ids never meet at the OTC server. The same caller and
 // call_id always give the same id (an idempotency key stays one); the
 // result is at most 256 bytes when callID is (a longer callID is replaced
 // by its SHA-256 after the prefix).
 func ScopedCallID(ctx context.Context, callID string) string {
 	c := callerFrom(ctx)
 	if c != nil && c.forwarder && c.sole {
-		return callID
+		return callid.Pass(callID)
 	}
 	principal := "none"
 	if c != nil {
