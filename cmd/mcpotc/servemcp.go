@@ -617,7 +617,7 @@ func warnForwarding(log zerolog.Logger, transport, listen string, bearer, oauth 
 }
 
 // trustedProxyUsage is --trusted-proxy's help, the same on both fronts.
-const trustedProxyUsage = "address or CIDR of a reverse proxy whose X-Forwarded-For names the client (repeatable; by default X-Forwarded-For is ignored)"
+const trustedProxyUsage = "address or CIDR of a reverse proxy whose X-Forwarded-For names the client (repeatable; by default X-Forwarded-For is ignored); a forwarded address never makes a caller serve-mcp's chain peer, and nothing a trusted proxy relays is one"
 
 // prefixList is --trusted-proxy: addresses or CIDR prefixes.
 type prefixList []netip.Prefix

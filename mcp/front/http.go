@@ -116,7 +116,10 @@ type HTTPOptions struct {
 	// TrustedProxies are the addresses of reverse proxies whose
 	// X-Forwarded-For names the client (the rightmost entry that is not a
 	// trusted proxy). Empty: X-Forwarded-For is ignored, and the client is
-	// the connection's peer.
+	// the connection's peer. It names the client for sessions, principals
+	// and limits only: whether a caller is the chain peer comes from the
+	// connection's own peer, and a connection from a trusted proxy is never
+	// the chain peer, whatever X-Forwarded-For says (see Forwarder).
 	TrustedProxies []netip.Prefix
 	// Forwarders are the OAuth callers (Resource) trusted to pass on
 	// another caller's OTC context, as an mcpotc OTC front chained in front
