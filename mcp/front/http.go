@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -592,11 +593,18 @@ func (h *HTTPHandler) modernPost(r *http.Request, m *message, headerVersion stri
 	if raw := memberOf(m.params, "_meta"); raw != nil {
 		metaVersion, _ = jsonString(memberOf(raw, mcpgo.MetaKeyProtocolVersion))
 	}
-	if !mcpgo.IsModernProtocol(metaVersion) && !mcpgo.IsModernProtocol(headerVersion) {
-		return nil, nil
+	if !mcpgo.IsModernProtocol(metaVersion) && !slices.ContainsFunc(r.Header.Values(mcpgo.HeaderProtocolVersion), mcpgo.IsModernProtocol) {
+		return nil, nil // (any value of a repeated header counts: it is then refused below)
 	}
 	mismatch := func(msg string) *RPCError { return &RPCError{Code: mcpgo.HEADER_MISMATCH, Message: msg} }
-	switch {
+	switch name := repeatedRoutingHeader(r.Header); {
+	case name != "":
+		// The front checks one value; an intermediary might route by
+		// another. Checked before any tool is looked up, so that the
+		// answer says nothing of which tools exist.
+		return nil, mismatch(name + " header is sent more than once: a " + mcpgo.ProtocolVersion20260728 +
+			" routing header (" + mcpgo.HeaderProtocolVersion + ", " + mcpgo.HeaderMethod + ", " + mcpgo.HeaderName + ", " +
+			mcpgo.HeaderParamPrefix + "*) must have exactly one value")
 	case m.response:
 		return nil, &RPCError{Code: mcpgo.INVALID_REQUEST, Message: "client-to-server responses are not supported in protocol version " +
 			mcpgo.ProtocolVersion20260728 + ": server-initiated requests were replaced by multi round-trip requests"}
@@ -639,6 +647,26 @@ func (h *HTTPHandler) modernPost(r *http.Request, m *message, headerVersion stri
 		}
 	}
 	return mr, nil
+}
+
+// repeatedRoutingHeader names a 2026-07-28 routing header (Mcp-Protocol-
+// Version, Mcp-Method, Mcp-Name, Mcp-Param-*) that h carries more than
+// once, under any spelling of its name; "" when there is none.
+func repeatedRoutingHeader(h http.Header) string {
+	var seen map[string]int
+	for k, v := range h {
+		l := strings.ToLower(k)
+		if l != "mcp-protocol-version" && l != "mcp-method" && l != "mcp-name" && !strings.HasPrefix(l, "mcp-param-") {
+			continue
+		}
+		if seen == nil {
+			seen = make(map[string]int, 4)
+		}
+		if seen[l] += len(v); seen[l] > 1 {
+			return http.CanonicalHeaderKey(k)
+		}
+	}
+	return ""
 }
 
 // toolName is the name of a tools/call's params, "" when it has none.
