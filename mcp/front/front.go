@@ -1,6 +1,7 @@
 package front
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -100,6 +101,11 @@ type Options struct {
 	// InputStateTTL is how long a requestState is valid: the time a user
 	// has to answer. Zero: DefaultInputStateTTL.
 	InputStateTTL time.Duration
+	// UsedStates records the requestStates retries used, each used once
+	// (usedstates.go): replicas that share StateKeys must share it too.
+	// Nil: this process's memory, bounded (MaxUsedStates,
+	// MaxUsedStatesPerPrincipal).
+	UsedStates UsedStateStore
 }
 
 // ToolHandler answers a tools/call. req.Params.RawArguments holds the
@@ -131,6 +137,7 @@ type Server struct {
 	visibility    func(context.Context) *ToolFilter
 	listMeta      json.RawMessage // tools/list's ttlMs and cacheScope (2026-07-28)
 	sealer        *inputSealer    // requestStates (inputstate.go)
+	usedStates    UsedStateStore  // the requestStates used (usedstates.go)
 
 	cat     atomic.Pointer[catalog]
 	changes listeners // told of each new catalog (notifications/tools/list_changed)
@@ -158,6 +165,10 @@ func New(name, version string, opts *Options) *Server {
 		listMeta:   listCacheMeta(opts.ListTTL, opts.PrivateList), sealer: newInputSealer(opts.StateKeys, opts.InputStateTTL)}
 	if f.log == nil {
 		f.log = slog.New(slog.DiscardHandler)
+	}
+	f.usedStates = opts.UsedStates
+	if f.usedStates == nil {
+		f.usedStates = newMemoryUsedStates(MaxUsedStates, MaxUsedStatesPerPrincipal, func() time.Time { return f.sealer.now() })
 	}
 	if f.grace == 0 {
 		f.grace = DefaultStdioGrace
@@ -605,6 +616,16 @@ func callRequest(params json.RawMessage) (mcpgo.CallToolRequest, *RPCError) {
 	if !ok {
 		return req, invalidCallParams("params", "an object", params)
 	}
+	for i, mb := range members {
+		// A key given twice is read by one reader as its first value and
+		// by another as its last: refused, as in the arguments.
+		for _, before := range members[:i] {
+			if before.key == mb.key {
+				return req, &RPCError{Code: mcpgo.INVALID_PARAMS, Message: "invalid tools/call params: params has the member " +
+					strconv.Quote(mb.key) + " more than once; give each member once"}
+			}
+		}
+	}
 	for _, mb := range members {
 		v := params[mb.start:mb.end]
 		switch mb.key {
@@ -622,6 +643,13 @@ func callRequest(params json.RawMessage) (mcpgo.CallToolRequest, *RPCError) {
 				if n, bad := hugeNumber(v); bad {
 					return req, &RPCError{Code: mcpgo.INVALID_PARAMS, Message: "invalid arguments: the number " + n +
 						" is out of range: a number must be within ±1.8e308 (a 64-bit float)"}
+				}
+				if k, dup := duplicateKey(v); dup {
+					// The tool, the upstream behind it and the requestState's
+					// digest (inputstate.go) could each read another of its
+					// values.
+					return req, &RPCError{Code: mcpgo.INVALID_PARAMS, Message: "invalid arguments: the key " + strconv.Quote(k) +
+						" is given more than once in one object; give each key once"}
 				}
 				req.Params.RawArguments = json.RawMessage(v)
 			default:
@@ -717,6 +745,55 @@ func hugeNumber(v []byte) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// duplicateKey finds, in the valid JSON text v, an object (at any depth)
+// that has a key more than once (keys compared unescaped): the key and
+// true; "", false when there is none.
+func duplicateKey(v []byte) (string, bool) {
+	type frame struct {
+		object    bool
+		expectKey bool
+		keys      map[string]struct{}
+	}
+	dec := json.NewDecoder(bytes.NewReader(v))
+	dec.UseNumber()
+	var stack []*frame
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return "", false // the end (v is valid JSON)
+		}
+		var top *frame
+		if len(stack) > 0 {
+			top = stack[len(stack)-1]
+		}
+		if top != nil && top.object && top.expectKey {
+			k, _ := tok.(string) // inside an object a key comes first, or '}'
+			if d, ok := tok.(json.Delim); !ok || d != '}' {
+				if _, seen := top.keys[k]; seen {
+					return k, true
+				}
+				top.keys[k] = struct{}{}
+				top.expectKey = false
+				continue
+			}
+		}
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, &frame{object: true, expectKey: true, keys: map[string]struct{}{}})
+			continue
+		case json.Delim('['):
+			stack = append(stack, &frame{})
+			continue
+		case json.Delim('}'), json.Delim(']'):
+			stack = stack[:len(stack)-1]
+		}
+		// A value ended: in an object, a key comes next.
+		if len(stack) > 0 && stack[len(stack)-1].object {
+			stack[len(stack)-1].expectKey = true
+		}
+	}
 }
 
 // urlElicitation finds a URLElicitationRequiredError in err's chain,
