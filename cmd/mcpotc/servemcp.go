@@ -210,7 +210,7 @@ func (m *Main) parseServeMCP(args []string) (*serveMCPFlags, error) {
 	fs.Var(&f.corsOrigins, "cors-origin", corsOriginUsage)
 	durationVar(fs, &f.drainDelay, "drain-delay", 0, "at SIGTERM, how long GET /ready answers 503 before the server stops taking requests (http and sse transports)")
 	fs.StringVar(&f.metricsListen, "metrics-listen", "", metricsUsage)
-	fs.StringVar(&f.stateURL, "state", "", "redis:// (rediss:// for TLS) URL of the Redis that replicas share for the rate limits' buckets (default: this process's memory)")
+	fs.StringVar(&f.stateURL, "state", "", "redis:// (rediss:// for TLS) URL of the Redis that replicas share for the rate limits' buckets and the requestStates already answered (default: this process's memory)")
 	fs.StringVar(&f.statePasswordEnv, "state-password-env", "", "environment variable holding the password of the --state Redis (instead of writing it in the URL)")
 	f.audit = registerAuditFlags(fs)
 	fs.BoolVar(&f.watchConfig, "watch-config", false, watchConfigUsage)
@@ -471,6 +471,7 @@ func (m *Main) runMCPFront(ctx context.Context, log zerolog.Logger, f *serveMCPF
 		// authorization contexts (cacheScope "private").
 		PrivateList: s.resource != nil || s.bearer != "",
 		StateKeys:   s.stateKeys,
+		UsedStates:  usedStates(s.shared),
 	})
 	if err != nil {
 		return err
