@@ -145,6 +145,11 @@ type MCPFrontOptions struct {
 	// (front.CodeStarting), not "not found". Zero: DefaultStartupWait;
 	// negative: no wait.
 	StartupWait time.Duration
+	// UsedStates records which requestStates were used, each answering
+	// its input_required result once (front.Options.UsedStates): replicas
+	// that share StateKeys must share it too (serve-mcp: the --state
+	// Redis). Nil: this process's memory.
+	UsedStates front.UsedStateStore
 	// AuthorizationWait bounds the watch of a challenge's check_url after
 	// the user accepted it (mcpfront_auth.go). Zero:
 	// DefaultAuthorizationWait; negative: check_url is asked once.
@@ -271,8 +276,7 @@ func NewMCPFront(ctx context.Context, upstreams []OTCServer, opts *MCPFrontOptio
 	// where a Visibility filter applies).
 	private := f.opts.PrivateList || slices.ContainsFunc(upstreams, func(u OTCServer) bool { return u.UserIDFromToken })
 	f.front = front.New("mcpotc", f.opts.Version, &front.Options{Logger: slogLogger(f.log), OnCallRefused: f.frontRefused, Visibility: f.ctl.load().mcpVisibility,
-		Starting: f.starting,
-		ListTTL:  f.opts.Refresh, PrivateList: private, StateKeys: f.opts.StateKeys})
+		Starting: f.starting, ListTTL: f.opts.Refresh, PrivateList: private, StateKeys: f.opts.StateKeys, UsedStates: f.opts.UsedStates})
 	f.opts.Metrics.Watch(metrics.FrontMCP, f.upstreamMetrics)
 	if err := f.refresh(ctx, true); err != nil {
 		return nil, err

@@ -358,8 +358,17 @@ func TestMCPFrontAuthorizationRelayed(t *testing.T) {
 		t.Errorf("a relayed decline: %s, want the isError result", frame)
 	}
 	g.open(t, g.srv.URL+"/authorize?state=4")
-	if again, frame := mailCallMeta(t, f, 6, "accept", state, relayedMeta); again != nil || !strings.Contains(frame, `"structuredContent":{"emails":2}`) {
-		t.Errorf("the relayed retry after the user finished: %+v %s, want the emails", again, frame)
+	// The declined state answered its result: sent again it is refused
+	// (a requestState is used once) and the OTC server is not called; the
+	// call made again runs.
+	if again, frame := mailCallMeta(t, f, 6, "accept", state, relayedMeta); again != nil || !strings.Contains(frame, "requestState refused: it was used already") {
+		t.Errorf("the declined state sent again: %+v %s, want it refused", again, frame)
+	}
+	if calls, _ := g.counts(); calls != 4 {
+		t.Errorf("the OTC server saw %d calls, want 4 (none for the refused state)", calls)
+	}
+	if again, frame := mailCallMeta(t, f, 7, "", "", relayedMeta); again != nil || !strings.Contains(frame, `"structuredContent":{"emails":2}`) {
+		t.Errorf("the call made again after the user finished: %+v %s, want the emails", again, frame)
 	}
 }
 

@@ -7,7 +7,9 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -275,5 +277,85 @@ func TestMCPFrontForwardedContextWithoutAuth(t *testing.T) {
 			got.CallID = ""
 		}
 		expectSeen(t, "from "+tc.remote, got, tc.want)
+	}
+}
+
+// The sole chain peer's call_ids go on as they are, but never as another
+// caller's scoped one (issue 34, item 9): alice's carrier call_id reaches
+// the OTC upstream scoped to her; the chain peer sending exactly that
+// scoped id gets its own run, not alice's answer, and the upstream sees
+// another id. The chain peer's own call_ids still go as they are.
+func TestMCPFrontChainPeerCannotSendScopedCallID(t *testing.T) {
+	k := &keyingOTC{answers: map[string]string{}}
+	url := forwardedFront(t, k, func(*OTCServer) {}, oauthCallers())
+
+	if got := callText(t, url, "tok-alice", carrierCall("alice-key", "", "x")); got != "run 1 for static" {
+		t.Fatalf("alice: %q", got)
+	}
+	alice := k.last(t).CallID
+	if got := callText(t, url, "tok-otc-front", carrierCall(alice, "user-chain", "chain-token")); got != "run 2 for user-chain" {
+		t.Errorf("the chain peer sending alice's scoped call_id %q: %q, want its own run (not alice's answer)", alice, got)
+	}
+	if forged := k.last(t).CallID; forged == alice {
+		t.Errorf("the chain peer's call_id reached the upstream as alice's scoped one %q", forged)
+	}
+	if got := callText(t, url, "tok-otc-front", carrierCall("chain-key", "user-chain", "chain-token")); got != "run 3 for user-chain" {
+		t.Errorf("the chain peer's own call: %q", got)
+	}
+	expectSeen(t, "the chain peer's own call_id", k.last(t), seenCall{CallID: "chain-key", UserID: "user-chain", Token: "chain-token"})
+}
+
+// Behind a trusted proxy, chain-peer trust comes from the connection's
+// own peer, never from X-Forwarded-For (issue 34, item 3): a remote client
+// that writes "X-Forwarded-For: 127.0.0.1" through the proxy (here 10.0.0.5,
+// or a proxy on loopback, 127.0.0.1) is not the chain peer — its carrier's
+// user and token are ignored and its call_id is scoped — and nothing a
+// trusted proxy relays is one; a real loopback chain peer that is not a
+// proxy (127.0.0.2) still is.
+func TestMCPFrontChainPeerNotFromForwardedFor(t *testing.T) {
+	k := &keyingOTC{answers: map[string]string{}}
+	up := otcUpstreamOn(t, "me", "", k)
+	up.UserID, up.AcceptContext, up.Tokens = "static", true, map[string]string{"google": "operator-token"}
+	f, err := NewMCPFront(context.Background(), []OTCServer{up}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := f.Server().StreamableHTTPHandler(&front.HTTPOptions{Stateless: true, DisableLocalhostProtection: true,
+		TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("127.0.0.1/32")}})
+	ignored := seenCall{UserID: "static", Token: "operator-token"}
+	for i, tc := range []struct {
+		remote, xff string
+		want        seenCall
+	}{
+		{"10.0.0.5:5555", "127.0.0.1", ignored},
+		{"10.0.0.5:5555", "::1", ignored},
+		{"10.0.0.5:5555", "127.0.0.1, 127.0.0.1", ignored},
+		{"127.0.0.1:5555", "127.0.0.1", ignored},
+		{"127.0.0.1:5555", "", ignored},
+		{"127.0.0.2:5555", "", seenCall{CallID: "k-5", UserID: "user-chain", Token: "chain-token"}},
+		{"127.0.0.2:5555", "192.0.2.9", seenCall{CallID: "k-6", UserID: "user-chain", Token: "chain-token"}},
+	} {
+		callID := "k-" + strconv.Itoa(i)
+		r := httptest.NewRequest(http.MethodPost, "/mcp", strings.NewReader(carrierCall(callID, "user-chain", "chain-token")))
+		r.RemoteAddr = tc.remote
+		if tc.xff != "" {
+			r.Header.Set("X-Forwarded-For", tc.xff)
+		}
+		r.Header.Set("Content-Type", "application/json")
+		r.Header.Set("Accept", "application/json, text/event-stream")
+		r.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		if rec.Code != http.StatusOK {
+			t.Fatalf("from %s (X-Forwarded-For %q): %d %s", tc.remote, tc.xff, rec.Code, rec.Body)
+		}
+		got := k.last(t)
+		if tc.want.CallID == "" {
+			if got.CallID == callID || !strings.HasSuffix(got.CallID, "-"+callID) {
+				t.Errorf("from %s (X-Forwarded-For %q): call_id %q, want it scoped", tc.remote, tc.xff, got.CallID)
+			}
+			got.CallID = ""
+		}
+		expectSeen(t, "from "+tc.remote+" (X-Forwarded-For "+strconv.Quote(tc.xff)+")", got, tc.want)
 	}
 }

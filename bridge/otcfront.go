@@ -883,10 +883,12 @@ func (f *OTCFront) call(u *mcpServerEntry, mcpName string, t mapping.OTCTool) ot
 			// The call_id goes on scoped to this front's caller (when
 			// callers are told apart: JWTs), so that two callers' keys
 			// never meet at the OTC server behind the MCP front, which
-			// sees one caller (README, Security model).
-			callID := c.Request.CallID
+			// sees one caller (README, Security model); one that goes on
+			// unscoped never equals a scoped one (callid.Pass), so that
+			// no caller can send another caller's.
+			callID := callid.Pass(c.Request.CallID)
 			if c.Caller.Authenticated && c.Caller.ID != otc.CallerAPIKey {
-				callID = callid.Scope(c.Caller.ID, callID)
+				callID = callid.Scope(c.Caller.ID, c.Request.CallID)
 			}
 			req := mapping.OTCRequestMeta{ToolID: c.Tool.ID, CallID: callID}
 			if u.ForwardContext {

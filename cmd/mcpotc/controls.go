@@ -15,6 +15,7 @@ import (
 	"github.com/mcpotc/mcpotc/bridge"
 	"github.com/mcpotc/mcpotc/bridge/policy"
 	"github.com/mcpotc/mcpotc/bridge/state"
+	"github.com/mcpotc/mcpotc/mcp/front"
 )
 
 // The operator controls' keys (README, "Operator controls"), the same in
@@ -223,6 +224,15 @@ func overrides(p *problems, file, key string, tools map[string]toolOverrideConfi
 // limitStore is the --state store as the rate limits' buckets' (nil
 // without: an interface holding a nil *state.Redis would not be nil).
 func limitStore(r *state.Redis) policy.Store {
+	if r == nil {
+		return nil
+	}
+	return r
+}
+
+// usedStates is the requestStates' used-once store replicas share: the
+// --state Redis, or nil (each process its own memory).
+func usedStates(r *state.Redis) front.UsedStateStore {
 	if r == nil {
 		return nil
 	}

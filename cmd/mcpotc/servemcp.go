@@ -106,6 +106,8 @@ type serveMCPFlags struct {
 	idleTTL              time.Duration
 	maxSessions          int
 	maxPerClient         int
+	maxListens           int
+	maxListensPerClient  int
 	trustedProxies       prefixList
 	stateless            bool
 	sessionKeyEnv        string
@@ -198,6 +200,8 @@ func (m *Main) parseServeMCP(args []string) (*serveMCPFlags, error) {
 	durationVar(fs, &f.idleTTL, "session-idle-ttl", front.DefaultSessionIdleTTL, "end HTTP sessions idle that long (http and sse transports); 0: never")
 	fs.IntVar(&f.maxSessions, "max-sessions", front.DefaultMaxSessions, "most HTTP sessions held at once; when full, the oldest session that never made a call is ended for a new one, and when all made calls initialize gets 503 (http and sse transports); 0: no bound")
 	fs.IntVar(&f.maxPerClient, "max-sessions-per-client", front.DefaultMaxSessionsPerClient, "most HTTP sessions one client holds (with --oauth-issuer its token's issuer and subject, else its address); beyond it its initialize gets 503 (http and sse transports); 0: no bound")
+	fs.IntVar(&f.maxListens, "max-listen-streams", front.DefaultMaxListenStreams, "most 2026-07-28 subscriptions/listen streams open at once; beyond it a listen gets 503 naming the bound (http transport); 0: no bound")
+	fs.IntVar(&f.maxListensPerClient, "max-listen-streams-per-client", front.DefaultMaxListenStreamsPerClient, "most subscriptions/listen streams one client holds open (a client as for --max-sessions-per-client); beyond it its listen gets 503 naming the bound (http transport); 0: no bound")
 	fs.Var(&f.trustedProxies, "trusted-proxy", trustedProxyUsage)
 	fs.BoolVar(&f.stateless, "stateless", false, "serve streamable HTTP without sessions: no Mcp-Session-Id, no standalone GET stream (http transport)")
 	fs.StringVar(&f.sessionKeyEnv, "session-key-env", "", "environment variable holding the key (32 bytes or more; several, comma-separated, to rotate: the first signs) that signs session ids, so that replicas sharing it serve each other's sessions (http transport)")
@@ -208,7 +212,7 @@ func (m *Main) parseServeMCP(args []string) (*serveMCPFlags, error) {
 	durationVar(fs, &f.startupWait, "startup-wait", bridge.DefaultStartupWait, "at start, how long a call of a tool not served yet is answered \"starting, retry\" (-32004) rather than \"not found\" while an OTC server was never listed")
 	durationVar(fs, &f.drainDelay, "drain-delay", 0, "at SIGTERM, how long GET /ready answers 503 before the server stops taking requests (http and sse transports)")
 	fs.StringVar(&f.metricsListen, "metrics-listen", "", metricsUsage)
-	fs.StringVar(&f.stateURL, "state", "", "redis:// (rediss:// for TLS) URL of the Redis that replicas share for the rate limits' buckets (default: this process's memory)")
+	fs.StringVar(&f.stateURL, "state", "", "redis:// (rediss:// for TLS) URL of the Redis that replicas share for the rate limits' buckets and the requestStates already answered (default: this process's memory)")
 	fs.StringVar(&f.statePasswordEnv, "state-password-env", "", "environment variable holding the password of the --state Redis (instead of writing it in the URL)")
 	f.audit = registerAuditFlags(fs)
 	fs.BoolVar(&f.watchConfig, "watch-config", false, watchConfigUsage)
@@ -232,6 +236,10 @@ func (f *serveMCPFlags) check() (*mcpFrontSetup, error) {
 	if s.http, err = mcpHTTPOptions(f.transport, f.idleTTL, f.maxSessions, f.maxPerClient, f.stateless, f.bodyTimeout, f.allowedHosts); err != nil {
 		return nil, fmt.Errorf("%w: %v", errUsage, err)
 	}
+	if f.maxListens < 0 || f.maxListensPerClient < 0 {
+		return nil, fmt.Errorf("%w: --max-listen-streams and --max-listen-streams-per-client must not be negative", errUsage)
+	}
+	s.http.MaxListenStreams, s.http.MaxListenStreamsPerClient = noBoundIfZero(f.maxListens), noBoundIfZero(f.maxListensPerClient)
 	s.http.AllowedOrigins = f.corsOrigins
 	s.http.TrustedProxies = f.trustedProxies
 	if s.dialect, err = otc.ParseDialect(f.dialect); err != nil {
@@ -266,7 +274,7 @@ func (f *serveMCPFlags) checkValues() error {
 	}
 	for _, err := range []error{
 		needs(f.set, f.transport != "stdio", "--transport http or sse (stdio serves on stdin/stdout)",
-			"listen", "bearer-token-env", "session-idle-ttl", "max-sessions", "max-sessions-per-client", "trusted-proxy", "body-timeout", "allowed-host", "cors-origin", "oauth-issuer", "drain-delay"),
+			"listen", "bearer-token-env", "session-idle-ttl", "max-sessions", "max-sessions-per-client", "max-listen-streams", "max-listen-streams-per-client", "trusted-proxy", "body-timeout", "allowed-host", "cors-origin", "oauth-issuer", "drain-delay"),
 		needs(f.set, len(f.oauthIssuers) > 0, "--oauth-issuer (serve-mcp as an OAuth protected resource)",
 			"oauth-resource", "oauth-scope", "oauth-introspection-url", "oauth-client-id-env", "oauth-client-secret-env",
 			"oauth-allow-network", "oauth-allow-untyped-jwt", "oauth-forwarder"),
@@ -469,6 +477,7 @@ func (m *Main) runMCPFront(ctx context.Context, log zerolog.Logger, f *serveMCPF
 		// authorization contexts (cacheScope "private").
 		PrivateList: s.resource != nil || s.bearer != "",
 		StateKeys:   s.stateKeys,
+		UsedStates:  usedStates(s.shared),
 	})
 	if err != nil {
 		return err
@@ -623,7 +632,7 @@ func warnForwarding(log zerolog.Logger, transport, listen string, bearer, oauth 
 }
 
 // trustedProxyUsage is --trusted-proxy's help, the same on both fronts.
-const trustedProxyUsage = "address or CIDR of a reverse proxy whose X-Forwarded-For names the client (repeatable; by default X-Forwarded-For is ignored)"
+const trustedProxyUsage = "address or CIDR of a reverse proxy whose X-Forwarded-For names the client (repeatable; by default X-Forwarded-For is ignored); a forwarded address never makes a caller serve-mcp's chain peer, and nothing a trusted proxy relays is one"
 
 // prefixList is --trusted-proxy: addresses or CIDR prefixes.
 type prefixList []netip.Prefix
@@ -676,6 +685,15 @@ func mcpHTTPOptions(transport string, idleTTL time.Duration, maxSessions, maxPer
 	}
 	opts.AllowedHosts = allowedHosts
 	return opts, nil
+}
+
+// noBoundIfZero is a bound flag's value as the front's option: 0 (no
+// bound) is -1 there, where 0 means the default.
+func noBoundIfZero(n int) int {
+	if n == 0 {
+		return -1
+	}
+	return n
 }
 
 // minSessionKey is the shortest key --session-key-env accepts, in bytes.

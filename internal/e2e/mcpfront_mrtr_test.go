@@ -403,6 +403,8 @@ func TestE2EMCPFrontMRTRAttacks(t *testing.T) {
 			refused + `it was issued for another tool than \"Calculator_Add\""}}`},
 		{"a forged state", alice, "Gmail_GetEmails", `{"query":"inbox"}`, accept("mrs1.eyJwIjoiYWxpY2UiLCJ0IjoiR21haWxfR2V0RW1haWxzIn0"), notOurs},
 		{"an altered state", alice, "Gmail_GetEmails", `{"query":"inbox"}`, accept(string(altered)), notOurs},
+		{"alice's arguments with query twice (the digest reads the last)", alice, "Gmail_GetEmails", `{"query":"secrets","query":"inbox"}`, accept(state),
+			`{"jsonrpc":"2.0","id":2,"error":{"code":-32602,"message":"invalid arguments: the key \"query\" is given more than once in one object; give each key once"}}`},
 	} {
 		status, body := modernPost(t, br.url, tc.token, 2, tc.name, tc.args, tc.extra)
 		if status != http.StatusBadRequest {
@@ -420,13 +422,23 @@ func TestE2EMCPFrontMRTRAttacks(t *testing.T) {
 	if status != http.StatusOK || !strings.Contains(body, `"emails":[`) || strings.Contains(body, `"isError":true`) {
 		t.Errorf("alice's own retry: %d %s, want her emails", status, truncate(body, 2000))
 	}
+	// Her state answered its result: sent again, it is refused.
+	before = calls()
+	status, body = modernPost(t, br.url, alice, 2, "Gmail_GetEmails", `{"query":"inbox"}`, accept(state))
+	if status != http.StatusBadRequest {
+		t.Errorf("alice's state sent again: HTTP %d, want 400", status)
+	}
+	sameJSON(t, "alice's state sent again", body, refused+`it was used already (each one answers its input_required result once); answer the latest input_required result, or call the tool again without inputResponses and requestState"}}`)
+	if n := calls(); n != before {
+		t.Errorf("the replayed state reached the tool: %d call lines, want %d", n, before)
+	}
 	// tools/list: cached for --refresh, privately (OAuth callers).
 	h := http.Header{"Mcp-Protocol-Version": {proto20260728}, "Mcp-Method": {"tools/list"}, "Authorization": {"Bearer " + alice}}
 	status, _, body = httpDo(t, http.MethodPost, br.url, `{"jsonrpc":"2.0","id":4,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`, h)
 	if status != http.StatusOK || !strings.Contains(body, `"ttlMs":30000`) || !strings.Contains(body, `"cacheScope":"private"`) {
 		t.Errorf("tools/list: %d %s, want ttlMs 30000 and cacheScope private", status, truncate(body, 300))
 	}
-	t.Logf("alice's requestState: bob's replay, swapped arguments, another tool, a forged and an altered state refused (400, -32602); her own retry served")
+	t.Logf("alice's requestState: bob's replay, swapped arguments, another tool, a forged and an altered state, a repeated key refused (400, -32602); her own retry served, once")
 }
 
 // TestE2EMCPFrontMRTRChain: an OTC client → serve-otc → serve-mcp →

@@ -24,10 +24,16 @@ import (
 //     party, as the token is one); the chain peer.
 //   - HTTP with HTTPOptions.Resource (OAuth): the token's issuer and
 //     subject; the chain peer only when HTTPOptions.Forwarders names it.
-//   - HTTP without either: the client's address; a chain peer only from a
-//     loopback address (a process of this host, as stdio's parent is;
-//     a reverse proxy on the same host makes every client local, so put
-//     a bearer token or OAuth in front of such a listener).
+//   - HTTP without either: the client's address; a chain peer only when
+//     the connection's own peer (r.RemoteAddr) is a loopback address (a
+//     process of this host, as stdio's parent is) that is not one of
+//     HTTPOptions.TrustedProxies. An address X-Forwarded-For names is
+//     never read for it: a client behind a trusted proxy that writes
+//     "X-Forwarded-For: 127.0.0.1" is not the chain peer, and neither is
+//     anything a trusted proxy relays (it relays others' requests). A
+//     reverse proxy on the same host that is not a trusted proxy makes
+//     every client local, so put a bearer token or OAuth in front of
+//     such a listener.
 //
 // A call_id passed on from a caller is sent upstream as it is only when
 // that caller is a chain peer and no other principal could be one
@@ -84,16 +90,18 @@ func Principal(ctx context.Context) string {
 
 // ScopedCallID is the call_id to send upstream for a call_id that the
 // caller of the current request passed on: as it is when the caller is
-// the only principal that can be a chain peer, else prefixed with a hash
-// of the caller's principal ("p" and 24 hex digits, then "-"), so that
-// two callers' call_ids never meet at the OTC server. The same caller and
+// the only principal that can be a chain peer (callid.Pass: unless it has
+// the shape of a scoped id, which is then scoped in its turn, so that the
+// chain peer cannot send another caller's scoped id), else prefixed with
+// a hash of the caller's principal ("p" and 24 hex digits, then "-"), so
+// that two callers' call_ids never meet at the OTC server. The same caller and
 // call_id always give the same id (an idempotency key stays one); the
 // result is at most 256 bytes when callID is (a longer callID is replaced
 // by its SHA-256 after the prefix).
 func ScopedCallID(ctx context.Context, callID string) string {
 	c := callerFrom(ctx)
 	if c != nil && c.forwarder && c.sole {
-		return callID
+		return callid.Pass(callID)
 	}
 	principal := "none"
 	if c != nil {
@@ -106,6 +114,9 @@ func ScopedCallID(ctx context.Context, callID string) string {
 // identity (nil without HTTPOptions.Resource).
 func (h *HTTPHandler) caller(r *http.Request, id *Identity) *caller {
 	addr := h.clientAddr(r)
+	// Chain-peer trust comes from the connection itself, never from
+	// X-Forwarded-For (see above).
+	peer := httpguard.PeerAddr(r.RemoteAddr)
 	c := &caller{sessions: "addr:" + addrKey(addr)}
 	switch {
 	case id != nil:
@@ -117,7 +128,7 @@ func (h *HTTPHandler) caller(r *http.Request, id *Identity) *caller {
 		c.principal, c.forwarder, c.sole = principal.Bearer, true, true
 	default:
 		c.principal = c.sessions
-		c.forwarder = addr.IsValid() && addr.IsLoopback()
+		c.forwarder = peer.IsValid() && peer.IsLoopback() && !httpguard.Trusted(peer, h.opts.TrustedProxies)
 		c.sole = true
 	}
 	return c

@@ -27,10 +27,12 @@
 //
 // Sessions have an idle TTL and bounds (per client and in all; sessions
 // never used are ended first: sessions.go), may be signed for replicas
-// (session_keys.go) and belong to the caller that opened them; callers are
+// (session_keys.go) and belong to the caller that opened them; 2026-07-28
+// subscriptions/listen streams are bounded the same way. Callers are
 // named by OAuth issuer and subject (resource.go), and caller.go says who
 // sent a request and whether it is the chain peer that may forward another
-// caller's context. Shutdown delivers the answers of calls in flight.
+// caller's context (from the connection's own peer, never a forwarded
+// address). Shutdown delivers the answers of calls in flight.
 //
 // It imports the standard library, mcp-go's mcp package and mcpotc's
 // internal packages, and logs through the *slog.Logger given in Options.

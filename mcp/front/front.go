@@ -1,6 +1,7 @@
 package front
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -120,6 +121,11 @@ type Options struct {
 	// InputStateTTL is how long a requestState is valid: the time a user
 	// has to answer. Zero: DefaultInputStateTTL.
 	InputStateTTL time.Duration
+	// UsedStates records the requestStates retries used, each used once
+	// (usedstates.go): replicas that share StateKeys must share it too.
+	// Nil: this process's memory, bounded (MaxUsedStates,
+	// MaxUsedStatesPerPrincipal).
+	UsedStates UsedStateStore
 }
 
 // ToolHandler answers a tools/call. req.Params.RawArguments holds the
@@ -151,6 +157,7 @@ type Server struct {
 	starting      func(context.Context) *RPCError
 	listMeta      json.RawMessage // tools/list's ttlMs and cacheScope (2026-07-28)
 	sealer        *inputSealer    // requestStates (inputstate.go)
+	usedStates    UsedStateStore  // the requestStates used (usedstates.go)
 
 	setMu   sync.Mutex // serializes SetCatalog
 	cat     atomic.Pointer[catalog]
@@ -182,6 +189,10 @@ func New(name, version string, opts *Options) *Server {
 		listMeta: listCacheMeta(opts.ListTTL, opts.PrivateList), sealer: newInputSealer(opts.StateKeys, opts.InputStateTTL)}
 	if f.log == nil {
 		f.log = slog.New(slog.DiscardHandler)
+	}
+	f.usedStates = opts.UsedStates
+	if f.usedStates == nil {
+		f.usedStates = newMemoryUsedStates(MaxUsedStates, MaxUsedStatesPerPrincipal, func() time.Time { return f.sealer.now() })
 	}
 	if f.grace == 0 {
 		f.grace = DefaultStdioGrace
@@ -699,6 +710,16 @@ func callRequest(params json.RawMessage) (mcpgo.CallToolRequest, *RPCError) {
 	if !ok {
 		return req, invalidCallParams("params", "an object", params)
 	}
+	for i, mb := range members {
+		// A key given twice is read by one reader as its first value and
+		// by another as its last: refused, as in the arguments.
+		for _, before := range members[:i] {
+			if before.key == mb.key {
+				return req, &RPCError{Code: mcpgo.INVALID_PARAMS, Message: "invalid tools/call params: params has the member " +
+					strconv.Quote(mb.key) + " more than once; give each member once"}
+			}
+		}
+	}
 	for _, mb := range members {
 		v := params[mb.start:mb.end]
 		switch mb.key {
@@ -716,6 +737,13 @@ func callRequest(params json.RawMessage) (mcpgo.CallToolRequest, *RPCError) {
 				if n, bad := hugeNumber(v); bad {
 					return req, &RPCError{Code: mcpgo.INVALID_PARAMS, Message: "invalid arguments: the number " + n +
 						" is out of range: a number must be within ±1.8e308 (a 64-bit float)"}
+				}
+				if k, dup := duplicateKey(v); dup {
+					// The tool, the upstream behind it and the requestState's
+					// digest (inputstate.go) could each read another of its
+					// values.
+					return req, &RPCError{Code: mcpgo.INVALID_PARAMS, Message: "invalid arguments: the key " + strconv.Quote(k) +
+						" is given more than once in one object; give each key once"}
 				}
 				req.Params.RawArguments = json.RawMessage(v)
 			default:
@@ -811,6 +839,103 @@ func hugeNumber(v []byte) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// duplicateKey finds, in the valid JSON text v, an object (at any depth)
+// that has a key more than once (keys compared unescaped): the key and
+// true; "", false when there is none. It walks v's bytes once and
+// allocates nothing for keys without escapes in objects of up to
+// dupSmall keys (a tools/call's arguments, nearly always): those are
+// compared in place; a larger object's keys go through a map.
+func duplicateKey(v []byte) (string, bool) {
+	k, dup, _ := dupScan(v, jsonscan.SkipSpace(v, 0))
+	return k, dup
+}
+
+// dupSmall is how many keys an object may have before duplicateKey
+// compares them through a map rather than each with the others.
+const dupSmall = 16
+
+// dupScan checks the value at v[i] and returns the index after it.
+func dupScan(v []byte, i int) (string, bool, int) {
+	if i >= len(v) {
+		return "", false, len(v)
+	}
+	switch v[i] {
+	case '{':
+		var small [dupSmall][]byte
+		var seen map[string]struct{}
+		n := 0
+		i = jsonscan.SkipSpace(v, i+1)
+		for i < len(v) && v[i] != '}' {
+			end := jsonscan.StringEnd(v, i)
+			if end < 0 {
+				return "", false, len(v)
+			}
+			key := v[i+1 : end-1]
+			if bytes.IndexByte(key, '\\') >= 0 {
+				var u string
+				if json.Unmarshal(v[i:end], &u) == nil {
+					key = []byte(u)
+				}
+			}
+			switch {
+			case seen != nil:
+				if _, ok := seen[string(key)]; ok {
+					return string(key), true, len(v)
+				}
+				seen[string(key)] = struct{}{}
+			case n < dupSmall:
+				for _, k := range small[:n] {
+					if bytes.Equal(k, key) {
+						return string(key), true, len(v)
+					}
+				}
+				small[n] = key
+				n++
+			default:
+				seen = make(map[string]struct{}, 2*dupSmall)
+				for _, k := range small[:n] {
+					seen[string(k)] = struct{}{}
+				}
+				if _, ok := seen[string(key)]; ok {
+					return string(key), true, len(v)
+				}
+				seen[string(key)] = struct{}{}
+			}
+			i = jsonscan.SkipSpace(v, end)
+			if i < len(v) && v[i] == ':' {
+				i = jsonscan.SkipSpace(v, i+1)
+			}
+			k, dup, next := dupScan(v, i)
+			if dup {
+				return k, true, len(v)
+			}
+			i = jsonscan.SkipSpace(v, next)
+			if i < len(v) && v[i] == ',' {
+				i = jsonscan.SkipSpace(v, i+1)
+			}
+		}
+		return "", false, i + 1
+	case '[':
+		i = jsonscan.SkipSpace(v, i+1)
+		for i < len(v) && v[i] != ']' {
+			k, dup, next := dupScan(v, i)
+			if dup {
+				return k, true, len(v)
+			}
+			i = jsonscan.SkipSpace(v, next)
+			if i < len(v) && v[i] == ',' {
+				i = jsonscan.SkipSpace(v, i+1)
+			}
+		}
+		return "", false, i + 1
+	}
+	end := jsonscan.ValueEnd(v, i)
+	if end <= i {
+		return "", false, len(v)
+	}
+	return "", false, end
 }
 
 // urlElicitation finds a URLElicitationRequiredError in err's chain,

@@ -64,3 +64,65 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// FuzzDuplicateKey: duplicateKey's byte walk finds a repeated key exactly
+// when encoding/json's token stream shows one (keys compared unescaped),
+// at any depth, for any valid JSON object.
+func FuzzDuplicateKey(f *testing.F) {
+	for _, seed := range []string{
+		`{}`, `{"a":1,"a":2}`, `{"a":{"b":1,"b":[1,{"c":2,"c":3}]}}`, `{"q":"x","\u0071":"y"}`,
+		`{"a":[{"x":1},{"x":2}],"b":"a"}`, `{"k0":0,"k1":1,"k2":2,"k3":3,"k4":4,"k5":5,"k6":6,"k7":7,"k8":8,"k9":9,"k10":0,"k11":1,"k12":2,"k13":3,"k14":4,"k15":5,"k16":6,"k3":7}`,
+		` { "a" : "\"}" , "b" : [ ] , "c" : { } } `,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, v []byte) {
+		if !json.Valid(v) || len(bytes.TrimSpace(v)) == 0 || bytes.TrimSpace(v)[0] != '{' {
+			return
+		}
+		k, dup := duplicateKey(v)
+		wantK, wantDup := duplicateKeyByTokens(v)
+		if dup != wantDup || (dup && k != wantK) {
+			t.Fatalf("duplicateKey(%s) = %q %v, encoding/json's tokens say %q %v", v, k, dup, wantK, wantDup)
+		}
+	})
+}
+
+// duplicateKeyByTokens is duplicateKey by encoding/json's tokens: the
+// first repeated key in document order.
+func duplicateKeyByTokens(v []byte) (string, bool) {
+	type frame struct {
+		object, expectKey bool
+		keys              map[string]bool
+	}
+	dec := json.NewDecoder(bytes.NewReader(v))
+	var stack []*frame
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return "", false
+		}
+		if n := len(stack); n > 0 && stack[n-1].object && stack[n-1].expectKey {
+			if k, ok := tok.(string); ok {
+				if stack[n-1].keys[k] {
+					return k, true
+				}
+				stack[n-1].keys[k], stack[n-1].expectKey = true, false
+				continue
+			}
+		}
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, &frame{object: true, expectKey: true, keys: map[string]bool{}})
+			continue
+		case json.Delim('['):
+			stack = append(stack, &frame{})
+			continue
+		case json.Delim('}'), json.Delim(']'):
+			stack = stack[:len(stack)-1]
+		}
+		if n := len(stack); n > 0 && stack[n-1].object {
+			stack[n-1].expectKey = true
+		}
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -113,10 +114,25 @@ type HTTPOptions struct {
 	// counts are the sessions opened on it. Zero means
 	// DefaultMaxSessionsPerClient; negative means no bound.
 	MaxSessionsPerClient int
+	// MaxListenStreams bounds the 2026-07-28 subscriptions/listen streams
+	// held open at once (each holds a connection, as a session's GET
+	// stream does); beyond it a subscriptions/listen gets 503 with
+	// Retry-After and a JSON-RPC error with code CodeTooManySessions that
+	// names the bound and its number. Zero means DefaultMaxListenStreams;
+	// negative means no bound.
+	MaxListenStreams int
+	// MaxListenStreamsPerClient bounds the subscriptions/listen streams one
+	// client holds open (a client as MaxSessionsPerClient names it), with
+	// the same answer beyond it. Zero means
+	// DefaultMaxListenStreamsPerClient; negative means no bound.
+	MaxListenStreamsPerClient int
 	// TrustedProxies are the addresses of reverse proxies whose
 	// X-Forwarded-For names the client (the rightmost entry that is not a
 	// trusted proxy). Empty: X-Forwarded-For is ignored, and the client is
-	// the connection's peer.
+	// the connection's peer. It names the client for sessions, principals
+	// and limits only: whether a caller is the chain peer comes from the
+	// connection's own peer, and a connection from a trusted proxy is never
+	// the chain peer, whatever X-Forwarded-For says (see Forwarder).
 	TrustedProxies []netip.Prefix
 	// Forwarders are the OAuth callers (Resource) trusted to pass on
 	// another caller's OTC context, as an mcpotc OTC front chained in front
@@ -151,16 +167,18 @@ type HTTPHandler struct {
 	rebinding  *httpguard.Rebinding // AllowedHosts and AllowedOrigins
 	forwarders map[string]bool      // the principals of Forwarders
 
-	count *sessionIDs // the session count, legacy SSE included
-	ids   *sessionIDs // count, as the streamable HTTP session ids; nil when Stateless
-	peers sync.Map    // streamable HTTP session id → *peer, for the sessions this replica saw
-	sse   sync.Map    // legacy SSE session id → *sseSession
-	calls callRegistry
+	count   *sessionIDs // the session count, legacy SSE included
+	ids     *sessionIDs // count, as the streamable HTTP session ids; nil when Stateless
+	listens *sessionIDs // the subscriptions/listen streams open (MaxListenStreams…), counted as sessions are
+	peers   sync.Map    // streamable HTTP session id → *peer, for the sessions this replica saw
+	sse     sync.Map    // legacy SSE session id → *sseSession
+	calls   callRegistry
 
-	refused     rateLog // initializes refused for a session bound
-	refusedMine rateLog // initializes refused for the per-client bound
-	evicted     rateLog // sessions that never made a call, ended to admit others
-	checks      tokenChecks
+	refused       rateLog // initializes refused for a session bound
+	refusedMine   rateLog // initializes refused for the per-client bound
+	refusedListen rateLog // subscriptions/listen streams refused for a bound
+	evicted       rateLog // sessions that never made a call, ended to admit others
+	checks        tokenChecks
 
 	life        context.Context // tool calls end when it does (Shutdown's deadline)
 	stopCalls   context.CancelFunc
@@ -208,6 +226,13 @@ func (f *Server) newHTTPHandler(opts *HTTPOptions, streamable, sse bool) *HTTPHa
 	if h.opts.BodyTimeout == 0 {
 		h.opts.BodyTimeout = DefaultBodyTimeout
 	}
+	if h.opts.MaxListenStreams == 0 {
+		h.opts.MaxListenStreams = DefaultMaxListenStreams
+	}
+	if h.opts.MaxListenStreamsPerClient == 0 {
+		h.opts.MaxListenStreamsPerClient = DefaultMaxListenStreamsPerClient
+	}
+	h.listens = newFrontSessionIDs(h.opts.MaxListenStreams, h.opts.MaxListenStreamsPerClient)
 	h.rebinding = httpguard.NewRebinding(h.opts.AllowedHosts, h.opts.AllowedOrigins)
 	h.forwarders = make(map[string]bool, len(h.opts.Forwarders))
 	if a := h.opts.Resource; a != nil {
@@ -269,6 +294,20 @@ func (h *HTTPHandler) refuse(w http.ResponseWriter, why refusal, what string) {
 			"max", h.opts.MaxSessions, "refused", n)
 	}
 	tooManySessions(w, why, h.opts.MaxSessions)
+}
+
+// refuseListen answers 503 to the subscriptions/listen request id beyond
+// a bound (tooManyListens) and logs it, at most once a second, with the
+// number refused since the last line.
+func (h *HTTPHandler) refuseListen(w http.ResponseWriter, id json.RawMessage, why refusal) {
+	max, bound := h.opts.MaxListenStreams, "max"
+	if why == refusedClient {
+		max, bound = h.opts.MaxListenStreamsPerClient, "max_per_client"
+	}
+	if n, ok := h.refusedListen.tick(); ok {
+		h.f.log.Warn("mcp front: refused subscriptions/listen streams: too many open", bound, max, "refused", n)
+	}
+	tooManyListens(w, id, why, max)
 }
 
 // evictSession ends a session that never made a call, removed to admit a
@@ -565,10 +604,18 @@ func (h *HTTPHandler) servePost(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	if m.method == string(mcpgo.MethodSubscriptionsListen) && modern != nil {
 		// A 2026-07-28 notification stream: a POST that lasts until the
-		// client leaves, or until Shutdown closes the streams.
+		// client leaves, or until Shutdown closes the streams. It counts
+		// against MaxListenStreams and the client's
+		// MaxListenStreamsPerClient while it is open.
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithCancel(ctx)
 		defer cancel()
+		e, why := h.listens.admitStream(c.sessions, cancel, false)
+		if why != admitted {
+			h.refuseListen(w, m.id, why)
+			return
+		}
+		defer h.listens.dropSSE(e)
 		defer context.AfterFunc(h.streams, cancel)()
 	}
 	pw := &postWriter{w: w}
@@ -589,11 +636,18 @@ func (h *HTTPHandler) modernPost(r *http.Request, m *message, headerVersion stri
 	if raw := memberOf(m.params, "_meta"); raw != nil {
 		metaVersion, _ = jsonString(memberOf(raw, mcpgo.MetaKeyProtocolVersion))
 	}
-	if !mcpgo.IsModernProtocol(metaVersion) && !mcpgo.IsModernProtocol(headerVersion) {
-		return nil, nil
+	if !mcpgo.IsModernProtocol(metaVersion) && !slices.ContainsFunc(r.Header.Values(mcpgo.HeaderProtocolVersion), mcpgo.IsModernProtocol) {
+		return nil, nil // (any value of a repeated header counts: it is then refused below)
 	}
 	mismatch := func(msg string) *RPCError { return &RPCError{Code: mcpgo.HEADER_MISMATCH, Message: msg} }
-	switch {
+	switch name := repeatedRoutingHeader(r.Header); {
+	case name != "":
+		// The front checks one value; an intermediary might route by
+		// another. Checked before any tool is looked up, so that the
+		// answer says nothing of which tools exist.
+		return nil, mismatch(name + " header is sent more than once: a " + mcpgo.ProtocolVersion20260728 +
+			" routing header (" + mcpgo.HeaderProtocolVersion + ", " + mcpgo.HeaderMethod + ", " + mcpgo.HeaderName + ", " +
+			mcpgo.HeaderParamPrefix + "*) must have exactly one value")
 	case m.response:
 		return nil, &RPCError{Code: mcpgo.INVALID_REQUEST, Message: "client-to-server responses are not supported in protocol version " +
 			mcpgo.ProtocolVersion20260728 + ": server-initiated requests were replaced by multi round-trip requests"}
@@ -637,6 +691,26 @@ func (h *HTTPHandler) modernPost(r *http.Request, m *message, headerVersion stri
 		}
 	}
 	return mr, nil
+}
+
+// repeatedRoutingHeader names a 2026-07-28 routing header (Mcp-Protocol-
+// Version, Mcp-Method, Mcp-Name, Mcp-Param-*) that h carries more than
+// once, under any spelling of its name; "" when there is none.
+func repeatedRoutingHeader(h http.Header) string {
+	var seen map[string]int
+	for k, v := range h {
+		l := strings.ToLower(k)
+		if l != "mcp-protocol-version" && l != "mcp-method" && l != "mcp-name" && !strings.HasPrefix(l, "mcp-param-") {
+			continue
+		}
+		if seen == nil {
+			seen = make(map[string]int, 4)
+		}
+		if seen[l] += len(v); seen[l] > 1 {
+			return http.CanonicalHeaderKey(k)
+		}
+	}
+	return ""
 }
 
 // toolName is the name of a tools/call's params, "" when it has none.

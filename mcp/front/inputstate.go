@@ -10,6 +10,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -37,8 +38,10 @@ import (
 // the call with inputResponses (each key's {"action": "accept" |
 // "decline" | "cancel"}) and that requestState; the front opens the
 // state, checks it, and gives the handler what it carries (Resumed).
-// Nothing is kept between rounds, so any replica holding the same keys
-// (Options.StateKeys) continues a call another one began.
+// What a round needs travels in the state, so any replica holding the
+// same keys (Options.StateKeys) continues a call another one began; what
+// is kept is only that a state was used (each answers its result once:
+// usedstates.go, Options.UsedStates, which replicas must share).
 //
 // The requestState is "mrs1." and the base64url (no padding) of a 12-byte
 // random nonce and the AES-256-GCM sealing of a JSON envelope:
@@ -67,8 +70,11 @@ import (
 // one of the keys (forged, altered, another deployment's, or sealed by a
 // process whose random key is gone); was sealed for another caller, tool
 // or arguments (a replay by another user, or with swapped arguments); has
-// expired; or comes with inputResponses that do not answer every key
-// asked with accept, decline or cancel. So is a requestState without
+// expired; was used already (a replay by its own caller: usedstates.go);
+// or comes with inputResponses that do not answer every key asked with
+// accept, decline or cancel. Arguments with a key given twice in one
+// object are refused before (callRequest): the digest would read one
+// value and a tool perhaps another. So is a requestState without
 // inputResponses, and inputResponses without a requestState: the front
 // sends neither alone. A request of an earlier protocol version that
 // carries them gets them ignored (that era has no multi round-trip).
@@ -331,7 +337,37 @@ func (f *Server) resume(ctx context.Context, req *mcpgo.CallToolRequest) (contex
 			return ctx, invalidRetry("inputResponses[" + strconv.Quote(k) + "].action is " + strconv.Quote(string(a)) + ": it must be accept, decline or cancel")
 		}
 	}
+	if failure := f.useState(ctx, state, env.Expires); failure != nil {
+		return ctx, failure
+	}
 	return context.WithValue(ctx, resumedKey{}, r), nil
+}
+
+// useState marks state used (usedstates.go), once every other check
+// passed: a state used before is refused, and so is one that cannot be
+// marked. The mark is made whether or not the caller is still there (it
+// is not the caller's to cancel), within useStateTimeout.
+func (f *Server) useState(ctx context.Context, state string, expires int64) *RPCError {
+	sum := sha256.Sum256([]byte(state))
+	principal := "none"
+	if c := callerFrom(ctx); c != nil {
+		principal = c.principal
+	}
+	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), useStateTimeout)
+	defer cancel()
+	first, err := f.usedStates.UseOnce(uctx, principal, hex.EncodeToString(sum[:16]), time.UnixMilli(expires))
+	switch {
+	case errors.Is(err, ErrUsedStatesFull):
+		return &RPCError{Code: mcpgo.INTERNAL_ERROR, Message: "requestState not accepted now: " + err.Error() +
+			"; retry later, or call the tool again without inputResponses and requestState"}
+	case err != nil:
+		f.log.Error("mcp front: a requestState cannot be marked used", "error", err)
+		return &RPCError{Code: mcpgo.INTERNAL_ERROR, Message: "requestState not accepted now: it cannot be recorded as used; retry"}
+	case !first:
+		return invalidRetry("requestState refused: it was used already (each one answers its input_required result once); " +
+			"answer the latest input_required result, or call the tool again without inputResponses and requestState")
+	}
+	return nil
 }
 
 func invalidRetry(msg string) *RPCError {

@@ -121,6 +121,8 @@ func TestFrontInputRequired(t *testing.T) {
 	// The arguments again, in another order and spacing: the same call.
 	got := f.HandleMessage(alice, modernCall(2, "connect", `{ "n": 1, "q": "x" }`, answer(accepted, state)))
 	sameJSON(t, got, resumedText(1, `{"google":{"action":"accept"}}`))
+	// Each state answers its result once: another round, another state.
+	state = askFor(t, f, alice, "connect", `{"q":"x","n":1}`)
 	got = f.HandleMessage(alice, modernCall(2, "connect", `{"q":"x","n":1}`, answer(`{"google":{"action":"decline"},"extra":{"action":"accept"}}`, state)))
 	sameJSON(t, got, resumedText(1, `{"google":{"action":"decline"}}`))
 
@@ -201,9 +203,15 @@ func TestFrontResumeRefused(t *testing.T) {
 			defer func() { clock = clock.Add(-tc.clock) }()
 			sameJSON(t, f.HandleMessage(tc.ctx, tc.call), tc.want)
 		})
-		// The honest retry still goes on.
-		sameJSON(t, f.HandleMessage(alice, modernCall(2, "connect", args, answer(accepted, state))), resumedText(1, accepted))
+		// The honest retry (of a call of its own: a state answers its
+		// result once) still goes on.
+		fresh := askFor(t, f, alice, "connect", args)
+		sameJSON(t, f.HandleMessage(alice, modernCall(2, "connect", args, answer(accepted, fresh))), resumedText(1, accepted))
 	}
+	// The state no attack used: answered once, then refused.
+	sameJSON(t, f.HandleMessage(alice, modernCall(2, "connect", args, answer(accepted, state))), resumedText(1, accepted))
+	sameJSON(t, f.HandleMessage(alice, modernCall(2, "connect", args, answer(accepted, state))), refused+
+		`requestState refused: it was used already (each one answers its input_required result once); answer the latest input_required result, or call the tool again without inputResponses and requestState"}}`)
 	// Bob's own call is his own: asked, and resumed.
 	bobs := askFor(t, f, bob, "connect", args)
 	sameJSON(t, f.HandleMessage(bob, modernCall(2, "connect", args, answer(accepted, bobs))), resumedText(1, accepted))

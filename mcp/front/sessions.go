@@ -4,6 +4,7 @@ import (
 	"container/list"
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"net/http"
 	"strconv"
 	"sync"
@@ -30,6 +31,11 @@ import (
 //   - Idle streamable HTTP sessions are swept every max(TTL/2, 1 s); a
 //     legacy SSE session's stream is closed after the TTL without a
 //     message (sse.go).
+//   - 2026-07-28 subscriptions/listen streams have no session, but each
+//     holds a connection as a GET stream does: a second sessionIDs
+//     (HTTPHandler.listens) counts them the same way, against
+//     HTTPOptions.MaxListenStreams and MaxListenStreamsPerClient, and
+//     never ends one to make room (a stream open is in use).
 
 // Defaults of HTTPOptions.
 const (
@@ -37,11 +43,17 @@ const (
 	DefaultMaxSessions          = 10000
 	DefaultMaxSessionsPerClient = 100
 	DefaultBodyTimeout          = 10 * time.Second
+	// A client needs one subscriptions/listen stream (it carries every
+	// notification); a few more leave room for restarts and tabs.
+	DefaultMaxListenStreams          = 1000
+	DefaultMaxListenStreamsPerClient = 10
 )
 
 // CodeTooManySessions is the JSON-RPC error code of the 503 answer to an
 // initialize (or a legacy SSE stream) beyond HTTPOptions.MaxSessions or
-// MaxSessionsPerClient; it is implementation-defined (-32000…-32099).
+// MaxSessionsPerClient, and to a 2026-07-28 subscriptions/listen beyond
+// MaxListenStreams or MaxListenStreamsPerClient; it is
+// implementation-defined (-32000…-32099).
 const CodeTooManySessions = -32003
 
 // retryAfterSessions is the Retry-After, in seconds, of that answer.
@@ -310,6 +322,15 @@ func (m *sessionIDs) release(res *reservation) {
 // admitSSE counts a legacy SSE session of client, whose stream end
 // closes; dropSSE forgets it when the stream has ended.
 func (m *sessionIDs) admitSSE(client string, end context.CancelFunc) (*sessionEntry, refusal) {
+	return m.admitStream(client, end, true)
+}
+
+// admitStream counts a stream of client that holds no session id (a
+// legacy SSE session, or, in HTTPHandler.listens, a 2026-07-28
+// subscriptions/listen stream), whose stream end closes; evictable: until
+// it is used (usedSSE) it may be ended to make room, as a session that
+// never made a call is. dropSSE forgets it when the stream has ended.
+func (m *sessionIDs) admitStream(client string, end context.CancelFunc, evictable bool) (*sessionEntry, refusal) {
 	m.mu.Lock()
 	victim, why := m.room(client)
 	var e *sessionEntry
@@ -317,7 +338,9 @@ func (m *sessionIDs) admitSSE(client string, end context.CancelFunc) (*sessionEn
 		e = &sessionEntry{client: client, end: end}
 		m.sse[e] = struct{}{}
 		m.held[client]++
-		e.queued = m.unused.PushBack(e)
+		if evictable {
+			e.queued = m.unused.PushBack(e)
+		}
 	}
 	m.mu.Unlock()
 	m.ended(victim)
@@ -396,9 +419,28 @@ func tooManySessions(w http.ResponseWriter, why refusal, max int) {
 		msg = "too many sessions for this client: it holds its maximum of " + strconv.Itoa(max) +
 			" sessions; end an unused session with DELETE, or retry later"
 	}
-	b := errorResponse(CodeTooManySessions, msg)
+	tooMany(w, errorResponse(CodeTooManySessions, msg))
+}
+
+// tooManyListens answers 503 to the subscriptions/listen request id
+// beyond a bound (why: HTTPOptions.MaxListenStreamsPerClient or
+// MaxListenStreams, whose value is max): a JSON-RPC error that says
+// which bound and its number (in its message, and in data as the
+// option's name and max), and Retry-After.
+func tooManyListens(w http.ResponseWriter, id json.RawMessage, why refusal, max int) {
+	bound, msg := "MaxListenStreams", "too many subscriptions/listen streams: the server holds its maximum of "+strconv.Itoa(max)+
+		" streams; retry later"
+	if why == refusedClient {
+		bound, msg = "MaxListenStreamsPerClient", "too many subscriptions/listen streams for this client: it holds its maximum of "+
+			strconv.Itoa(max)+" streams; close one (one stream carries every notification), or retry later"
+	}
+	tooMany(w, errorFrame(id, &RPCError{Code: CodeTooManySessions, Message: msg, Data: map[string]any{"bound": bound, "max": max}}))
+}
+
+// tooMany writes frame with 503 and Retry-After.
+func tooMany(w http.ResponseWriter, frame []byte) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Retry-After", strconv.Itoa(retryAfterSessions))
 	w.WriteHeader(http.StatusServiceUnavailable)
-	_, _ = w.Write(append(b, '\n'))
+	_, _ = w.Write(append(frame, '\n'))
 }
