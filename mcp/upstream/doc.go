@@ -6,13 +6,14 @@
 // its tool list raw and sends each call's arguments exactly as given,
 // bounds every message (ErrTooLarge), and classifies failures by whether a
 // call may have reached the tool (ErrUnavailable, ErrLost, *Error). It
-// On Linux a detached watchdog per stdio child kills the child's process
-// group when the bridge dies without closing it, SIGKILL included
-// (watchdog_linux.go); any binary linking this package serves as that
-// watchdog when started with its hidden argument. It
 // negotiates the protocol era of each connection (era.go): the stateless
 // revision 2026-07-28 when the server speaks it, else 2025-11-25 with the
 // initialize handshake.
+//
+// On Linux a detached watchdog per stdio child kills the child's process
+// group when the bridge dies without closing it, SIGKILL included
+// (watchdog_linux.go); any binary linking this package serves as that
+// watchdog when started with its hidden argument.
 //
 // What it works around in mcp-go v1.2.1 is listed in mcpgo_compat.go.
 //
