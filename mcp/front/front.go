@@ -13,6 +13,7 @@ import (
 
 	mcpgo "github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/mcpotc/mcpotc/internal/shutdown"
 	"github.com/mcpotc/mcpotc/mcp/internal/jsonscan"
 )
 
@@ -359,8 +360,21 @@ func (r *callRegistry) keepEarly(key string) {
 // errClientCancelled is the cause of a call the client cancelled.
 var errClientCancelled = fmt.Errorf("mcp front: the client cancelled the request: %w", context.Canceled)
 
-// errFrontShutdown is the cause of a call ended by a shutdown.
-var errFrontShutdown = fmt.Errorf("mcp front: shutting down: %w", context.Canceled)
+// errFrontShutdown is the cause of a call ended by a shutdown: the
+// grace of HTTPHandler.Shutdown or Options.StdioGrace ran out. The call is
+// answered with CodeShuttingDown (internal/shutdown).
+var errFrontShutdown = fmt.Errorf("mcp front: %w: %w", shutdown.Cause, context.Canceled)
+
+// CodeShuttingDown answers a call that a shutdown ended before it finished
+// (implementation-defined, -32000…-32099): its data holds retryAfter, in
+// seconds; over HTTP a JSON answer has status 503 and Retry-After.
+const CodeShuttingDown = -32004
+
+// shuttingDown is the answer to a call a shutdown ended.
+func shuttingDown() *RPCError {
+	secs := int(shutdown.RetryAfter / time.Second)
+	return &RPCError{Code: CodeShuttingDown, Message: shutdown.Message, Data: map[string]any{"retryAfter": secs}}
+}
 
 // serve answers one message: the frame to send back, nil for a
 // notification or a response. It is the front's one dispatch table.
@@ -555,6 +569,9 @@ func (f *Server) call(ctx context.Context, m *message, x *exchange) []byte {
 	res, err := runHandler(ctx, t.Handler, req)
 	if x.stream && errors.Is(context.Cause(ctx), errClientCancelled) {
 		return nil
+	}
+	if shutdown.Is(ctx) {
+		return f.answer(m, nil, shuttingDown())
 	}
 	if err == nil && res == nil {
 		err = &RPCError{Code: mcpgo.INTERNAL_ERROR, Message: fmt.Sprintf("tool '%s' returned no result", req.Params.Name)}
