@@ -4,14 +4,21 @@ package e2e
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
+	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // holdChildEnv makes this test binary a tiny MCP stdio server with one tool,
@@ -139,4 +146,74 @@ func TestE2EOTCFrontShutdownAnswersLongCalls(t *testing.T) {
 			t.Errorf("log: want one line %q", want)
 		}
 	}
+}
+
+// shutdownMessage is the message of a call's answer when a shutdown ended it.
+const shutdownMessage = "The bridge is shutting down: the call was ended before it finished; retry it (another replica, or this one once it is back, will take it)"
+
+// TestE2EMCPFrontShutdownAnswersLongCalls: SIGTERM while calls run that the
+// shutdown grace cannot wait for, on every transport and protocol: each
+// call is answered with the JSON-RPC error CodeShuttingDown (-32004), its
+// message naming the shutdown and data.retryAfter, not a lost connection;
+// serve-mcp exits 0. (Calls that fit the grace: TestE2EMCPFrontShutdown.)
+func TestE2EMCPFrontShutdownAnswersLongCalls(t *testing.T) {
+	buildMcpotc(t)
+	forEachTransportProtocol(t, 90*time.Second, func(t *testing.T, ctx context.Context, transport, protocol string) {
+		up := slowOTC(t, 40*time.Second)
+		b := startBridge(t, ctx, transport, []string{"--otc", up.URL}, nil)
+		cs := b.connect(t, ctx, clientOpts{protocol: protocol})
+		if names := toolNames(listTools(t, ctx, cs)); !slices.Equal(names, []string{"Slow_Wait"}) {
+			t.Fatalf("tools/list = %q, want [Slow_Wait]", names)
+		}
+		const calls = 3
+		errs := make(chan error, calls)
+		for i := range calls {
+			go func() {
+				res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "Slow_Wait", Arguments: map[string]any{"tag": fmt.Sprint("long-", i)}})
+				if err == nil {
+					err = fmt.Errorf("a result: %s", jsonString(res))
+				}
+				errs <- err
+			}()
+		}
+		for range calls {
+			waitTag(t, up.started, "a call reaching the upstream", 15*time.Second)
+		}
+		start := time.Now()
+		if err := syscall.Kill(b.p.Pid(), syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		for range calls {
+			// The SDK keeps the error's type only while the connection is
+			// up (it wraps it with %v once closed): the code and data are
+			// compared where it does, and on stdout for stdio.
+			err := <-errs
+			var we *jsonrpc.Error
+			switch {
+			case errors.As(err, &we):
+				if we.Code != -32004 || we.Message != shutdownMessage || !reflect.DeepEqual(asData(t, we.Data), mustData(`{"retryAfter":2}`)) {
+					t.Errorf("a call longer than the grace: %d %q %v, want -32004 naming the shutdown, data {\"retryAfter\":2}", we.Code, we.Message, we.Data)
+				}
+			case err == nil || !strings.HasSuffix(err.Error(), shutdownMessage):
+				t.Errorf("a call longer than the grace: %v (%T), want the JSON-RPC error naming the shutdown", err, err)
+			}
+		}
+		err := b.p.Wait(exitBound)
+		if transport == "stdio" {
+			var frames []any
+			for _, l := range strings.Split(strings.TrimSpace(b.p.Stdout()), "\n") {
+				if f := mustData(l); !strings.Contains(l, `"result"`) {
+					frames = append(frames, withoutKeys(f, "id"))
+				}
+			}
+			want := mustData(`{"jsonrpc":"2.0","error":{"code":-32004,"message":` + jsonString(shutdownMessage) + `,"data":{"retryAfter":2}}}`)
+			if len(frames) != calls || slices.ContainsFunc(frames, func(f any) bool { return !reflect.DeepEqual(f, want) }) {
+				t.Errorf("stdout error frames: %s, want %d × %s", jsonString(frames), calls, jsonString(want))
+			}
+		}
+		t.Logf("serve-mcp --transport %s exited %v after SIGTERM: %v", transport, time.Since(start).Round(time.Millisecond), err)
+		if err != nil {
+			t.Errorf("serve-mcp --transport %s after SIGTERM: %v, want exit status 0", transport, err)
+		}
+	})
 }

@@ -367,7 +367,7 @@ var errFrontShutdown = fmt.Errorf("mcp front: %w: %w", shutdown.Cause, context.C
 
 // CodeShuttingDown answers a call that a shutdown ended before it finished
 // (implementation-defined, -32000…-32099): its data holds retryAfter, in
-// seconds; over HTTP a JSON answer has status 503 and Retry-After.
+// seconds; over HTTP a JSON answer has Retry-After too.
 const CodeShuttingDown = -32004
 
 // shuttingDown is the answer to a call a shutdown ended.

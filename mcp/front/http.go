@@ -776,10 +776,11 @@ func (pw *postWriter) finish(frame []byte, modern bool) {
 			status = httpStatus(code)
 		}
 		if isErr && code == CodeShuttingDown {
-			// Ended by the shutdown (internal/shutdown): a server error
-			// with Retry-After, whatever the revision.
+			// Ended by the shutdown (internal/shutdown): Retry-After, and
+			// the frame with 200 as any implementation-defined error, so
+			// that a client reads it as the call's answer (clients drop
+			// the body of a 503).
 			pw.w.Header().Set("Retry-After", strconv.Itoa(int(shutdown.RetryAfter/time.Second)))
-			status = http.StatusServiceUnavailable
 		}
 		writeFrame(pw.w, status, frame)
 	}
