@@ -24,7 +24,10 @@ import (
 	"github.com/mcpotc/mcpotc/otc/otcsample"
 )
 
-// shutdownGrace bounds how long in-flight requests may take after a signal.
+// shutdownGrace bounds how long in-flight requests may take after a signal
+// (after --drain-delay, when set); the calls still running then are ended
+// and answered "shutting down" with Retry-After, within shutdown.Flush
+// more (graceful; internal/shutdown).
 const shutdownGrace = 10 * time.Second
 
 // Main is the testable program: everything it touches comes in through its
