@@ -1107,7 +1107,10 @@ func (h *Handler) call(rp *reply, r *http.Request, req *CallToolRequest, caller 
 		// The timeout starts when the call runs: with a shared store, a
 		// repeat may first wait for another replica's claim to expire.
 		run := func() outcome {
-			ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), h.callTimeout)
+			// A shutdown ends it all the same (internal/shutdown).
+			detached, release := shutdown.Detach(r.Context())
+			defer release()
+			ctx, cancel := context.WithTimeout(detached, h.callTimeout)
 			defer cancel()
 			return h.execute(ctx, r, st, req, caller, callerCallID)
 		}

@@ -327,14 +327,14 @@ func draining(log zerolog.Logger, delay time.Duration, drain func(), next shutdo
 
 // serveHTTPWith is serveHTTP with a shutdown of the caller's (the MCP
 // transports close their streams and sessions themselves). Every request's
-// context descends from one that endCalls cancels with shutdown.Cause.
+// context descends from one that endCalls ends with shutdown.Cause
+// (shutdown.Base), and so does every call detached from one.
 func (m *Main) serveHTTPWith(ctx context.Context, log zerolog.Logger, addr string, h http.Handler, what string, stop shutdownFunc) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err
 	}
-	calls, endCalls := context.WithCancelCause(context.Background())
-	defer endCalls(nil)
+	calls, endCalls := shutdown.Base()
 	srv := &http.Server{
 		Handler:           httpguard.Handler(h), // closes after an ambiguously framed request (RFC 9112 §6.1)
 		ReadHeaderTimeout: 10 * time.Second,
@@ -361,7 +361,7 @@ func (m *Main) serveHTTPWith(ctx context.Context, log zerolog.Logger, addr strin
 	err = stop(sctx, srv, func() {
 		ended = true
 		log.Warn().Dur("grace", shutdownGrace).Msg("requests still running at the end of the shutdown grace: their calls are ended and answered 'shutting down'")
-		endCalls(shutdown.Cause)
+		endCalls()
 	})
 	if err != nil {
 		_ = srv.Close()

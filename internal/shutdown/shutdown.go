@@ -31,3 +31,28 @@ const RetryAfter = 2 * time.Second
 // Flush bounds how long, after the grace, the answers of the calls ended so
 // may take to be written before the connections close.
 const Flush = 2 * time.Second
+
+// stopKey is the context key of a server's base context (Base).
+type stopKey struct{}
+
+// Base returns the base context of a server's requests (http.Server's
+// BaseContext) and end, which ends it with Cause: every request's context,
+// and every call Detach detached from one, then ends with Cause.
+func Base() (ctx context.Context, end func()) {
+	base, cancel := context.WithCancelCause(context.Background())
+	return context.WithValue(base, stopKey{}, base), func() { cancel(Cause) }
+}
+
+// Detach returns a context with ctx's values that the end of ctx does not
+// end (a call that runs on when its caller leaves), except a shutdown: it
+// ends with Cause when the Base that ctx descends from is ended, even after
+// ctx itself ended for another reason. release frees it.
+func Detach(ctx context.Context) (detached context.Context, release func()) {
+	d, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	base, ok := ctx.Value(stopKey{}).(context.Context)
+	if !ok {
+		return d, func() { cancel(nil) }
+	}
+	stop := context.AfterFunc(base, func() { cancel(context.Cause(base)) })
+	return d, func() { stop(); cancel(nil) }
+}
