@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/mcpotc/mcpotc/internal/httpguard"
+	"github.com/mcpotc/mcpotc/internal/shutdown"
 )
 
 // StatusClientClosed is the status a CallRecord reports for a call whose
@@ -297,6 +298,8 @@ func classify(status int, success bool, failure any) string {
 		return OutcomeAuthRequired
 	case status == tooManyRequests:
 		return OutcomeRateLimited
+	case status == http.StatusServiceUnavailable:
+		return OutcomeUnavailable // ended by a shutdown, Retry-After
 	case status >= 500:
 		return OutcomeInternal
 	}
@@ -1160,7 +1163,10 @@ func (h *Handler) call(rp *reply, r *http.Request, req *CallToolRequest, caller 
 		// The timeout starts when the call runs: with a shared store, a
 		// repeat may first wait for another replica's claim to expire.
 		run := func() outcome {
-			ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), h.callTimeout)
+			// A shutdown ends it all the same (internal/shutdown).
+			detached, release := shutdown.Detach(r.Context())
+			defer release()
+			ctx, cancel := context.WithTimeout(detached, h.callTimeout)
 			defer cancel()
 			return h.execute(ctx, r, st, req, caller, callerCallID)
 		}
@@ -1173,13 +1179,19 @@ func (h *Handler) call(rp *reply, r *http.Request, req *CallToolRequest, caller 
 	} else {
 		out = h.execute(r.Context(), r, st, req, caller, callerCallID)
 	}
+	stopping := shutdown.Is(r.Context())
+	if stopping {
+		// The shutdown's grace ran out before the call ended
+		// (internal/shutdown): the caller learns it, and when to retry.
+		out = outcome{status: http.StatusServiceUnavailable, failure: &ServerErrorResponse{Message: shutdown.Message, RetryAfter: shutdown.RetryAfter}}
+	}
 	if out.status == http.StatusOK {
 		rp.result(out.resp)
 	} else {
 		rp.error(out.status, out.failure)
 	}
 	rec := h.record(r.Context(), req, def.ID, out.status, out.status == http.StatusOK && out.resp.Success, start, out.failure)
-	if rec != nil && r.Context().Err() != nil {
+	if rec != nil && r.Context().Err() != nil && !stopping {
 		rec.Status = StatusClientClosed // nobody received the answer
 		rec.Outcome = OutcomeCancelled
 	}

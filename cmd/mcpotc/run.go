@@ -19,11 +19,15 @@ import (
 	"github.com/mcpotc/mcpotc/bridge/metrics"
 	"github.com/mcpotc/mcpotc/bridge/tracing"
 	"github.com/mcpotc/mcpotc/internal/httpguard"
+	"github.com/mcpotc/mcpotc/internal/shutdown"
 	"github.com/mcpotc/mcpotc/otc"
 	"github.com/mcpotc/mcpotc/otc/otcsample"
 )
 
-// shutdownGrace bounds how long in-flight requests may take after a signal.
+// shutdownGrace bounds how long in-flight requests may take after a signal
+// (after --drain-delay, when set); the calls still running then are ended
+// and answered "shutting down" with Retry-After, within shutdown.Flush
+// more (graceful; internal/shutdown).
 const shutdownGrace = 10 * time.Second
 
 // Main is the testable program: everything it touches comes in through its
@@ -275,16 +279,40 @@ func (m *Main) sampleOTC(ctx context.Context, args []string) error {
 }
 
 // serveHTTP serves h on addr until ctx ends, then lets in-flight requests
-// finish for at most shutdownGrace.
+// finish for at most shutdownGrace and answers those still running with
+// "shutting down" (graceful).
 func (m *Main) serveHTTP(ctx context.Context, log zerolog.Logger, addr string, h http.Handler, what string) error {
-	return m.serveHTTPWith(ctx, log, addr, h, what, func(ctx context.Context, srv *http.Server) error { return srv.Shutdown(ctx) })
+	return m.serveHTTPWith(ctx, log, addr, h, what, graceful)
+}
+
+// shutdownFunc shuts srv down within ctx's deadline (the grace); endCalls
+// ends the calls of the requests still running with shutdown.Cause, so
+// that each is answered "shutting down" (internal/shutdown).
+type shutdownFunc func(ctx context.Context, srv *http.Server, endCalls func()) error
+
+// graceful is the shutdown of a plain server: in-flight requests get the
+// grace; then those still running have their calls ended and their answers
+// get shutdown.Flush to be written before the connections close. nil: every
+// request was answered.
+func graceful(ctx context.Context, srv *http.Server, endCalls func()) error {
+	err := srv.Shutdown(ctx)
+	if err == nil || ctx.Err() == nil {
+		return err
+	}
+	endCalls()
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdown.Flush)
+	defer cancel()
+	if err := srv.Shutdown(fctx); err != nil {
+		return fmt.Errorf("requests still running %v after the grace: %w", shutdown.Flush, err)
+	}
+	return nil
 }
 
 // draining is a shutdown for serveHTTPWith that first calls drain (a
 // front's /ready turns 503), keeps serving for delay so that load
 // balancers see it, then runs shutdown with a full shutdownGrace.
-func draining(log zerolog.Logger, delay time.Duration, drain func(), shutdown func(context.Context, *http.Server) error) func(context.Context, *http.Server) error {
-	return func(ctx context.Context, srv *http.Server) error {
+func draining(log zerolog.Logger, delay time.Duration, drain func(), next shutdownFunc) shutdownFunc {
+	return func(ctx context.Context, srv *http.Server, endCalls func()) error {
 		drain()
 		if delay > 0 {
 			log.Info().Dur("drain_delay", delay).Msg("draining: GET /ready answers 503")
@@ -293,23 +321,27 @@ func draining(log zerolog.Logger, delay time.Duration, drain func(), shutdown fu
 			ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), shutdownGrace)
 			defer cancel()
 		}
-		return shutdown(ctx, srv)
+		return next(ctx, srv, endCalls)
 	}
 }
 
 // serveHTTPWith is serveHTTP with a shutdown of the caller's (the MCP
-// transports close their streams and sessions themselves).
-func (m *Main) serveHTTPWith(ctx context.Context, log zerolog.Logger, addr string, h http.Handler, what string, shutdown func(context.Context, *http.Server) error) error {
+// transports close their streams and sessions themselves). Every request's
+// context descends from one that endCalls ends with shutdown.Cause
+// (shutdown.Base), and so does every call detached from one.
+func (m *Main) serveHTTPWith(ctx context.Context, log zerolog.Logger, addr string, h http.Handler, what string, stop shutdownFunc) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err
 	}
+	calls, endCalls := shutdown.Base()
 	srv := &http.Server{
 		Handler:           httpguard.Handler(h), // closes after an ambiguously framed request (RFC 9112 §6.1)
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          nil,
+		BaseContext:       func(net.Listener) context.Context { return calls },
 	}
 	log.Info().Str("addr", ln.Addr().String()).Msg("serving " + what)
 	if m.Ready != nil {
@@ -325,9 +357,18 @@ func (m *Main) serveHTTPWith(ctx context.Context, log zerolog.Logger, addr strin
 	log.Info().Msg("shutting down")
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 	defer cancel()
-	if err := shutdown(sctx, srv); err != nil {
+	ended := false
+	err = stop(sctx, srv, func() {
+		ended = true
+		log.Warn().Dur("grace", shutdownGrace).Msg("requests still running at the end of the shutdown grace: their calls are ended and answered 'shutting down'")
+		endCalls()
+	})
+	if err != nil {
 		_ = srv.Close()
 		return fmt.Errorf("shutdown: %w", err)
+	}
+	if ended {
+		log.Info().Msg("every request was answered")
 	}
 	return nil
 }

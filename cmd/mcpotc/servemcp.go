@@ -536,7 +536,9 @@ func (m *Main) serveMCPHTTP(ctx context.Context, log zerolog.Logger, f *serveMCP
 	}
 	mt.GaugeFunc("mcpotc_mcp_sessions", sessions, func() float64 { return float64(h.Sessions()) })
 	return m.serveHTTPWith(ctx, log, f.listen, bridge.CORS(f.corsOrigins, bridge.LogRefusals(log, bridge.AuditRefusals(al, metrics.FrontMCP, f.trustedProxies, h))), what,
-		draining(log, f.drainDelay, mcpFront.Drain, h.Shutdown))
+		// The transport ends its calls itself at the grace's end, with
+		// the same answer (mcp/front, CodeShuttingDown).
+		draining(log, f.drainDelay, mcpFront.Drain, func(ctx context.Context, srv *http.Server, _ func()) error { return h.Shutdown(ctx, srv) }))
 }
 
 // tokenVerifier is the MCP front's token check: a JWT against its

@@ -577,7 +577,7 @@ func (m *Main) runOTCFront(ctx context.Context, log zerolog.Logger, f *serveOTCF
 		// /ready fails first, so that load balancers stop sending
 		// requests; those that still come are served until the shutdown,
 		// which lets in-flight calls end.
-		draining(log, f.drainDelay, otcFront.Drain, func(sctx context.Context, srv *http.Server) error { return srv.Shutdown(sctx) }))
+		draining(log, f.drainDelay, otcFront.Drain, graceful))
 	// In-flight calls are done (or the grace ran out): stop the upstreams.
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownGrace)
 	defer cancel()

@@ -14,6 +14,7 @@ import (
 
 	mcpgo "github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/mcpotc/mcpotc/internal/shutdown"
 	"github.com/mcpotc/mcpotc/mcp/internal/jsonscan"
 )
 
@@ -26,7 +27,7 @@ const CodeRequestTimeout = -32001
 // (Options.Starting): the tool may be served in a moment, so the client
 // is told to retry, never that the tool does not exist. Its data holds
 // "retry_after_ms"; over streamable HTTP the answer also carries
-// Retry-After, and a 2026-07-28 JSON answer has status 503.
+// Retry-After (its status stays 200: see postWriter.finish).
 const CodeStarting = -32004
 
 // StartingRetryAfterSeconds is the Retry-After of a CodeStarting answer
@@ -411,8 +412,23 @@ func (r *callRegistry) keepEarly(key string) {
 // errClientCancelled is the cause of a call the client cancelled.
 var errClientCancelled = fmt.Errorf("mcp front: the client cancelled the request: %w", context.Canceled)
 
-// errFrontShutdown is the cause of a call ended by a shutdown.
-var errFrontShutdown = fmt.Errorf("mcp front: shutting down: %w", context.Canceled)
+// errFrontShutdown is the cause of a call ended by a shutdown: the
+// grace of HTTPHandler.Shutdown or Options.StdioGrace ran out. The call is
+// answered with CodeShuttingDown (internal/shutdown).
+var errFrontShutdown = fmt.Errorf("mcp front: %w: %w", shutdown.Cause, context.Canceled)
+
+// CodeShuttingDown answers a call that a shutdown ended before it finished
+// (implementation-defined, -32000…-32099; not -32004, CodeStarting, nor
+// -32005, which the Go SDK's client uses for "rejected by transport"): its
+// data holds retryAfter, in seconds; over HTTP a JSON answer has
+// Retry-After too.
+const CodeShuttingDown = -32006
+
+// shuttingDown is the answer to a call a shutdown ended.
+func shuttingDown() *RPCError {
+	secs := int(shutdown.RetryAfter / time.Second)
+	return &RPCError{Code: CodeShuttingDown, Message: shutdown.Message, Data: map[string]any{"retryAfter": secs}}
+}
 
 // serve answers one message: the frame to send back, nil for a
 // notification or a response. It is the front's one dispatch table.
@@ -617,6 +633,9 @@ func (f *Server) call(ctx context.Context, m *message, x *exchange) []byte {
 	res, err := runHandler(ctx, t.Handler, req)
 	if x.stream && errors.Is(context.Cause(ctx), errClientCancelled) {
 		return nil
+	}
+	if shutdown.Is(ctx) {
+		return f.answer(m, nil, shuttingDown())
 	}
 	if err == nil && res == nil {
 		err = &RPCError{Code: mcpgo.INTERNAL_ERROR, Message: fmt.Sprintf("tool '%s' returned no result", req.Params.Name)}

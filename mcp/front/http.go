@@ -18,6 +18,7 @@ import (
 	mcpgo "github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/mcpotc/mcpotc/internal/httpguard"
+	"github.com/mcpotc/mcpotc/internal/shutdown"
 )
 
 // Paths served by an HTTPHandler.
@@ -845,14 +846,20 @@ func (pw *postWriter) finish(frame []byte, modern bool) {
 		pw.w.WriteHeader(http.StatusAccepted)
 	default:
 		status := http.StatusOK
-		code, coded := errorCode(frame)
-		if modern && coded {
+		code, isErr := errorCode(frame)
+		if modern && isErr {
 			status = httpStatus(code)
 		}
-		if coded && code == CodeStarting {
-			// The catalog is not complete yet: when to ask again, for
-			// intermediaries and clients that read no body.
+		// The bridge is starting, or shutting down: when to ask again, for
+		// intermediaries and clients that read no body; the frame goes
+		// with 200, as any implementation-defined error, so that a client
+		// reads it as the call's answer (clients drop the body of a 503:
+		// the Go SDK's answers "rejected by transport").
+		switch {
+		case isErr && code == CodeStarting:
 			pw.w.Header().Set("Retry-After", strconv.Itoa(StartingRetryAfterSeconds))
+		case isErr && code == CodeShuttingDown:
+			pw.w.Header().Set("Retry-After", strconv.Itoa(int(shutdown.RetryAfter/time.Second)))
 		}
 		writeFrame(pw.w, status, frame)
 	}
@@ -962,14 +969,21 @@ func (es *eventStream) serve(ctx context.Context, keepAlive time.Duration, wrote
 //     which srv.Shutdown waits for);
 //  3. every session and stream is closed, so that srv.Shutdown can return.
 //
-// If ctx ends first, the tool calls still running are cancelled, srv is
-// closed and Shutdown returns ctx's error. The handler serves no streams
-// afterwards.
+// If ctx ends first, the tool calls still running are ended, each answered
+// with CodeShuttingDown (503 and Retry-After for a JSON answer), and those
+// answers get shutdown.Flush to be written: when every request is done
+// then, Shutdown returns nil; otherwise srv is closed and Shutdown returns
+// ctx's error. The handler serves no streams afterwards.
 func (h *HTTPHandler) Shutdown(ctx context.Context, srv *http.Server) error {
 	h.closing.Store(true)
+	// The server's own shutdown outlives ctx by shutdown.Flush: the calls
+	// still running at ctx's end are ended and answered (CodeShuttingDown)
+	// before the connections close.
+	sctx, scancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer scancel()
 	srvDone := make(chan error, 1)
 	if srv != nil {
-		go func() { srvDone <- srv.Shutdown(ctx) }()
+		go func() { srvDone <- srv.Shutdown(sctx) }()
 	} else {
 		srvDone <- nil
 	}
@@ -978,22 +992,40 @@ func (h *HTTPHandler) Shutdown(ctx context.Context, srv *http.Server) error {
 	select {
 	case <-sseDone:
 	case <-ctx.Done():
+		// Answers of legacy SSE sessions go on their streams: end the
+		// calls and let the answers reach the streams before they close.
+		h.stopCalls()
+		waitBounded(sseDone, shutdown.Flush)
 	}
 	h.stopStreams()
 
-	var err error
 	select {
-	case err = <-srvDone:
+	case err := <-srvDone:
+		return err
 	case <-ctx.Done():
 	}
-	if ctx.Err() != nil {
-		h.stopCalls()
-		if srv != nil {
-			_ = srv.Close()
-		}
-		return ctx.Err()
+	h.stopCalls()
+	if err, ok := waitBounded(srvDone, shutdown.Flush); ok {
+		return err
 	}
-	return err
+	scancel()
+	if srv != nil {
+		_ = srv.Close()
+	}
+	return ctx.Err()
+}
+
+// waitBounded waits at most d for a value of ch (or its close).
+func waitBounded[T any](ch <-chan T, d time.Duration) (T, bool) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case v := <-ch:
+		return v, true
+	case <-t.C:
+		var zero T
+		return zero, false
+	}
 }
 
 // rejectRebinding answers 403 to a request that arrived on a loopback

@@ -853,3 +853,33 @@ func TestFrontStreamableHTTPSessionRequired(t *testing.T) {
 		t.Errorf("%d sessions with watched streams after every GET ended, want 0", n)
 	}
 }
+
+// A call still running when Shutdown's ctx ends is ended and answered on its
+// POST before the connection closes: the frame CodeShuttingDown (200, as
+// every JSON-RPC error of the revision) with Retry-After; every request is
+// then done, so Shutdown returns nil.
+func TestFrontStreamableHTTPShutdownAnswersLongCall(t *testing.T) {
+	t.Parallel()
+	f, p := testFront(t, nil)
+	srv, h, c := startFrontSession(t, f, nil)
+	c.version = "2025-11-25"
+	got := make(chan reply, 1)
+	go func() {
+		r, err := c.post(t, context.Background(), request(2, "tools/call", callParams("block", `{"tag":"b2"}`)), nil)
+		if err != nil {
+			r.body = []byte(err.Error())
+		}
+		got <- r
+	}()
+	expectTag(t, p.started, "b2")
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if err := h.Shutdown(ctx, srv.Config); err != nil {
+		t.Errorf("Shutdown: %v", err)
+	}
+	r := <-got
+	if r.status != http.StatusOK || r.header.Get("Retry-After") != "2" || len(r.frames) != 1 {
+		t.Fatalf("got %d Retry-After %q %s", r.status, r.header.Get("Retry-After"), r.body)
+	}
+	sameJSON(t, r.frames[0], shuttingDownFrame(2))
+}

@@ -170,8 +170,6 @@ func httpStatus(code int) int {
 	case mcpgo.HEADER_MISMATCH, mcpgo.MISSING_REQUIRED_CLIENT_CAPABILITY, mcpgo.UNSUPPORTED_PROTOCOL_VERSION,
 		mcpgo.INVALID_REQUEST, mcpgo.INVALID_PARAMS, mcpgo.PARSE_ERROR:
 		return 400
-	case CodeStarting:
-		return 503
 	}
 	return 200
 }

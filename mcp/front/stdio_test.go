@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -105,7 +106,8 @@ func TestFrontStdioEOFLetsCallsFinish(t *testing.T) {
 }
 
 // ctx ends while a call runs past the grace period: its context is
-// cancelled, its answer still written, and ServeStdio returns nil.
+// cancelled, it is answered "shutting down" (CodeShuttingDown, retryAfter),
+// and ServeStdio returns nil.
 func TestFrontStdioGraceEnds(t *testing.T) {
 	f, p := testFront(t, &Options{StdioGrace: 100 * time.Millisecond})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -123,8 +125,7 @@ func TestFrontStdioGraceEnds(t *testing.T) {
 	case <-time.After(wait):
 		t.Fatal("the call was never cancelled")
 	}
-	sameJSON(t, await(t, ch),
-		`{"jsonrpc":"2.0","id":8,"error":{"code":-32603,"message":"context canceled"}}`)
+	sameJSON(t, await(t, ch), shuttingDownFrame(8))
 	select {
 	case err := <-c.done:
 		if err != nil {
@@ -243,4 +244,9 @@ func TestFrontStdioCancelBeforeTheCallBegins(t *testing.T) {
 	if len(reg.early) > earlyCancels || len(reg.order) > earlyCancels {
 		t.Errorf("%d early cancels kept, bound %d", len(reg.early), earlyCancels)
 	}
+}
+
+// shuttingDownFrame is the answer to call id that a shutdown ended.
+func shuttingDownFrame(id int) string {
+	return `{"jsonrpc":"2.0","id":` + strconv.Itoa(id) + `,"error":{"code":-32006,"message":"The bridge is shutting down: the call was ended before it finished; retry it (another replica, or this one once it is back, will take it)","data":{"retryAfter":2}}}`
 }

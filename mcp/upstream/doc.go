@@ -10,6 +10,11 @@
 // revision 2026-07-28 when the server speaks it, else 2025-11-25 with the
 // initialize handshake.
 //
+// On Linux a detached watchdog per stdio child kills the child's process
+// group when the bridge dies without closing it, SIGKILL included
+// (watchdog_linux.go); any binary linking this package serves as that
+// watchdog when started with its hidden argument.
+//
 // What it works around in mcp-go v1.2.1 is listed in mcpgo_compat.go.
 //
 // It imports only the standard library and mcp-go, and logs through the

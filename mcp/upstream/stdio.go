@@ -25,6 +25,7 @@ type process struct {
 	exited     chan struct{} // closed once the child has been reaped
 	waitErr    error         // set before exited is closed
 	stderrDone chan struct{} // closed when the stderr pump has stopped
+	watchdog   *watchdog     // kills the group if the bridge dies (nil: none)
 }
 
 // spawn starts the configured command with its own pipes (not exec's
@@ -63,9 +64,17 @@ func (u *Upstream) spawn() (_ *process, err error) {
 		return nil, err
 	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
+	// The watchdog runs before the child does, so that the child's group
+	// is guarded from its start on (watchdog_linux.go).
+	wd, werr := startWatchdog()
+	if werr != nil {
+		u.log.Warn("no group watchdog: the child's background processes may outlive a killed bridge", "error", werr)
+	}
 	if err := cmd.Start(); err != nil {
+		wd.release()
 		return nil, err
 	}
+	wd.watch(cmd.Process.Pid)
 	// The child holds its ends now.
 	inR.Close()
 	outW.Close()
@@ -79,6 +88,7 @@ func (u *Upstream) spawn() (_ *process, err error) {
 		stderr:     errR,
 		exited:     make(chan struct{}),
 		stderrDone: make(chan struct{}),
+		watchdog:   wd,
 	}
 	go func() {
 		p.waitErr = cmd.Wait()
@@ -149,6 +159,7 @@ func (p *process) stop(hurry <-chan struct{}, grace time.Duration, log *slog.Log
 		log.Error("upstream child did not exit after SIGKILL", "pid", p.pid)
 	}
 	t.Stop()
+	p.watchdog.release()
 	// Let the stderr pump log what is left (a crash report), then release
 	// the pipes: this also ends mcp-go's reader if a process outside the
 	// group still holds the child's stdout.
