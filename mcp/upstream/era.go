@@ -313,7 +313,8 @@ func (c *connection) openModern(version string, result json.RawMessage) (string,
 				ListChanged bool `json:"listChanged"`
 			} `json:"tools"`
 		} `json:"capabilities"`
-		Meta map[string]json.RawMessage `json:"_meta"`
+		Meta       map[string]json.RawMessage `json:"_meta"`
+		ServerInfo json.RawMessage            `json:"serverInfo"`
 	}
 	_ = json.Unmarshal(result, &res)
 	var info struct {
@@ -321,7 +322,14 @@ func (c *connection) openModern(version string, result json.RawMessage) (string,
 		Version string `json:"version"`
 		Title   string `json:"title"`
 	}
-	_ = json.Unmarshal(res.Meta[mcpgo.MetaKeyServerInfo], &info)
+	// A server names itself in _meta (mcp-go, the runner's mock) or at the
+	// top of the result as initialize did (the TypeScript SDK 2.x, the
+	// runner's scenario servers): both are read, _meta first, so that a
+	// server is never left nameless (its toolkit then "_").
+	if json.Unmarshal(res.Meta[mcpgo.MetaKeyServerInfo], &info) != nil || info.Name == "" {
+		info.Name, info.Version, info.Title = "", "", ""
+		_ = json.Unmarshal(res.ServerInfo, &info)
+	}
 	c.infoMu.Lock()
 	c.server = ServerInfo{Name: info.Name, Version: info.Version, Title: info.Title}
 	c.infoMu.Unlock()
