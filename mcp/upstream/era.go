@@ -170,10 +170,19 @@ type discoverOutcome struct {
 func classifyDiscover(kind connKind, version string, r sendResult, timedOut bool) discoverOutcome {
 	if r.err == nil && r.resp != nil && r.resp.Error == nil {
 		var res struct {
-			SupportedVersions []string `json:"supportedVersions"`
+			SupportedVersions []string        `json:"supportedVersions"`
+			Capabilities      json.RawMessage `json:"capabilities"`
 		}
 		if err := json.Unmarshal(r.resp.Result, &res); err != nil {
 			return discoverOutcome{step: stepFail, why: "server/discover answered a malformed result"}
+		}
+		if res.SupportedVersions == nil && res.Capabilities == nil {
+			// Not a DiscoverResult (both are what one is made of): a
+			// legacy server that answers any method it does not know
+			// with an empty result (the conformance runner's 2025-11-25
+			// servers do). Taken for modern, it would be spoken to
+			// without a session and its streams never resumed.
+			return discoverOutcome{step: stepLegacy, why: "server/discover answered a result that is not a DiscoverResult"}
 		}
 		if len(res.SupportedVersions) == 0 || slices.Contains(res.SupportedVersions, version) {
 			return discoverOutcome{step: stepModern, version: version, supported: res.SupportedVersions, why: "server/discover answered"}

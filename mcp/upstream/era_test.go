@@ -418,6 +418,7 @@ func TestUpstreamEraClassifyDiscover(t *testing.T) {
 	}{
 		{"a DiscoverResult naming the version", kindStreamable, ok(`{"supportedVersions":["2026-07-28","2025-11-25"]}`), false, stepModern, "2026-07-28"},
 		{"a DiscoverResult without versions", kindStdio, ok(`{"capabilities":{}}`), false, stepModern, "2026-07-28"},
+		{"an empty result (a legacy server's answer to any method)", kindStreamable, ok(`{}`), false, stepLegacy, ""},
 		{"a DiscoverResult naming legacy versions only", kindStreamable, ok(`{"supportedVersions":["2025-11-25"]}`), false, stepLegacy, "2025-11-25"},
 		{"a DiscoverResult naming unknown versions", kindStreamable, ok(`{"supportedVersions":["2099-01-01"]}`), false, stepFail, ""},
 		{"a malformed DiscoverResult", kindStreamable, ok(`{"supportedVersions":"2026-07-28"}`), false, stepFail, ""},
