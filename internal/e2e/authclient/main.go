@@ -153,6 +153,8 @@ func run() error {
 		}
 		return callTool(ctx, base, id, map[string]any{}, urls)
 	}
+	// Every planned call is made, whatever the one before did.
+	var errs []error
 	for i, c := range plan {
 		id := ""
 		for _, t := range tools.Tools {
@@ -161,13 +163,14 @@ func run() error {
 			}
 		}
 		if id == "" {
-			return fmt.Errorf("the bridge lists no tool for the MCP tool %s (call %d)", c.Name, i+1)
+			errs = append(errs, fmt.Errorf("the bridge lists no tool for the MCP tool %s (call %d)", c.Name, i+1))
+			continue
 		}
 		if err := callTool(ctx, base, id, c.Arguments, urls); err != nil {
-			return fmt.Errorf("%s: %w", c.Name, err)
+			errs = append(errs, fmt.Errorf("%s: %w", c.Name, err))
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // plannedCall is one tool call a scenario expects of its client.
@@ -194,6 +197,8 @@ func scenarioCalls(scenario string, sctx map[string]any) ([]plannedCall, error) 
 		return []plannedCall{{Name: "add_numbers", Arguments: map[string]any{"a": 5, "b": 3}}}, nil
 	case "http-invalid-tool-headers": // the one valid tool among invalid ones
 		return []plannedCall{{Name: "valid_tool", Arguments: map[string]any{"region": "us-west1"}}}, nil
+	case "sep-2322-client-request-state": // its four tools, as a host would call them
+		return []plannedCall{{Name: "test_mrtr_echo_state"}, {Name: "test_mrtr_no_state"}, {Name: "test_mrtr_unrelated"}, {Name: "test_mrtr_no_result_type"}}, nil
 	}
 	return nil, nil
 }
