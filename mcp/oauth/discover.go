@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strings"
@@ -135,6 +136,11 @@ func (c *Client) discover(ctx context.Context, ch challengeParams) (*server, err
 		asm, err = auth.GetAuthServerMetadata(tctx, rootless(issuer), hc)
 		if err != nil {
 			err = tr.fail("authorization server metadata", issuer, err)
+		} else if asm != nil && !sameIssuer(asm.Issuer, issuer) {
+			// The library forgives a trailing "/"; RFC 8414 §3.3 wants
+			// the issuer identical to the one the URL was built from.
+			err = &fetchError{what: "authorization server metadata", url: errorURLOf(issuer),
+				status: http.StatusOK, reason: "the metadata names another issuer (RFC 8414 §3.3)"}
 		}
 	}
 	if err != nil {
@@ -250,6 +256,7 @@ func (c *Client) register(ctx context.Context, asm *oauthex.AuthServerMeta) (reg
 	case asm.RegistrationEndpoint != "" && c.cfg.Grant != GrantClientCredentials: // (client credentials: client_id is required)
 		meta := &oauthex.ClientRegistrationMetadata{
 			RedirectURIs:            []string{c.m.callbackURL()},
+			ApplicationType:         applicationType(c.m.callbackURL()),
 			TokenEndpointAuthMethod: "none",
 			GrantTypes:              []string{"authorization_code", "refresh_token"},
 			ResponseTypes:           []string{"code"},
@@ -277,6 +284,32 @@ func (c *Client) register(ctx context.Context, asm *oauthex.AuthServerMeta) (reg
 			" register a client there and set oauth.client_id (and client_secret_env) for this server")
 	}
 }
+
+// applicationType is the OpenID Connect Dynamic Client Registration
+// application_type the bridge registers with (MCP authorization, SEP-837:
+// a client MUST send one, since a server that gets none assumes "web"):
+// "native" when its callback is an http URL on a loopback host (OIDC
+// Registration §2 allows those only to native clients), "web" otherwise
+// (serve-otc behind its public HTTPS URL is a web server's client).
+func applicationType(redirectURI string) string {
+	u, err := url.Parse(redirectURI)
+	if err == nil && u.Scheme == "http" {
+		h := u.Hostname()
+		if h == "localhost" || strings.HasSuffix(h, ".localhost") {
+			return "native"
+		}
+		if ip, err := netip.ParseAddr(h); err == nil && ip.IsLoopback() {
+			return "native"
+		}
+	}
+	return "web"
+}
+
+// sameIssuer says whether two issuer identifiers are the same: character
+// for character, with no trailing-slash, case or port normalization
+// (RFC 9207 §2.4 and RFC 8414 §3.3 compare them as strings; MCP
+// authorization, SEP-2468, forbids any normalization before comparing).
+func sameIssuer(a, b string) bool { return a == b }
 
 // secretMethod picks how a client with a secret authenticates at the token
 // endpoint: HTTP Basic, which every server must support (RFC 6749 §2.3.1),

@@ -726,7 +726,7 @@ func (m *Manager) exchange(ctx context.Context, p *pending, q url.Values) (*reco
 	asm := p.srv.asm
 	iss := q.Get("iss")
 	switch {
-	case iss != "" && strings.TrimSuffix(iss, "/") != strings.TrimSuffix(asm.Issuer, "/"):
+	case iss != "" && !sameIssuer(iss, asm.Issuer):
 		return nil, "the authorization response names another issuer (RFC 9207)"
 	case iss == "" && asm.AuthorizationResponseIssParameterSupported:
 		return nil, "the authorization response lacks the iss parameter its server promises (RFC 9207)"

@@ -170,10 +170,19 @@ type discoverOutcome struct {
 func classifyDiscover(kind connKind, version string, r sendResult, timedOut bool) discoverOutcome {
 	if r.err == nil && r.resp != nil && r.resp.Error == nil {
 		var res struct {
-			SupportedVersions []string `json:"supportedVersions"`
+			SupportedVersions []string        `json:"supportedVersions"`
+			Capabilities      json.RawMessage `json:"capabilities"`
 		}
 		if err := json.Unmarshal(r.resp.Result, &res); err != nil {
 			return discoverOutcome{step: stepFail, why: "server/discover answered a malformed result"}
+		}
+		if res.SupportedVersions == nil && res.Capabilities == nil {
+			// Not a DiscoverResult (both are what one is made of): a
+			// legacy server that answers any method it does not know
+			// with an empty result (the conformance runner's 2025-11-25
+			// servers do). Taken for modern, it would be spoken to
+			// without a session and its streams never resumed.
+			return discoverOutcome{step: stepLegacy, why: "server/discover answered a result that is not a DiscoverResult"}
 		}
 		if len(res.SupportedVersions) == 0 || slices.Contains(res.SupportedVersions, version) {
 			return discoverOutcome{step: stepModern, version: version, supported: res.SupportedVersions, why: "server/discover answered"}
@@ -313,7 +322,8 @@ func (c *connection) openModern(version string, result json.RawMessage) (string,
 				ListChanged bool `json:"listChanged"`
 			} `json:"tools"`
 		} `json:"capabilities"`
-		Meta map[string]json.RawMessage `json:"_meta"`
+		Meta       map[string]json.RawMessage `json:"_meta"`
+		ServerInfo json.RawMessage            `json:"serverInfo"`
 	}
 	_ = json.Unmarshal(result, &res)
 	var info struct {
@@ -321,7 +331,14 @@ func (c *connection) openModern(version string, result json.RawMessage) (string,
 		Version string `json:"version"`
 		Title   string `json:"title"`
 	}
-	_ = json.Unmarshal(res.Meta[mcpgo.MetaKeyServerInfo], &info)
+	// A server names itself in _meta (mcp-go, the runner's mock) or at the
+	// top of the result as initialize did (the TypeScript SDK 2.x, the
+	// runner's scenario servers): both are read, _meta first, so that a
+	// server is never left nameless (its toolkit then "_").
+	if json.Unmarshal(res.Meta[mcpgo.MetaKeyServerInfo], &info) != nil || info.Name == "" {
+		info.Name, info.Version, info.Title = "", "", ""
+		_ = json.Unmarshal(res.ServerInfo, &info)
+	}
 	c.infoMu.Lock()
 	c.server = ServerInfo{Name: info.Name, Version: info.Version, Title: info.Title}
 	c.infoMu.Unlock()

@@ -418,6 +418,7 @@ func TestUpstreamEraClassifyDiscover(t *testing.T) {
 	}{
 		{"a DiscoverResult naming the version", kindStreamable, ok(`{"supportedVersions":["2026-07-28","2025-11-25"]}`), false, stepModern, "2026-07-28"},
 		{"a DiscoverResult without versions", kindStdio, ok(`{"capabilities":{}}`), false, stepModern, "2026-07-28"},
+		{"an empty result (a legacy server's answer to any method)", kindStreamable, ok(`{}`), false, stepLegacy, ""},
 		{"a DiscoverResult naming legacy versions only", kindStreamable, ok(`{"supportedVersions":["2025-11-25"]}`), false, stepLegacy, "2025-11-25"},
 		{"a DiscoverResult naming unknown versions", kindStreamable, ok(`{"supportedVersions":["2099-01-01"]}`), false, stepFail, ""},
 		{"a malformed DiscoverResult", kindStreamable, ok(`{"supportedVersions":"2026-07-28"}`), false, stepFail, ""},
@@ -770,5 +771,44 @@ func TestUpstreamEraParamHeaderInjection(t *testing.T) {
 	}
 	if got := call.header.Get("X-Evil"); got != "" {
 		t.Errorf("an argument added a header: X-Evil %q", got)
+	}
+}
+
+// A 2026-07-28 server that names itself at the top of its server/discover
+// result (as initialize did; the TypeScript SDK 2.x and the conformance
+// runner's servers), not in _meta, gets its name: before, the bridge read
+// only _meta and the server was nameless (serve-otc's toolkit "_", two such
+// servers colliding). One in _meta still does; _meta wins when both.
+func TestUpstreamEraDiscoverServerInfoAtTop(t *testing.T) {
+	for _, tc := range []struct{ name, info, want string }{
+		{"top level", `"serverInfo":{"name":"top-server","version":"3.1.0"}`, "top-server 3.1.0"},
+		{"_meta", `"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"meta-server","version":"1.2.0"}}`, "meta-server 1.2.0"},
+		{"both", `"serverInfo":{"name":"top-server","version":"3.1.0"},"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"meta-server","version":"1.2.0"}}`, "meta-server 1.2.0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			inner := dualStreamable(modernServer(nil))
+			ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				body, _ := io.ReadAll(r.Body)
+				var req struct {
+					ID     json.RawMessage `json:"id"`
+					Method string          `json:"method"`
+				}
+				_ = json.Unmarshal(body, &req)
+				if req.Method == "server/discover" {
+					w.Header().Set("Content-Type", "application/json")
+					fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"resultType":"complete","supportedVersions":["2026-07-28"],"capabilities":{"tools":{}},%s}}`, req.ID, tc.info)
+					return
+				}
+				r.Body = io.NopCloser(bytes.NewReader(body))
+				inner.ServeHTTP(w, r)
+			}))
+			t.Cleanup(ts.Close)
+			u, _ := startLogged(t, Config{URL: ts.URL + "/mcp", RestartBackoffMin: 20 * time.Millisecond, RestartBackoffMax: 100 * time.Millisecond}, Options{}, true)
+			waitReady(t, u)
+			st := u.Status()
+			if got := st.Server.Name + " " + st.Server.Version; st.ProtocolVersion != "2026-07-28" || got != tc.want || u.Name() != strings.Fields(tc.want)[0] {
+				t.Errorf("server %q (name %q, protocol %s), want %q", got, u.Name(), st.ProtocolVersion, tc.want)
+			}
+		})
 	}
 }

@@ -37,7 +37,24 @@ type sendProbe struct {
 	// of a 404, and of any 4xx to initialize (mcpgo_compat.go), where a
 	// modern server's JSON-RPC error says which versions it speaks.
 	errBody atomic.Pointer[[]byte]
+	// resumes counts the GETs with Last-Event-ID that resumed the
+	// request's response stream (see maxStreamResumes).
+	resumes atomic.Int32
 }
+
+// maxStreamResumes bounds how many times one request's response stream is
+// resumed. Before 2026-07-28 a server may end a response stream before the
+// response once it sent an event id, and the client reconnects with GET
+// and Last-Event-ID after the server's retry: delay (SEP-1699; mcp-go
+// v1.2.1's StreamableHTTP does it, waiting at least 10 ms, but as often as
+// the server ends the stream). The request's own deadline bounds the time
+// (CallTimeout for a call); this bounds the attempts, so that a server
+// ending every stream at once cannot have the bridge reconnect a hundred
+// times a second for a minute.
+const maxStreamResumes = 100
+
+// errTooManyResumes fails a resumption past maxStreamResumes.
+var errTooManyResumes = fmt.Errorf("the server ended the response stream %d times without the response", maxStreamResumes)
 
 // roundTripper observes the first HTTP exchange of a probed request,
 // bounds the messages of every response body (limitBody) and, for a
@@ -115,6 +132,14 @@ func (rt *roundTripper) roundTrip(req *http.Request) (*http.Response, error) {
 	var resp *http.Response
 	var err error
 	p, _ := req.Context().Value(probeKey{}).(*sendProbe)
+	if p != nil && req.Method == http.MethodGet && req.Header.Get("Last-Event-ID") != "" {
+		// mcp-go resuming this request's response stream.
+		n := p.resumes.Add(1)
+		if n > maxStreamResumes {
+			return nil, errTooManyResumes
+		}
+		rt.u.log.Debug("the server ended the response stream before the response; resuming it", "attempt", n)
+	}
 	if p == nil || !p.first.CompareAndSwap(false, true) {
 		resp, err = rt.base.RoundTrip(req)
 	} else {

@@ -5,7 +5,8 @@
 // (the URL from serve-otc's log, where the operator finds it, opened in a
 // browser with cookies that follows the redirects; the scenario's
 // authorization server approves at once), waits for check_url to say
-// completed, then lists the tools over OTC and calls one. A call told to
+// completed, then lists the tools over OTC and calls one (the
+// calls the scenario expects, when it expects some: see scenarioCalls). A call told to
 // wait for the operator (step-up) is authorized from the log again and
 // retried, a bounded number of times.
 //

@@ -140,14 +140,89 @@ func run() error {
 	if len(tools.Tools) == 0 {
 		return errors.New("the bridge lists no tool")
 	}
-	id := tools.Tools[0].ID
-	for _, t := range tools.Tools {
-		if strings.HasSuffix(t.Name, "test-tool") || strings.HasSuffix(t.Name, "test_tool") {
-			id = t.ID
+	plan, err := scenarioCalls(scenario, sctx)
+	if err != nil {
+		return err
+	}
+	if plan == nil { // the auth scenarios: their one tool (test-tool), no arguments
+		id := tools.Tools[0].ID
+		for _, t := range tools.Tools {
+			if strings.HasSuffix(t.Name, "test-tool") || strings.HasSuffix(t.Name, "test_tool") {
+				id = t.ID
+			}
+		}
+		return callTool(ctx, base, id, map[string]any{}, urls)
+	}
+	// Every planned call is made, whatever the one before did.
+	var errs []error
+	for i, c := range plan {
+		id := ""
+		for _, t := range tools.Tools {
+			if before, _, _ := strings.Cut(t.ID, "@"); strings.HasSuffix(before, "."+otcName(c.Name)) {
+				id = t.ID
+			}
+		}
+		if id == "" {
+			errs = append(errs, fmt.Errorf("the bridge lists no tool for the MCP tool %s (call %d)", c.Name, i+1))
+			continue
+		}
+		if err := callTool(ctx, base, id, c.Arguments, urls); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", c.Name, err))
 		}
 	}
+	return errors.Join(errs...)
+}
+
+// plannedCall is one tool call a scenario expects of its client.
+type plannedCall struct {
+	Name      string         `json:"name"`
+	Arguments map[string]any `json:"arguments"`
+}
+
+// scenarioCalls is what the scenario expects the client to call: the
+// runner's context names the calls for some (toolCalls: http-custom-headers);
+// others say it in their description only. Nil: the first tool, no
+// arguments (the auth scenarios and the rest).
+func scenarioCalls(scenario string, sctx map[string]any) ([]plannedCall, error) {
+	if raw, ok := sctx["toolCalls"]; ok {
+		b, _ := json.Marshal(raw)
+		var calls []plannedCall
+		if err := json.Unmarshal(b, &calls); err != nil {
+			return nil, fmt.Errorf("MCP_CONFORMANCE_CONTEXT toolCalls: %w", err)
+		}
+		return calls, nil
+	}
+	switch scenario {
+	case "tools_call":
+		return []plannedCall{{Name: "add_numbers", Arguments: map[string]any{"a": 5, "b": 3}}}, nil
+	case "http-invalid-tool-headers": // the one valid tool among invalid ones
+		return []plannedCall{{Name: "valid_tool", Arguments: map[string]any{"region": "us-west1"}}}, nil
+	case "sep-2322-client-request-state": // its four tools, as a host would call them
+		return []plannedCall{{Name: "test_mrtr_echo_state"}, {Name: "test_mrtr_no_state"}, {Name: "test_mrtr_unrelated"}, {Name: "test_mrtr_no_result_type"}}, nil
+	}
+	return nil, nil
+}
+
+// otcName is an MCP tool name as serve-otc spells it in an OTC id (README,
+// "How MCP names become OTC ids"; names under 64 characters).
+func otcName(name string) string {
+	return strings.Map(func(r rune) rune {
+		if r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
+			return r
+		}
+		return '_'
+	}, name)
+}
+
+// callTool calls the tool id over OTC with input; a call told to wait for
+// the operator (a step-up) is authorized from the log and retried, a
+// bounded number of times.
+func callTool(ctx context.Context, base, id string, input map[string]any, urls <-chan string) error {
+	if input == nil {
+		input = map[string]any{}
+	}
 	for challenges := 0; ; challenges++ {
-		body, _ := json.Marshal(map[string]any{"call_id": fmt.Sprintf("authclient-%d", challenges), "tool_id": id, "input": map[string]any{}})
+		body, _ := json.Marshal(map[string]any{"call_id": fmt.Sprintf("authclient-%s-%d", id, challenges), "tool_id": id, "input": input})
 		var res struct {
 			Success             bool            `json:"success"`
 			Message             string          `json:"message"`
@@ -175,7 +250,7 @@ func run() error {
 		// The operator's authorization (a step-up): its URL is in the log,
 		// never in the answer.
 		if code != http.StatusBadRequest || !strings.Contains(res.Message, "waits for its operator") {
-			return fmt.Errorf("the call failed: HTTP %d %s", code, res.Message)
+			return fmt.Errorf("the call failed: HTTP %d %s %s", code, res.Message, res.DeveloperMessage)
 		}
 		select {
 		case u := <-urls:
