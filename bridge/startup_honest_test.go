@@ -80,7 +80,7 @@ func TestOTCFrontCallWhileStartingIsRetry(t *testing.T) {
 }
 
 // serve-mcp's tools/call of a tool not served while an OTC server it
-// started with was never listed is -32004 "starting, retry" (over HTTP
+// started with was never listed is -32007 "starting, retry" (over HTTP
 // with Retry-After), not -32602 "not found"; after the start-up wait it
 // is "not found" again.
 func TestMCPFrontCallWhileStartingIsRetry(t *testing.T) {
@@ -110,7 +110,7 @@ func TestMCPFrontCallWhileStartingIsRetry(t *testing.T) {
 	if time.Since(start) < 2*time.Second { // within the wait (a loaded machine may have passed it)
 		if status != 200 || h.Get("Retry-After") != "1" || e["code"] != float64(front.CodeStarting) ||
 			!strings.Contains(msg, "The bridge is starting") || !strings.Contains(msg, "late") {
-			t.Errorf("tools/call while starting = %d %v %v, want -32004 naming late, Retry-After 1", status, h, frame)
+			t.Errorf("tools/call while starting = %d %v %v, want -32007 naming late, Retry-After 1", status, h, frame)
 		}
 	}
 	// The honest flow: a served tool runs meanwhile.

@@ -209,7 +209,7 @@ func (m *Main) parseServeMCP(args []string) (*serveMCPFlags, error) {
 	durationVar(fs, &f.bodyTimeout, "body-timeout", front.DefaultBodyTimeout, "bound on receiving a request body; a slower one gets 408 (http and sse transports)")
 	fs.Var(&f.allowedHosts, "allowed-host", allowedHostUsage)
 	fs.Var(&f.corsOrigins, "cors-origin", corsOriginUsage)
-	durationVar(fs, &f.startupWait, "startup-wait", bridge.DefaultStartupWait, "at start, how long a call of a tool not served yet is answered \"starting, retry\" (-32004) rather than \"not found\" while an OTC server was never listed")
+	durationVar(fs, &f.startupWait, "startup-wait", bridge.DefaultStartupWait, "at start, how long a call of a tool not served yet is answered \"starting, retry\" (-32007) rather than \"not found\" while an OTC server was never listed")
 	durationVar(fs, &f.drainDelay, "drain-delay", 0, "at SIGTERM, how long GET /ready answers 503 before the server stops taking requests (http and sse transports)")
 	fs.StringVar(&f.metricsListen, "metrics-listen", "", metricsUsage)
 	fs.StringVar(&f.stateURL, "state", "", "redis:// (rediss:// for TLS) URL of the Redis that replicas share for the rate limits' buckets and the requestStates already answered (default: this process's memory)")

@@ -380,7 +380,18 @@ func TestE2EMCPFrontMRTRAttacks(t *testing.T) {
 		return fmt.Sprintf(`,"inputResponses":{"google":{"action":"accept"}},"requestState":%q`, st)
 	}
 	// The call lines serve-mcp logged for Gmail_GetEmails: one so far.
-	calls := func() int { return strings.Count(br.p.Stderr(), `"tool":"Gmail_GetEmails"`) }
+	// The call lines of calls that reached the OTC server: those name the
+	// call_id they sent (a call the front refused has a call line too,
+	// without one).
+	calls := func() int {
+		n := 0
+		for _, line := range strings.Split(br.p.Stderr(), "\n") {
+			if strings.Contains(line, `"tool":"Gmail_GetEmails"`) && strings.Contains(line, `"call_id":`) {
+				n++
+			}
+		}
+		return n
+	}
 	for deadline := time.Now().Add(5 * time.Second); calls() < 1 && time.Now().Before(deadline); {
 		time.Sleep(20 * time.Millisecond)
 	}

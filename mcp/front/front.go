@@ -28,7 +28,11 @@ const CodeRequestTimeout = -32001
 // is told to retry, never that the tool does not exist. Its data holds
 // "retry_after_ms"; over streamable HTTP the answer also carries
 // Retry-After (its status stays 200: see postWriter.finish).
-const CodeStarting = -32004
+//
+// -32007: not -32004, which the Go SDK's client reads as "server is
+// closing" and reports as a closed connection (its jsonrpc2.ErrServerClosing),
+// nor another code an SDK reserves (-32000, -32001, -32003, -32005).
+const CodeStarting = -32007
 
 // StartingRetryAfterSeconds is the Retry-After of a CodeStarting answer
 // over HTTP, in seconds.
@@ -418,8 +422,8 @@ var errClientCancelled = fmt.Errorf("mcp front: the client cancelled the request
 var errFrontShutdown = fmt.Errorf("mcp front: %w: %w", shutdown.Cause, context.Canceled)
 
 // CodeShuttingDown answers a call that a shutdown ended before it finished
-// (implementation-defined, -32000…-32099; not -32004, CodeStarting, nor
-// -32005, which the Go SDK's client uses for "rejected by transport"): its
+// (implementation-defined, -32000…-32099; not a code an SDK reserves, see
+// CodeStarting): its
 // data holds retryAfter, in seconds; over HTTP a JSON answer has
 // Retry-After too.
 const CodeShuttingDown = -32006

@@ -10,7 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
-	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -22,17 +22,20 @@ import (
 // background (`sh -c 'sleep 600 & exec server'`) is only reparented. The
 // group watchdog covers that case on Linux:
 //
-//   - For each stdio child the bridge starts a small process of its own
-//     binary (/proc/self/exe with the hidden argument watchdogArg), detached
-//     from the bridge: an intermediate process starts it and exits, so it is
-//     not the bridge's child (the bridge's process tree is the children and
-//     what they start, nothing else) and the bridge never reaps it.
+//   - At its first stdio child the bridge starts one small process of its
+//     own binary (/proc/self/exe with the hidden argument watchdogArg),
+//     detached from the bridge: an intermediate process starts it and
+//     exits, so it is not the bridge's child (the bridge's process tree is
+//     the children and what they start, nothing else) and the bridge never
+//     reaps it. One watchdog serves every child of the process: starting
+//     the bridge's binary twice per child start (a restart after a crash
+//     included) cost a loaded machine a second of downtime per restart.
 //   - The watchdog's stdin is the read end of a pipe whose only write end is
 //     the bridge's (close-on-exec: no child inherits it). The bridge writes
-//     the child's process group id once the child runs, and "." when it has
-//     ended the group itself (stop). If the pipe ends without the ".", the
-//     bridge is gone, however it died: the watchdog sends SIGKILL to the
-//     group and exits.
+//     "+PGID" once a child runs, and "-PGID" when it has ended that group
+//     itself (stop). If the pipe ends, the bridge is gone, however it died:
+//     the watchdog sends SIGKILL to every group still written and exits
+//     (none, after an orderly exit).
 //
 // What holds: on SIGKILL (or a crash) of the bridge, every process still in
 // a stdio child's process group is killed within a pipe wakeup. What does
@@ -42,9 +45,10 @@ import (
 // bridge that is PID 1 (a container without an init) starts no watchdog —
 // when it dies, the container's processes die with it; when
 // /proc/self/exe cannot be started, the bridge logs a warning and runs the
-// child as before (Pdeathsig only). Each watchdog is one idle process of
-// the bridge's binary per running stdio child, ending with it. Other Unix
-// systems keep the process group and Close only (watchdog_other.go).
+// child as before (Pdeathsig only), and tries again at the next child. The
+// watchdog is one idle process of the bridge's binary, ending with the
+// bridge. Other Unix systems keep the process group and Close only
+// (watchdog_other.go).
 
 // watchdogArg is the hidden first argument that makes any binary linking
 // this package a group watchdog (see init); "run" follows it in the
@@ -81,38 +85,77 @@ func watchdogMain(args []string) int {
 	return watchGroup(os.Stdin)
 }
 
-// watchGroup reads the process group id, then waits for the pipe's end: a
-// "." first means the bridge ended the group itself; a bare end, that the
-// bridge died, and the group is killed.
+// watchGroup keeps the process groups the bridge writes ("+PGID" when a
+// child runs, "-PGID" when the bridge ended its group) until the pipe ends,
+// then kills those still kept: the bridge is gone.
 func watchGroup(r io.Reader) int {
-	br := bufio.NewReader(r)
-	line, err := br.ReadString('\n')
-	if err != nil {
-		return 0 // the bridge ended before it started the child
+	groups := map[int]bool{}
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		line := sc.Text()
+		if len(line) < 2 {
+			continue
+		}
+		pgid, err := strconv.Atoi(line[1:])
+		if err != nil || pgid <= 1 {
+			continue
+		}
+		switch line[0] {
+		case '+':
+			groups[pgid] = true
+		case '-':
+			delete(groups, pgid)
+		}
 	}
-	pgid, err := strconv.Atoi(strings.TrimSpace(line))
-	if err != nil || pgid <= 1 {
-		return 2
+	// The pipe ended: the bridge is gone. What it did not end, ends now.
+	for pgid := range groups {
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
 	}
-	if b, err := br.ReadByte(); err == nil && b == '.' {
-		return 0
-	}
-	_ = syscall.Kill(-pgid, syscall.SIGKILL)
 	return 0
 }
 
 // watchdog is the bridge's end of a group watchdog.
-type watchdog struct {
-	w *os.File
+// groupWatchdog is a watchdog process and the bridge's end of its pipe.
+type groupWatchdog struct {
+	mu     sync.Mutex
+	w      *os.File
+	broken bool // a write failed: the next child starts another
 }
 
-// startWatchdog starts a detached group watchdog, before the child it will
-// watch. It returns nil without an error where none is started (the
-// bridge is PID 1).
+// shared is the process's one watchdog (startWatchdog).
+var shared struct {
+	mu sync.Mutex
+	d  *groupWatchdog
+}
+
+// watchdog is one child's place in the shared watchdog.
+type watchdog struct {
+	d    *groupWatchdog
+	pgid int
+}
+
+// startWatchdog returns the process's group watchdog for a child about to
+// start, starting it (again, when it broke) first. It returns nil without
+// an error where none is started (the bridge is PID 1).
 func startWatchdog() (*watchdog, error) {
 	if os.Getpid() == 1 {
 		return nil, nil
 	}
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	if shared.d != nil && !shared.d.isBroken() {
+		return &watchdog{d: shared.d}, nil
+	}
+	d, err := newGroupWatchdog()
+	if err != nil {
+		return nil, err
+	}
+	shared.d = d
+	return &watchdog{d: d}, nil
+}
+
+// newGroupWatchdog starts a detached group watchdog.
+func newGroupWatchdog() (*groupWatchdog, error) {
 	r, w, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -146,21 +189,41 @@ func startWatchdog() (*watchdog, error) {
 		w.Close()
 		return nil, fmt.Errorf("group watchdog: %w", err)
 	}
-	return &watchdog{w: w}, nil
+	return &groupWatchdog{w: w}, nil
 }
 
-// watch tells the watchdog the process group it guards.
-func (d *watchdog) watch(pgid int) {
-	if d != nil {
-		_, _ = fmt.Fprintf(d.w, "%d\n", pgid)
+func (d *groupWatchdog) isBroken() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.broken
+}
+
+// send writes one line to the watchdog; a failed write (the watchdog was
+// killed) marks it broken, so that the next child starts another.
+func (d *groupWatchdog) send(op byte, pgid int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.broken {
+		return
+	}
+	if _, err := fmt.Fprintf(d.w, "%c%d\n", op, pgid); err != nil {
+		d.broken = true
 	}
 }
 
-// release ends the watchdog without a kill: the bridge ended the group (or
-// never started it).
-func (d *watchdog) release() {
-	if d != nil {
-		_, _ = d.w.Write([]byte("."))
-		_ = d.w.Close()
+// watch tells the watchdog the process group it guards.
+func (c *watchdog) watch(pgid int) {
+	if c != nil && c.d != nil {
+		c.pgid = pgid
+		c.d.send('+', pgid)
+	}
+}
+
+// release tells the watchdog the bridge ended the group (or never started
+// it): it is no longer killed when the bridge dies.
+func (c *watchdog) release() {
+	if c != nil && c.d != nil && c.pgid > 0 {
+		c.d.send('-', c.pgid)
+		c.pgid = 0
 	}
 }

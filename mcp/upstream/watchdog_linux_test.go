@@ -5,7 +5,6 @@ package upstream
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -72,7 +71,7 @@ func TestUpstreamStdioCloseEndsBackgroundGrandchild(t *testing.T) {
 }
 
 // watchdogOf finds the detached watchdog process reading the pipe d writes.
-func watchdogOf(t *testing.T, d *watchdog) int {
+func watchdogOf(t *testing.T, d *groupWatchdog) int {
 	t.Helper()
 	var st syscall.Stat_t
 	if err := syscall.Fstat(int(d.w.Fd()), &st); err != nil {
@@ -128,42 +127,44 @@ func startGroup(t *testing.T) (*exec.Cmd, int) {
 }
 
 // TestUpstreamWatchdogKillsGroupWhenBridgeDies: the watchdog's pipe ends
-// without the bridge's "." — what a SIGKILL of the bridge does, the kernel
-// closing its end — and the whole group, background process included, is
-// killed. Released (the bridge ended the group itself), it leaves the group
-// alone and exits.
+// — what a SIGKILL of the bridge does, the kernel closing its end — and
+// every group still written, background process included, is killed; a
+// group the bridge released ("-PGID": it ended the group itself) is left
+// alone. The watchdog is not the bridge's child, and one serves every
+// child of the process.
 func TestUpstreamWatchdogKillsGroupWhenBridgeDies(t *testing.T) {
-	d, err := startWatchdog()
-	if err != nil || d == nil {
-		t.Fatalf("startWatchdog: %v, %v", d, err)
+	d, err := newGroupWatchdog()
+	if err != nil {
+		t.Fatalf("newGroupWatchdog: %v", err)
 	}
 	wpid := watchdogOf(t, d)
 	if b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", wpid)); strings.Contains(string(b), fmt.Sprintf(") S %d ", os.Getpid())) {
 		t.Errorf("the watchdog %d is the bridge's child: %s", wpid, b)
 	}
-	cmd, gc := startGroup(t)
-	d.watch(cmd.Process.Pid)
-	_ = d.w.Close() // the bridge dies: its end of the pipe closes, no "."
-	if err := cmd.Wait(); err == nil || !strings.Contains(err.Error(), "killed") {
+	killed, gcKilled := startGroup(t)
+	kept, gcKept := startGroup(t)
+	a := &watchdog{d: d}
+	a.watch(killed.Process.Pid)
+	b := &watchdog{d: d}
+	b.watch(kept.Process.Pid)
+	b.release()
+	_ = d.w.Close() // the bridge dies: its end of the pipe closes
+	if err := killed.Wait(); err == nil || !strings.Contains(err.Error(), "killed") {
 		t.Errorf("the child: %v, want killed", err)
 	}
-	eventually(t, 10*time.Second, fmt.Sprintf("the background process %d to end", gc), func() bool { return !running(gc) })
+	eventually(t, 10*time.Second, fmt.Sprintf("the background process %d to end", gcKilled), func() bool { return !running(gcKilled) })
 	eventually(t, 10*time.Second, "the watchdog to exit", func() bool { return !running(wpid) })
+	if !running(gcKept) || !running(kept.Process.Pid) {
+		t.Errorf("the watchdog killed a group the bridge released")
+	}
 
-	// Released: the group is left alone.
-	d, err = startWatchdog()
-	if err != nil || d == nil {
-		t.Fatalf("startWatchdog: %v, %v", d, err)
+	// One watchdog per process: a second child gets the first's.
+	s1, err := startWatchdog()
+	if err != nil || s1 == nil {
+		t.Fatalf("startWatchdog: %v, %v", s1, err)
 	}
-	wpid = watchdogOf(t, d)
-	cmd, gc = startGroup(t)
-	d.watch(cmd.Process.Pid)
-	d.release()
-	eventually(t, 10*time.Second, "the released watchdog to exit", func() bool { return !running(wpid) })
-	if !running(gc) || !running(cmd.Process.Pid) {
-		t.Errorf("a released watchdog killed the group")
-	}
-	if err := syscall.Kill(-cmd.Process.Pid, 0); errors.Is(err, syscall.ESRCH) {
-		t.Errorf("the group is gone")
+	s2, err := startWatchdog()
+	if err != nil || s2 == nil || s2.d != s1.d {
+		t.Errorf("a second child's watchdog: %v, %v; want the first's", s2, err)
 	}
 }
