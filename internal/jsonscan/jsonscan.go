@@ -1,6 +1,10 @@
 package jsonscan
 
-import "bytes"
+import (
+	"bytes"
+	"encoding/json"
+	"unicode/utf8"
+)
 
 // IsSpace reports whether c is JSON white space.
 func IsSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\n' }
@@ -84,4 +88,64 @@ func ValueEnd(b []byte, i int) int {
 		}
 	}
 	return -1
+}
+
+// Member is a member of a JSON object: its key (unescaped), and where its
+// value lies in the object's text.
+type Member struct {
+	Key        string
+	Start, End int
+}
+
+// ObjectMembers appends to members those of the valid JSON text b when it
+// is an object, in order; false when b is not an object. A key may come
+// more than once: the last is the one encoding/json would keep, so callers
+// walk the members in order and let a later one replace an earlier one.
+func ObjectMembers(members []Member, b []byte) ([]Member, bool) {
+	i := SkipSpace(b, 0)
+	if i >= len(b) || b[i] != '{' {
+		return nil, false
+	}
+	i = SkipSpace(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		return members, true
+	}
+	for i < len(b) {
+		i = SkipSpace(b, i)
+		end := StringEnd(b, i)
+		if end < 0 {
+			return nil, false
+		}
+		key, ok := Unquote(b[i:end])
+		if !ok {
+			return nil, false
+		}
+		i = SkipSpace(b, end) + 1 // the colon
+		i = SkipSpace(b, i)
+		end = ValueEnd(b, i)
+		if end <= i {
+			return nil, false
+		}
+		members = append(members, Member{key, i, end})
+		i = SkipSpace(b, end)
+		if i < len(b) && b[i] == '}' {
+			return members, true
+		}
+		i++ // the comma
+	}
+	return nil, false
+}
+
+// Unquote is the string a JSON string literal holds, as encoding/json
+// decodes it (invalid UTF-8 becomes U+FFFD); false when v is not a string.
+// A string without escapes is copied, not decoded.
+func Unquote(v []byte) (string, bool) {
+	if len(v) < 2 || v[0] != '"' || v[len(v)-1] != '"' {
+		return "", false
+	}
+	if inner := v[1 : len(v)-1]; bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
+		return string(inner), true
+	}
+	var s string
+	return s, json.Unmarshal(v, &s) == nil
 }
