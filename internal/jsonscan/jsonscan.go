@@ -90,10 +90,12 @@ func ValueEnd(b []byte, i int) int {
 	return -1
 }
 
-// Member is a member of a JSON object: its key (unescaped), and where its
-// value lies in the object's text.
+// Member is a member of a JSON object: its key (unescaped: a slice of the
+// object's text when it has no escapes, so that listing members allocates
+// nothing; compare it as string(m.Key), which does not convert), and where
+// its value lies in the object's text.
 type Member struct {
-	Key        string
+	Key        []byte
 	Start, End int
 }
 
@@ -116,9 +118,13 @@ func ObjectMembers(members []Member, b []byte) ([]Member, bool) {
 		if end < 0 {
 			return nil, false
 		}
-		key, ok := Unquote(b[i:end])
-		if !ok {
-			return nil, false
+		key := b[i+1 : end-1]
+		if bytes.IndexByte(key, '\\') >= 0 || !utf8.Valid(key) {
+			k, ok := Unquote(b[i:end])
+			if !ok {
+				return nil, false
+			}
+			key = []byte(k)
 		}
 		i = SkipSpace(b, end) + 1 // the colon
 		i = SkipSpace(b, i)

@@ -64,7 +64,7 @@ func FuzzObjectMembers(f *testing.F) {
 		}
 		got := map[string]json.RawMessage{}
 		for _, m := range members {
-			got[m.Key] = b[m.Start:m.End]
+			got[string(m.Key)] = b[m.Start:m.End]
 		}
 		if len(got) != len(want) {
 			t.Fatalf("ObjectMembers(%q) = %d keys, want %d", b, len(got), len(want))
