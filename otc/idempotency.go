@@ -1,7 +1,6 @@
 package otc
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
@@ -10,10 +9,10 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/mcpotc/mcpotc/internal/answers"
+	"github.com/mcpotc/mcpotc/internal/jsonscan"
 )
 
 // Defaults of the idempotency bounds (Options).
@@ -91,30 +90,52 @@ func fingerprint(toolID string, input json.RawMessage, cc *CallContext) [32]byte
 		h.Write(s)
 	}
 	field([]byte(toolID))
-	// Input without space has nothing to compact (json.Compact would copy
-	// it as it is, as it does invalid JSON): a large input is not copied.
-	compact := []byte(input)
-	if bytes.ContainsAny(input, " \t\r\n") {
-		buf := fingerprintBufs.Get().(*bytes.Buffer)
-		buf.Reset()
-		if json.Compact(buf, input) != nil {
-			buf.Reset()
-			buf.Write(input)
-		}
-		compact = buf.Bytes()
-		if buf.Cap() <= 64<<10 {
-			defer fingerprintBufs.Put(buf)
-		}
-	}
-	field(compact)
+	// The input as json.Compact would write it, read from the body's
+	// bytes: the space between its tokens is left out of the hash, not
+	// copied out of the input.
+	var n [8]byte
+	binary.BigEndian.PutUint64(n[:], uint64(compactLen(input)))
+	h.Write(n[:])
+	eachCompact(input, func(seg []byte) { h.Write(seg) })
 	writeContext(h, field, cc)
 	var sum [32]byte
 	h.Sum(sum[:0])
 	return sum
 }
 
-// fingerprintBufs are the buffers fingerprint compacts input into.
-var fingerprintBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+// eachCompact calls f with the pieces of the JSON text b that
+// json.Compact keeps (it drops the white space between tokens), in order;
+// text that is not JSON is cut the same way, outside its strings.
+func eachCompact(b []byte, f func([]byte)) {
+	from := 0
+	for i := 0; i < len(b); i++ {
+		switch c := b[i]; {
+		case c == '"':
+			end := jsonscan.StringEnd(b, i)
+			if end < 0 {
+				i = len(b)
+				continue
+			}
+			i = end - 1
+		case jsonscan.IsSpace(c):
+			if i > from {
+				f(b[from:i])
+			}
+			from = jsonscan.SkipSpace(b, i)
+			i = from - 1
+		}
+	}
+	if from < len(b) {
+		f(b[from:])
+	}
+}
+
+// compactLen is the length of b as eachCompact gives it.
+func compactLen(b []byte) int {
+	n := 0
+	eachCompact(b, func(seg []byte) { n += len(seg) })
+	return n
+}
 
 // writeContext hashes a call's context in a canonical form: absent and
 // empty are the same, tokens and secrets sorted by id then value.

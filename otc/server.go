@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/mcpotc/mcpotc/internal/httpguard"
+	"github.com/mcpotc/mcpotc/internal/jsonscan"
 	"github.com/mcpotc/mcpotc/internal/shutdown"
 )
 
@@ -962,20 +963,42 @@ func (h *Handler) decodeCall(rp *reply, r *http.Request) (*CallToolRequest, int,
 		}
 		return bad("Request body could not be read", err.Error())
 	}
-	var top map[string]json.RawMessage
-	if err := strictUnmarshal(data, &top); err != nil {
-		var notObject *json.UnmarshalTypeError
-		if errors.As(err, &notObject) {
-			return bad("Request body must be a JSON object", describeJSONError(data, err))
+	return parseCall(rp, data)
+}
+
+// parseCall reads a call from its body: the dialect, the envelope and the
+// fields. On failure it returns the status and body to answer with; the
+// request (possibly partial) is returned for the record. Its Input is a
+// slice of data.
+func parseCall(rp *reply, data []byte) (*CallToolRequest, int, any) {
+	bad := func(msg, dev string) (*CallToolRequest, int, any) {
+		return nil, http.StatusBadRequest, &ServerErrorResponse{Message: msg, DeveloperMessage: dev}
+	}
+	// One pass (README "OTC front"): json.Valid checks the body without
+	// allocating, then a walk of its top level (and of the envelope's
+	// request) finds the members, whose values stay slices of the body:
+	// the input is not decoded here, nor copied.
+	if i := jsonscan.SkipSpace(data, 0); !json.Valid(data) || i == len(data) || data[i] != '{' {
+		return bad(refusedBody(data))
+	}
+	var room [8]jsonscan.Member
+	top, _ := jsonscan.ObjectMembers(room[:0], data)
+	var fields callFields
+	var schemaRaw, requestRaw []byte
+	for _, m := range top {
+		v := data[m.Start:m.End]
+		switch string(m.Key) {
+		case "$schema":
+			schemaRaw = v
+		case "request":
+			requestRaw = v
+		default:
+			fields.set(m.Key, v)
 		}
-		return bad("Request body is not valid JSON", describeJSONError(data, err))
 	}
-	if top == nil {
-		return bad("Request body must be a JSON object", "the body is null")
-	}
-	if raw, ok := top["$schema"]; ok {
-		var schema string
-		if json.Unmarshal(raw, &schema) != nil {
+	if schemaRaw != nil {
+		schema, ok := stringOrNull(schemaRaw)
+		if !ok {
 			return bad("Request body is malformed", "$schema must be a string")
 		}
 		if _, known := dialectOfSchema(schema); !known {
@@ -983,24 +1006,27 @@ func (h *Handler) decodeCall(rp *reply, r *http.Request) (*CallToolRequest, int,
 		}
 		rp.schema = schema
 	}
-	body := top
 	prefix := ""
-	if raw, ok := top["request"]; ok {
+	if requestRaw != nil {
 		// Envelope: the body shape decides the answer's shape.
 		rp.flat = false
 		prefix = "request."
-		body = nil
-		if err := json.Unmarshal(raw, &body); err != nil || body == nil {
+		inner, ok := jsonscan.ObjectMembers(room[:0], requestRaw)
+		if !ok {
 			return bad("Request body is malformed", "request must be an object")
 		}
-	} else if _, ok := top["tool_id"]; ok && rp.header == "" {
+		fields = callFields{}
+		for _, m := range inner {
+			fields.set(m.Key, requestRaw[m.Start:m.End])
+		}
+	} else if fields.toolID != nil && rp.header == "" {
 		// A bare CallToolRequest without OXP-Version: answer flat, and say so.
 		rp.flat = true
 		rp.header = HeaderVersion10
 	} else if rp.header == "" {
 		return bad("Request body is malformed", `expected {"$schema": …, "request": {"tool_id": …}} or a bare CallToolRequest with the OXP-Version header`)
 	}
-	req, dev := decodeCallFields(body, prefix)
+	req, dev := decodeCallFields(&fields, prefix)
 	if dev != "" {
 		return req, http.StatusBadRequest, &ServerErrorResponse{Message: "Request body is malformed", DeveloperMessage: dev}
 	}
@@ -1019,47 +1045,106 @@ func (h *Handler) decodeCall(rp *reply, r *http.Request) (*CallToolRequest, int,
 	return req, 0, nil
 }
 
+// callFields are the members of a CallToolRequest, each the value's bytes
+// as sent (nil when absent; the last of a key counts, as encoding/json
+// decides).
+type callFields struct {
+	toolID, callID, traceID, input, inputs, context []byte
+}
+
+func (f *callFields) set(key, v []byte) {
+	switch string(key) {
+	case "tool_id":
+		f.toolID = v
+	case "call_id":
+		f.callID = v
+	case "trace_id":
+		f.traceID = v
+	case "input":
+		f.input = v
+	case "inputs":
+		f.inputs = v
+	case "context":
+		f.context = v
+	}
+}
+
+// refusedBody is the answer to a body that is not a JSON object, as
+// encoding/json describes the problem (the slow path: only a refused body
+// is decoded for it).
+func refusedBody(data []byte) (string, string) {
+	var top map[string]json.RawMessage
+	err := strictUnmarshal(data, &top)
+	var notObject *json.UnmarshalTypeError
+	switch {
+	case err == nil && top == nil:
+		return "Request body must be a JSON object", "the body is null"
+	case err == nil:
+		return "Request body is not valid JSON", "invalid JSON"
+	case errors.As(err, &notObject):
+		return "Request body must be a JSON object", describeJSONError(data, err)
+	}
+	return "Request body is not valid JSON", describeJSONError(data, err)
+}
+
+// stringOrNull decodes a JSON string as json.Unmarshal into a string
+// does: null leaves it empty.
+func stringOrNull(v []byte) (string, bool) {
+	if string(v) == "null" {
+		return "", true
+	}
+	if len(v) >= 2 && v[0] == '"' {
+		for _, known := range [...]string{SchemaOXP10, SchemaOTC10} {
+			if string(v[1:len(v)-1]) == known {
+				return known, true // not copied
+			}
+		}
+	}
+	return jsonscan.Unquote(v)
+}
+
 // decodeCallFields reads a CallToolRequest from its members, checking each
 // member's type and accepting "inputs" as an alias of "input".
-func decodeCallFields(body map[string]json.RawMessage, prefix string) (*CallToolRequest, string) {
+func decodeCallFields(body *callFields, prefix string) (*CallToolRequest, string) {
 	req := &CallToolRequest{}
-	str := func(key string, dst *string) string {
-		raw, ok := body[key]
-		if !ok || isJSONNull(raw) {
+	str := func(key string, raw []byte, dst *string) string {
+		if raw == nil || isJSONNull(raw) {
 			return ""
 		}
 		if (key == "call_id" || key == "trace_id") && len(raw) > maxEncodedID {
 			// Too long however it is escaped: refused without decoding it.
 			return fmt.Sprintf("%s%s is longer than %d bytes; at most %d are accepted", prefix, key, MaxIDBytes, MaxIDBytes)
 		}
-		if json.Unmarshal(raw, dst) != nil {
+		s, ok := jsonscan.Unquote(raw)
+		if !ok {
 			return prefix + key + " must be a string"
 		}
+		*dst = s
 		return ""
 	}
 	for _, f := range []struct {
 		key string
+		raw []byte
 		dst *string
-	}{{"tool_id", &req.ToolID}, {"call_id", &req.CallID}, {"trace_id", &req.TraceID}} {
-		if msg := str(f.key, f.dst); msg != "" {
+	}{{"tool_id", body.toolID, &req.ToolID}, {"call_id", body.callID, &req.CallID}, {"trace_id", body.traceID, &req.TraceID}} {
+		if msg := str(f.key, f.raw, f.dst); msg != "" {
 			return req, msg
 		}
 	}
 	if req.ToolID == "" {
 		return req, prefix + "tool_id is required"
 	}
-	input, hasInput := body["input"]
-	inputs, hasInputs := body["inputs"]
+	input := body.input
 	switch {
-	case hasInput && hasInputs:
+	case body.input != nil && body.inputs != nil:
 		return req, prefix + "input and inputs are both present; send one"
-	case hasInputs:
-		input = inputs
+	case body.inputs != nil:
+		input = body.inputs
 	}
 	if len(input) > 0 && !isJSONNull(input) {
 		req.Input = input
 	}
-	if raw, ok := body["context"]; ok && !isJSONNull(raw) {
+	if raw := body.context; raw != nil && !isJSONNull(raw) {
 		req.Context = &CallContext{}
 		if err := json.Unmarshal(raw, req.Context); err != nil {
 			return req, prefix + "context is malformed: " + err.Error()
@@ -1124,7 +1209,7 @@ func (h *Handler) call(rp *reply, r *http.Request, req *CallToolRequest, caller 
 		return
 	}
 	def := &st.Definition
-	if perrs := st.validator.validate(req.Input); perrs != nil {
+	if perrs := st.validator.validateRead(req.Input, true); perrs != nil {
 		failure := &ValidationErrorResponse{Message: validationMessage(perrs), ParameterErrors: perrs}
 		rp.error(http.StatusUnprocessableEntity, failure)
 		h.observe(r.Context(), req, def.ID, http.StatusUnprocessableEntity, false, start, failure)

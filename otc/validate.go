@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v5"
+
+	"github.com/mcpotc/mcpotc/internal/jsonscan"
 )
 
 // PlainInputSchema returns the JSON Schema of a tool's input: the schema
@@ -47,6 +49,10 @@ func CheckInputSchema(toolID string, raw json.RawMessage) error {
 type inputValidator struct {
 	schema *jsonschema.Schema
 	plain  json.RawMessage // the schema it was compiled from (PlainInputSchema)
+	// anyObject: the schema asks only that the input be an object (it is
+	// {"type":"object"}, with annotations at most): the input is checked
+	// without being decoded.
+	anyObject bool
 }
 
 var errNoRemoteRefs = errors.New("input schemas may not load external references")
@@ -66,7 +72,37 @@ func compileInputSchema(toolID string, raw json.RawMessage) (*inputValidator, er
 	if err != nil {
 		return nil, fmt.Errorf("input schema of %s: %w", toolID, err)
 	}
-	return &inputValidator{schema: s, plain: plain}, nil
+	return &inputValidator{schema: s, plain: plain, anyObject: onlyObject(plain)}, nil
+}
+
+// onlyObject reports whether the schema plain accepts every object: it is
+// {"type":"object"} with nothing else that constrains (annotations,
+// empty properties or required, additionalProperties true).
+func onlyObject(plain json.RawMessage) bool {
+	var top map[string]json.RawMessage
+	if json.Unmarshal(plain, &top) != nil || string(top["type"]) != `"object"` {
+		return false
+	}
+	for k, v := range top {
+		switch k {
+		case "type", "$schema", "$id", "$comment", "title", "description", "examples", "default", "deprecated", "readOnly", "writeOnly":
+		case "properties", "patternProperties", "$defs", "definitions":
+			if string(bytes.TrimSpace(v)) != "{}" {
+				return false
+			}
+		case "required":
+			if string(bytes.TrimSpace(v)) != "[]" {
+				return false
+			}
+		case "additionalProperties", "unevaluatedProperties":
+			if string(bytes.TrimSpace(v)) != "true" {
+				return false
+			}
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // validate decodes input (absent means {}) and checks it. It returns nil when
@@ -74,9 +110,20 @@ func compileInputSchema(toolID string, raw json.RawMessage) (*inputValidator, er
 // parameter name (nested paths are named in the message). A problem with the
 // input as a whole is keyed "input".
 func (v *inputValidator) validate(input json.RawMessage) map[string]string {
+	return v.validateRead(input, false)
+}
+
+// validateRead is validate; wellFormed says input is known to be valid
+// JSON (a slice of a call's body, which json.Valid checked). The input is
+// decoded once, for the validator, and not at all when the schema accepts
+// every object: then a walk of its bytes finds its numbers' bounds.
+func (v *inputValidator) validateRead(input json.RawMessage, wellFormed bool) map[string]string {
 	input = bytes.TrimSpace(input)
 	if len(input) == 0 {
 		input = json.RawMessage("{}")
+	}
+	if v.anyObject && input[0] == '{' && (wellFormed || json.Valid(input)) && numbersBounded(input) {
+		return nil
 	}
 	dec := json.NewDecoder(bytes.NewReader(input))
 	dec.UseNumber()
@@ -253,6 +300,32 @@ func checkNumbers(doc any, path []string) *paramError {
 		}
 	}
 	return nil
+}
+
+// numbersBounded reports whether every number in the valid JSON text b
+// is within the bounds checkNumbers holds them to (without decoding b:
+// strings are jumped over, each number is read in place).
+func numbersBounded(b []byte) bool {
+	for i := 0; i < len(b); i++ {
+		switch c := b[i]; {
+		case c == '"':
+			end := jsonscan.StringEnd(b, i)
+			if end < 0 {
+				return false
+			}
+			i = end - 1
+		case c == '-' || (c >= '0' && c <= '9'):
+			end := jsonscan.ValueEnd(b, i)
+			if end < 0 {
+				end = len(b)
+			}
+			if !numberInBounds(string(b[i:end])) {
+				return false
+			}
+			i = end - 1
+		}
+	}
+	return true
 }
 
 func numberInBounds(n string) bool {

@@ -260,36 +260,45 @@ func (b *bench) measurePaired(sides []pairedSide) {
 	per := max(b.cfg.Calls/rounds, 200)
 	for _, c := range b.cfg.Concurrency {
 		b.progress("serve-mcp and the anchors in %d interleaved rounds of %d calls at c=%d", rounds, per, c)
-		pr := paired{Concurrency: c, Rounds: rounds, CallsPerRound: per}
-		cpu := make([]time.Duration, len(sides))
-		calls := make([]int, len(sides))
-		ok := true
-		for i := 0; i < rounds && ok; i++ {
-			round := make([]float64, len(sides))
-			for k := range sides {
-				j := (i + k) % len(sides)
-				d, n, errs, measured := b.cpuOf(sides[j], c, per)
-				pr.Errors += errs
-				if !measured {
-					ok = false
-					break
-				}
-				cpu[j] += d
-				calls[j] += n
-				round[j] = float64(d) / float64(n)
-			}
-			if ok && round[1] > 0 {
-				pr.RoundRatios = append(pr.RoundRatios, round[0]/round[1])
-			}
-		}
+		us, ratios, errs, ok := b.interleave(sides, c, rounds, per)
 		if !ok {
 			b.rep.Notes = append(b.rep.Notes, fmt.Sprintf("the interleaved anchor rounds at c=%d could not be measured", c))
 			continue
 		}
-		us := func(j int) float64 { return float64(cpu[j].Microseconds()) / float64(calls[j]) }
-		pr.MCPFrontUS, pr.ProxyUS, pr.JSONRPCUS = us(0), us(1), us(2)
-		b.rep.Paired = append(b.rep.Paired, pr)
+		b.rep.Paired = append(b.rep.Paired, paired{Concurrency: c, Rounds: rounds, CallsPerRound: per, Errors: errs,
+			MCPFrontUS: us[0], ProxyUS: us[1], JSONRPCUS: us[2], RoundRatios: ratios})
 	}
+}
+
+// interleave runs rounds rounds of per calls on each side at concurrency
+// c, the sides' order turning each round, and returns each side's pooled
+// CPU time per call (µs), sides[0] ÷ sides[1] in each round, the failed
+// calls, and false when a round could not be measured.
+func (b *bench) interleave(sides []pairedSide, c, rounds, per int) (us, ratios []float64, errs int, ok bool) {
+	cpu := make([]time.Duration, len(sides))
+	calls := make([]int, len(sides))
+	for i := 0; i < rounds; i++ {
+		round := make([]float64, len(sides))
+		for k := range sides {
+			j := (i + k) % len(sides)
+			d, n, e, measured := b.cpuOf(sides[j], c, per)
+			errs += e
+			if !measured {
+				return nil, nil, errs, false
+			}
+			cpu[j] += d
+			calls[j] += n
+			round[j] = float64(d) / float64(n)
+		}
+		if round[1] > 0 {
+			ratios = append(ratios, round[0]/round[1])
+		}
+	}
+	us = make([]float64, len(sides))
+	for j := range sides {
+		us[j] = float64(cpu[j].Microseconds()) / float64(calls[j])
+	}
+	return us, ratios, errs, true
 }
 
 // cpuOf drives n calls at concurrency c on one side and reads its CPU time

@@ -126,8 +126,8 @@ func TestTargets(t *testing.T) {
 			t.Errorf("%s:\n got %q\nwant %q", name, got[name], want)
 		}
 	}
-	if len(got) != 13 {
-		t.Errorf("%d targets, want 13: %v", len(got), got)
+	if len(got) != 15 {
+		t.Errorf("%d targets, want 15: %v", len(got), got)
 	}
 	// With interleaved rounds, their pooled figures decide, not the rows'.
 	r.Paired = []paired{
@@ -140,6 +140,31 @@ func TestTargets(t *testing.T) {
 			if want := "c=1: 115µs ÷ 100µs = 1.15 (rounds 1.10–1.20; framework-free JSON-RPC hop 92µs: 1.25×); c=4: 60µs ÷ 50µs = 1.20 (rounds 1.17–1.25; framework-free JSON-RPC hop 48µs: 1.25×); 3 interleaved rounds of 400 calls each"; tg.Status != "met" || tg.Detail != want {
 				t.Errorf("with paired rounds: %s: %s\nwant met: %s", tg.Status, tg.Detail, want)
 			}
+		}
+	}
+	// The OTC front's anchors: one target per transport, the worst
+	// concurrency deciding.
+	r.OTCPaired = []otcPaired{
+		{Transport: "streamable-http", Concurrency: 1, Rounds: 3, CallsPerRound: 400, OTCFrontUS: 110, AnchorUS: 100, RoundRatios: []float64{1.05, 1.1, 1.15}},
+		{Transport: "stdio", Concurrency: 1, Rounds: 3, CallsPerRound: 400, OTCFrontUS: 110, AnchorUS: 100, RoundRatios: []float64{1.1}},
+		{Transport: "stdio", Concurrency: 64, Rounds: 3, CallsPerRound: 400, OTCFrontUS: 130, AnchorUS: 100, RoundRatios: []float64{1.3}},
+	}
+	r.targets()
+	for name, want := range map[string]string{
+		"CPU per call, OTC front over streamable HTTP ÷ an httputil.ReverseProxy carrying the same MCP calls to the same MCP server ≤ 1.2": "met: c=1: 110µs ÷ 100µs = 1.10 (rounds 1.05–1.15); 3 interleaved rounds of 400 calls each",
+		"CPU per call, OTC front over stdio ÷ a framework-free OTC → MCP handler over stdio ≤ 1.2":                                         "missed: c=1: 110µs ÷ 100µs = 1.10 (rounds 1.10–1.10); c=64: 130µs ÷ 100µs = 1.30 (rounds 1.30–1.30); 3 interleaved rounds of 400 calls each",
+	} {
+		found := false
+		for _, tg := range r.Targets {
+			if tg.Name == name {
+				found = true
+				if tg.Status+": "+tg.Detail != want {
+					t.Errorf("%s:\n got %s: %s\nwant %s", name, tg.Status, tg.Detail, want)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("no target %q", name)
 		}
 	}
 	r.Paired[1].MCPFrontUS = 61

@@ -16,9 +16,14 @@
 // its anchors (an httputil.ReverseProxy hop and a framework-free JSON-RPC
 // hop) is measured apart from the rows, in --anchor-rounds interleaved
 // rounds whose order turns, so that the machine's drift falls on all
-// three alike (anchors.go).
+// three alike (anchors.go). The OTC front's anchors (--only otc-anchors,
+// otcanchors.go) are measured the same way: serve-otc --mcp against an
+// httputil.ReverseProxy carrying the same MCP calls to the same MCP echo
+// server over streamable HTTP, and serve-otc -- sample-mcp against a
+// framework-free OTC → MCP handler over stdio.
 //
 //	go run ./cmd/mcpotc-bench                    # the full run (1–2 minutes on 2 cores)
 //	go run ./cmd/mcpotc-bench --calls 500 --only hops,baseline
+//	go run ./cmd/mcpotc-bench --calls 2500 --only otc-anchors
 //	go run ./cmd/mcpotc-bench --json /tmp/bench.json --pprof /tmp/prof
 package main

@@ -59,13 +59,13 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	}
 	fs.IntVar(&c.Calls, "calls", 5000, "measured calls per hop/peer row and concurrency (payload rows make fewer: see README)")
 	fs.IntVar(&c.Warmup, "warmup", 200, "warm-up calls before each row (not measured)")
-	fs.IntVar(&c.AnchorRounds, "anchor-rounds", 5, "interleaved rounds of serve-mcp and the two anchors for the CPU-per-call target, --calls ÷ rounds calls each (0: the rows alone)")
+	fs.IntVar(&c.AnchorRounds, "anchor-rounds", 5, "interleaved rounds of each front and its anchors for the CPU-per-call targets, --calls ÷ rounds calls each (0: the rows alone)")
 	conc := fs.String("concurrency", "1,4,64", "comma-separated concurrencies of the hop and peer rows")
 	fs.IntVar(&c.Burst, "burst", 1000, "calls started at once in the burst rows")
 	fs.IntVar(&c.BurstRounds, "burst-rounds", 3, "bursts per burst row")
 	fs.IntVar(&c.Sessions, "sessions", 200, "idle MCP sessions opened in the sessions row")
 	fs.IntVar(&c.Tools, "tools", 10000, "tools in the catalog rows (the OTC front reads at most 10,000 from an MCP server)")
-	fs.StringVar(&c.Only, "only", "", "run only these groups: hops, baseline, peers, payload, burst, sessions, catalog (comma-separated)")
+	fs.StringVar(&c.Only, "only", "", "run only these groups: hops, otc-anchors, baseline, peers, payload, burst, sessions, catalog (comma-separated)")
 	fs.StringVar(&c.MCPOTC, "mcpotc", "", "the mcpotc binary to measure (default: go build ./cmd/mcpotc into a temp dir)")
 	fs.StringVar(&c.Node, "node", "", "the node binary for the peers (default: the one .ci/install-peers.sh installs, else node on PATH)")
 	fs.StringVar(&c.Peers, "peers", "", "node_modules with supergateway and @ivotoby/openapi-mcp-server (default: $MCPOTC_PEERS, else .ci/peers/node_modules)")
@@ -95,7 +95,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		for _, g := range strings.Split(c.Only, ",") {
 			g = strings.TrimSpace(g)
 			switch g {
-			case "hops", "baseline", "peers", "payload", "burst", "sessions", "catalog":
+			case "hops", "otc-anchors", "baseline", "peers", "payload", "burst", "sessions", "catalog":
 				c.only[g] = true
 			default:
 				return nil, fmt.Errorf("--only: unknown group %q", g)

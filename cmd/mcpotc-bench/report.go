@@ -82,8 +82,11 @@ type report struct {
 	Targets  []target `json:"targets"`
 	// Paired is the anchor target's interleaved measurement (anchors.go).
 	Paired []paired `json:"paired_cpu,omitempty"`
-	Notes  []string `json:"notes,omitempty"`
-	Failed bool     `json:"failed"`
+	// OTCPaired is the OTC front's anchors' interleaved measurement
+	// (otcanchors.go).
+	OTCPaired []otcPaired `json:"otc_paired_cpu,omitempty"`
+	Notes     []string    `json:"notes,omitempty"`
+	Failed    bool        `json:"failed"`
 }
 
 func (r *report) find(key string, conc int) *row {
@@ -160,6 +163,7 @@ func (r *report) speedTargets(l *targetList) {
 	throughput("throughput at c=64 ÷ the direct call, MCP front over stdio ≥ 0.6", "mcp-front-stdio", "otc-direct")
 
 	r.anchorTargets(l)
+	r.otcAnchorTargets(l)
 
 	const mib = "1 MiB"
 	f, d, x, ok := ratio(r.findNamed("payload-mcp-front", mib), r.findNamed("payload-otc-direct", mib), func(rw *row) float64 { return rw.MBPerSec })

@@ -328,6 +328,7 @@ func (b *bench) runAll() error {
 	}{
 		{"baseline", b.runBaseline},
 		{"hops", b.runHops},
+		{"otc-anchors", b.runOTCAnchors},
 		{"peers", b.runPeers},
 		{"payload", b.runPayloads},
 		{"burst", b.runBursts},

@@ -41,6 +41,10 @@ func runHidden(mode string, args []string) int {
 		err = serveReverseProxy(args)
 	case modeJSONRPCHop:
 		err = serveJSONRPCHop(args)
+	case modeMCPHTTPEcho:
+		err = serveMCPHTTPEcho()
+	case modeOTCMCPHop:
+		err = serveOTCMCPHop(args)
 	default:
 		err = fmt.Errorf("unknown mode %s", mode)
 	}

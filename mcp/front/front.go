@@ -15,7 +15,7 @@ import (
 	mcpgo "github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/mcpotc/mcpotc/internal/shutdown"
-	"github.com/mcpotc/mcpotc/mcp/internal/jsonscan"
+	"github.com/mcpotc/mcpotc/internal/jsonscan"
 )
 
 // CodeRequestTimeout reports a call that got no answer in time. It is

@@ -9,7 +9,7 @@ import (
 
 	mcpgo "github.com/mark3labs/mcp-go/mcp"
 
-	"github.com/mcpotc/mcpotc/mcp/internal/jsonscan"
+	"github.com/mcpotc/mcpotc/internal/jsonscan"
 )
 
 // One message as a client sent it

@@ -9,7 +9,7 @@ import (
 	"io"
 	"strconv"
 
-	"github.com/mcpotc/mcpotc/mcp/internal/jsonscan"
+	"github.com/mcpotc/mcpotc/internal/jsonscan"
 )
 
 // DefaultMaxMessageBytes is Config.MaxMessageBytes when

@@ -42,3 +42,37 @@ func FuzzValueEnd(f *testing.F) {
 		}
 	})
 }
+
+// ObjectMembers finds every member encoding/json finds, with the same
+// values, a later key replacing an earlier one.
+func FuzzObjectMembers(f *testing.F) {
+	for _, s := range []string{`{}`, ` { "a" : 1 , "b":[1,{"c":"}"}] } `, `{"a":1,"a":2}`, `{"\u0061":"x","b\"":null}`, `[1]`, `"x"`, `{"a\ud800":1}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if !json.Valid(b) {
+			return
+		}
+		var want map[string]json.RawMessage
+		wantErr := json.Unmarshal(b, &want)
+		members, ok := ObjectMembers(nil, b)
+		if ok != (wantErr == nil && want != nil) {
+			t.Fatalf("ObjectMembers(%q) ok = %v, encoding/json: %v, %v", b, ok, want, wantErr)
+		}
+		if !ok {
+			return
+		}
+		got := map[string]json.RawMessage{}
+		for _, m := range members {
+			got[string(m.Key)] = b[m.Start:m.End]
+		}
+		if len(got) != len(want) {
+			t.Fatalf("ObjectMembers(%q) = %d keys, want %d", b, len(got), len(want))
+		}
+		for k, v := range want {
+			if !bytes.Equal(bytes.TrimSpace(v), got[k]) {
+				t.Fatalf("ObjectMembers(%q)[%q] = %q, want %q", b, k, got[k], v)
+			}
+		}
+	})
+}
