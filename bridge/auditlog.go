@@ -19,7 +19,7 @@ import (
 	"github.com/mcpotc/mcpotc/otc"
 )
 
-// The audit log's lines (README, Audit log; package audit): what each
+// The audit log's lines (docs/observability.md, Audit log; package audit): what each
 // front writes, from what it already knows of a call or a refusal. A
 // line never takes a value from a call's context (tokens, secrets) or
 // arguments, nor an upstream's or a caller's words.

@@ -10,7 +10,7 @@ import (
 
 // A catalog is rebuilt whenever one upstream's tool list arrives or is
 // listed again; what the log says about it must not repeat with every
-// rebuild (README, Logs): a change of the served catalog is one line, and a
+// rebuild (docs/observability.md, Logs): a change of the served catalog is one line, and a
 // problem with a tool (skipped, withheld) is one line while it lasts.
 
 // catalogPrint is the fingerprint of a served catalog: tool key → hash of

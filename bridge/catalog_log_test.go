@@ -9,7 +9,7 @@ import (
 )
 
 // Each change of the served catalog is one info line; a rebuild that
-// changes nothing says nothing at info (README, Logs).
+// changes nothing says nothing at info (docs/observability.md, Logs).
 func TestCatalogChangeLoggedOnce(t *testing.T) {
 	var buf bytes.Buffer
 	log := zerolog.New(&buf).Level(zerolog.InfoLevel)

@@ -48,7 +48,7 @@ const (
 )
 
 // TestMCPFrontConformance runs the wire-level vectors of the MCP front
-// (README.md: "What MCP hosts see", "Round trips") in
+// (docs/mcp-front.md, What MCP hosts see; docs/mapping.md, Round trips) in
 // testdata/conformance/mcp_front. Each file is one scenario in txtar form:
 // bridge.NewMCPFront over a fake OTC upstream (an httptest.Server), served
 // with Front().ServeStdio over pipes, driven with raw JSON-RPC lines.

@@ -17,8 +17,8 @@ import (
 	"github.com/mcpotc/mcpotc/otc"
 )
 
-// Controls are the operator's controls over calls (README, "Operator
-// controls"): who may see and call which tool, and how often. Both fronts
+// Controls are the operator's controls over calls (docs/operations.md,
+// Operator controls): who may see and call which tool, and how often. Both fronts
 // take the same. The zero value controls nothing. A front's controls are
 // replaced whole while it serves (SetControls), with the catalog: a list
 // or a call reads both at once and keeps them to its end.
@@ -32,7 +32,7 @@ type Controls struct {
 // controls is what a front holds of its Controls: the buckets' stores,
 // kept across swaps, and the controls the front publishes with its next
 // catalog (cur). A request never reads cur: it reads the activeControls
-// published with the catalog it loaded (README, Reload: a catalog and its
+// published with the catalog it loaded (docs/operations.md, Reload without restart: a catalog and its
 // controls are one generation), so a catalog is never served under
 // another configuration's access policy or limits.
 type controls struct {

@@ -10,7 +10,7 @@ import (
 )
 
 // CORS is off by default: a browser page of another origin cannot read
-// either front's answers. Each --cors-origin admits one origin (README,
+// either front's answers. Each --cors-origin admits one origin (docs/operations.md,
 // CORS): its preflight is answered here, before any credential is asked
 // for (a browser sends none with it), and its requests get the headers
 // that let the page read the answer, including those a client needs from

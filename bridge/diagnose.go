@@ -21,7 +21,7 @@ import (
 // an OTC server, an MCP server's root instead of its /mcp path. When an
 // upstream fails in a way that suggests one, the bridge asks the URL and its
 // usual neighbours what they are, once per failure, and says what to type
-// (README, Wrong URLs). Probes send no credentials and read at most
+// (docs/mcp-front.md, MCP front; docs/otc-front.md, OTC front). Probes send no credentials and read at most
 // probeBodyBytes of each answer, within probeTimeout.
 const (
 	probeTimeout   = 3 * time.Second

@@ -16,8 +16,8 @@ import (
 	"github.com/mcpotc/mcpotc/mcp/upstream"
 )
 
-// A reload publishes the catalog and its controls as one value (README,
-// Reload; issue 34 item 4). Two configurations: in A the tool is not
+// A reload publishes the catalog and its controls as one value (docs/operations.md,
+// Reload without restart; issue 34 item 4). Two configurations: in A the tool is not
 // served at all, and every caller sees every tool; in B it is served, to
 // admins only. Neither lets an anonymous caller see or call it, and none
 // of its lists and calls may, whatever moment of a reload they hit:

@@ -19,7 +19,7 @@ import (
 )
 
 // An MCP host makes its retries safe the way MCP gateways document it: an
-// idempotency_key inside a tool's arguments (README, What MCP hosts see).
+// idempotency_key inside a tool's arguments (docs/mcp-front.md, What MCP hosts see).
 // When the tool's input schema does not declare that argument, the MCP
 // front takes it out of the input and sends it as the OTC call_id, scoped
 // to the caller as forwarded call_ids are (front.ScopedCallID), so that

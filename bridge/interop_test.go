@@ -483,7 +483,7 @@ func interopCheckSampleCatalog(items []any) []string {
 					return "wrapped in parameters for an OXP caller: " + interopShow(v)
 				}
 				// A plain OTC client: the carrier of an MCP front
-				// (README, "Round trips") is not listed to it.
+				// (docs/mapping.md, Round trips) is not listed to it.
 				if _, ok := s["x-mcp-tool"]; ok {
 					return fmt.Sprintf("the x-mcp-tool carrier is listed to a plain OTC client: %s", interopShow(v))
 				}

@@ -11,7 +11,7 @@ import (
 
 // maxLoggedID bounds the call_id and trace_id written to a log line: a
 // caller chooses them, and a log line is not the place for its 256 bytes
-// (README, Logs).
+// (docs/observability.md, Logs).
 const maxLoggedID = 64
 
 // cutID is s cut to maxLoggedID bytes, on a UTF-8 boundary.

@@ -78,8 +78,8 @@ type OTCServer struct {
 	// that must never reach a log line, should an upstream echo them;
 	// Secrets and Tokens values are redacted too. Zero: only those.
 	Credentials []string
-	// Tools override how the front shows some of its tools (README, "Tool
-	// overrides"), by the OTC name the upstream lists them under. Nil:
+	// Tools override how the front shows some of its tools (docs/operations.md,
+	// Tool overrides), by the OTC name the upstream lists them under. Nil:
 	// none.
 	Tools policy.Overrides
 	// Configure, when set, replaces "configure it for upstream NAME" in
@@ -123,8 +123,8 @@ type MCPFrontOptions struct {
 	// LimitStore keeps the rate limits' buckets where the replicas share
 	// them (bridge/state). Nil: this process's memory.
 	LimitStore policy.Store
-	// Audit receives one line per answered tools/call (README, Audit
-	// log). Nil: none.
+	// Audit receives one line per answered tools/call (docs/observability.md,
+	// Audit log). Nil: none.
 	Audit *audit.Log
 	// AuditArgNames adds the names of a call's arguments (never their
 	// values) to its audit line. Zero: no names.
@@ -138,7 +138,7 @@ type MCPFrontOptions struct {
 	// 2026-07-28 client (front.Options.StateKeys): replicas that share
 	// them continue each other's calls. Nil: a random key per process.
 	StateKeys [][]byte
-	// StartupWait bounds the start-up (README, Start-up): while an OTC
+	// StartupWait bounds the start-up (docs/mcp-front.md, What MCP hosts see): while an OTC
 	// server of the configuration the front started with was never
 	// listed, within StartupWait of the start, a tools/call of a tool the
 	// front does not serve is answered "starting, retry"
@@ -353,7 +353,7 @@ func (f *MCPFront) publish() {
 
 // starting is the front's front.Options.Starting: "starting, retry"
 // while an OTC server the front started with was never listed, within
-// StartupWait of the start (README, Start-up); nil after, or once every
+// StartupWait of the start (docs/mcp-front.md, What MCP hosts see); nil after, or once every
 // one was listed.
 func (f *MCPFront) starting(context.Context) *front.RPCError {
 	if time.Since(f.started) >= f.opts.StartupWait {
@@ -612,7 +612,7 @@ func latestTools(u *otcServerEntry, defs []otc.ToolDefinition) (map[string]*fron
 	for _, versions := range byKey {
 		sort.SliceStable(versions, func(i, j int) bool { return otc.CompareVersions(versions[i].Version, versions[j].Version) > 0 })
 		d := versions[0] // the latest
-		// An override (README, "Tool overrides") changes how the tool is
+		// An override (docs/operations.md, Tool overrides) changes how the tool is
 		// shown, never the id its calls are sent with.
 		o, overridden := u.Tools[d.Name]
 		if o.Hidden {
@@ -716,7 +716,7 @@ func (f *MCPFront) handler(t *frontTool, a *activeControls) front.ToolHandler {
 		}
 		c.req = callReq
 		// An idempotency_key the tool does not take is the host's: it
-		// becomes the call_id (README, What MCP hosts see).
+		// becomes the call_id (docs/mcp-front.md, What MCP hosts see).
 		idemKey := ""
 		if f.idem != nil && !t.ownIdemKey {
 			if key, rest, problem, ok := takeIdempotencyKey(callReq.Input); ok {
@@ -735,7 +735,7 @@ func (f *MCPFront) handler(t *frontTool, a *activeControls) front.ToolHandler {
 			// lists, whoever asks), the caller's call_id (scoped by the
 			// MCP caller, so that two callers' keys never meet upstream),
 			// and the context when this upstream accepts it and the MCP
-			// caller is the chain peer (README, Forwarded context).
+			// caller is the chain peer (docs/mapping.md, Forwarded context).
 			if v, ok := t.versions[carrier.ToolID]; ok {
 				def, callReq.ToolID = v, carrier.ToolID
 			}
@@ -963,7 +963,7 @@ func (u *otcServerEntry) callContext(ctx context.Context, req *otc.Requirements,
 	}
 	// A tool that needs authorization gets the user id too when one is
 	// configured: its server keeps the grants a user completed under it
-	// (README, The sample toolkit).
+	// (README, The sample OTC toolkit).
 	if req.UserID || len(req.Authorization) > 0 {
 		cc.UserID = u.userID(ctx, fwd)
 	}

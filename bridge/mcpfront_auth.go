@@ -19,7 +19,7 @@ import (
 	"github.com/mcpotc/mcpotc/otc"
 )
 
-// An OTC authorization challenge, asked of a 2026-07-28 MCP client (README,
+// An OTC authorization challenge, asked of a 2026-07-28 MCP client (docs/mcp-front.md,
 // What MCP hosts see)
 //
 // An OTC tool server answers a call whose user has not authorized a

@@ -42,8 +42,8 @@ type MCPServer struct {
 	// Allow, when not empty, lists the only MCP tools exposed; Deny lists
 	// tools never exposed. Both name MCP tools as the server does.
 	Allow, Deny []string
-	// Tools override how the front shows some of its tools (README, "Tool
-	// overrides"), by the MCP name the server lists them under. Nil: none.
+	// Tools override how the front shows some of its tools (docs/operations.md,
+	// Tool overrides), by the MCP name the server lists them under. Nil: none.
 	Tools policy.Overrides
 	// ForwardAuthorization sends the first token of a call's
 	// context.authorization to an HTTP upstream as "Authorization: Bearer".
@@ -86,7 +86,7 @@ type OTCFrontOptions struct {
 	// TrustStatedUserIDs lets per-user upstreams take context.user_id from
 	// callers that did not authenticate (transport auth off). Zero: a
 	// per-user upstream needs Server.APIKey or Server.JWTSecret, because
-	// context.user_id is the caller's assertion (README, Security model);
+	// context.user_id is the caller's assertion (docs/security.md, Security model);
 	// cmd/mcpotc allows it on a loopback listener only.
 	TrustStatedUserIDs bool
 	// ResumeStore keeps the state of calls an MCP server stopped to have
@@ -107,13 +107,13 @@ type OTCFrontOptions struct {
 	// them (bridge/state). Nil: this process's memory.
 	LimitStore policy.Store
 	// Audit receives one line per answered call and per OAuth flow event
-	// (README, Audit log). Nil: none.
+	// (docs/observability.md, Audit log). Nil: none.
 	Audit *audit.Log
 	// AuditArgNames adds the names of a call's arguments (never their
 	// values) to its audit line. Zero: no names.
 	AuditArgNames bool
 	// StartupWait bounds how long GET /tools (and /ready) wait at start
-	// for an MCP server that cannot be reached yet (README, Start-up):
+	// for an MCP server that cannot be reached yet (docs/otc-front.md, Start-up):
 	// past it the servers that are up are served, the missing one is
 	// named in /health and the log, and its tools join when it connects.
 	// Zero: DefaultStartupWait; it never exceeds a server's init timeout.
@@ -545,7 +545,7 @@ func (f *OTCFront) ready(ctx context.Context) (bool, any) {
 	ok := st.serving || (f.startupOver() && st.some)
 	body := map[string]any{"upstreams": st.status}
 	if nr := f.listNotReady(ctx); nr != nil {
-		// Not ready before the tools are served (README, Start-up): a
+		// Not ready before the tools are served (docs/otc-front.md, Start-up): a
 		// balancer would send calls this replica answers "not served".
 		ok = false
 		body["catalog"] = nr.Message
@@ -576,7 +576,7 @@ const ListRetryAfter = time.Second
 
 // DefaultStartupWait is OTCFrontOptions.StartupWait and
 // MCPFrontOptions.StartupWait when zero: how long, at most, the catalog
-// waits at start for a server that cannot be reached yet (README,
+// waits at start for a server that cannot be reached yet (docs/otc-front.md,
 // Start-up).
 const DefaultStartupWait = 10 * time.Second
 
@@ -783,7 +783,7 @@ func (f *OTCFront) otcTools(u *mcpServerEntry, toolkit, version string, raw []js
 		}
 		for _, t := range tools {
 			// The x-mcp-tool carrier is listed only to callers that read
-			// it (an MCP front: README, "Round trips").
+			// it (an MCP front: docs/mapping.md, Round trips).
 			var carriers otc.Extensions
 			t.Def.InputSchema, carriers = mapping.SchemaCarriers(t.Def.InputSchema)
 			// One tool whose schema cannot be compiled must not withhold the rest.
@@ -823,7 +823,7 @@ func perUserRequirements(r *otc.Requirements, upstream string, scopes []string) 
 	return &out
 }
 
-// overridden is an MCP tool as its override (README, "Tool overrides")
+// overridden is an MCP tool as its override (docs/operations.md, Tool overrides)
 // shows it: its name, and the raw tool with the override's name, title and
 // description; as it is without one (or when it does not read as an
 // object).
@@ -883,7 +883,7 @@ func (f *OTCFront) call(u *mcpServerEntry, mcpName string, t mapping.OTCTool) ot
 			// The call_id goes on scoped to this front's caller (when
 			// callers are told apart: JWTs), so that two callers' keys
 			// never meet at the OTC server behind the MCP front, which
-			// sees one caller (README, Security model); one that goes on
+			// sees one caller (docs/security.md, Security model); one that goes on
 			// unscoped never equals a scoped one (callid.Pass), so that
 			// no caller can send another caller's.
 			callID := callid.Pass(c.Request.CallID)
@@ -967,7 +967,7 @@ func otcError(err error) error {
 	return mapping.OTCError(err)
 }
 
-// boundUser is the user a per-user call acts for (README, Security model):
+// boundUser is the user a per-user call acts for (docs/security.md, Security model):
 // a JWT caller is the user its token names (context.user_id, when given,
 // must be the same); the API key's holder names the user in
 // context.user_id; a caller that did not authenticate only with

@@ -59,8 +59,8 @@ const (
 )
 
 // TestOTCFrontConformance runs the wire-level vectors of the OTC front
-// (README.md: "What OTC clients see", "How MCP names become OTC ids",
-// "Round trips") in
+// (docs/otc-front.md,
+// What OTC clients see; docs/mapping.md, How MCP names become OTC ids; docs/mapping.md, Round trips) in
 // testdata/conformance/otc_front. Each file is one scenario in txtar form:
 // bridge.NewOTCFront over one MCP upstream, its Handler behind an
 // httptest.Server, driven with raw HTTP requests.

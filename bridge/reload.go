@@ -16,7 +16,7 @@ import (
 	"github.com/mcpotc/mcpotc/mcp/upstream"
 )
 
-// Reloading a configuration without a restart (README, Reload)
+// Reloading a configuration without a restart (docs/operations.md, Reload without restart)
 //
 // What a configuration file decides is one value per front: an
 // OTCFrontConfig or an MCPFrontConfig. NewOTCFront and NewMCPFront apply

@@ -15,8 +15,8 @@ import (
 	"time"
 )
 
-// Calls that wait for a user to open a URL (README, serve-otc, "MCP
-// servers that ask the user to open a URL")
+// Calls that wait for a user to open a URL (docs/otc-front.md,
+// MCP servers that ask the user to open a URL)
 //
 // An MCP server may stop a call to have its user open a URL (an
 // authorization of its own): 2026-07-28 servers answer input_required with

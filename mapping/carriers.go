@@ -10,7 +10,7 @@ import (
 )
 
 // Carriers: where a field that the other protocol has no place for travels,
-// so that two bridges back to back lose nothing (README, "Round trips").
+// so that two bridges back to back lose nothing (docs/mapping.md, Round trips).
 // A carrier is honoured only when it is well-formed; none of them is put
 // into text a model reads.
 const (
@@ -51,7 +51,7 @@ const (
 // CarriersFamily is the family of the carriers an OTC front writes
 // (XMCPTool, XMCPResult, XMCPContent, XMCPError): an MCP front names it in
 // the otc.CarriersHeader of its requests, and only such a caller gets them
-// (README, "Round trips").
+// (docs/mapping.md, Round trips).
 const CarriersFamily = "x-mcp"
 
 // SchemaCarriers takes the XMCPTool keyword out of an input schema that

@@ -1,5 +1,5 @@
 // Package mapping translates between MCP and OTC: tool identities, schemas,
-// results and the two error tables of the mapping contract (README.md:
-// "What MCP hosts see", "What OTC clients see", "Round trips"). It is pure:
+// results and the two error tables of the mapping contract (docs/mcp-front.md,
+// What MCP hosts see; docs/otc-front.md, What OTC clients see; docs/mapping.md, Round trips). It is pure:
 // no I/O, no logging.
 package mapping

@@ -68,7 +68,7 @@ func restoreMCPTool(def *otc.ToolDefinition, c *MCPToolCarrier, prefix string) m
 	_ = json.Unmarshal(c.Title, &t.Title)
 	_ = json.Unmarshal(c.Annotations, &t.Annotations)
 	_ = json.Unmarshal(c.Icons, &t.Icons)
-	// execution as the MCP server listed it (README, "Round trips"): the
+	// execution as the MCP server listed it (docs/mapping.md, Round trips): the
 	// OTC front runs a taskSupport "required" tool as a task upstream, and
 	// the MCP front, which declares no tasks capability, answers a plain
 	// call of it -32601 as the server would (mcp-go enforces "required").

@@ -6,7 +6,7 @@ import (
 )
 
 // execution travels in the x-mcp-tool carrier and the MCP front lists it
-// as the MCP server did, whatever taskSupport says (README, "Round trips").
+// as the MCP server did, whatever taskSupport says (docs/mapping.md, Round trips).
 func TestExecutionRoundTrip(t *testing.T) {
 	for _, execution := range []string{`{"taskSupport":"required"}`, `{"taskSupport":"optional"}`, `{"taskSupport":"forbidden"}`} {
 		raw := json.RawMessage(`{"name":"simulate-research-query","description":"Researches.","inputSchema":{"type":"object","properties":{"topic":{"type":"string"}}},"execution":` + execution + `}`)

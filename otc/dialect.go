@@ -6,7 +6,7 @@ import (
 )
 
 // Dialect is one of the shapes OTC/OXP takes on the wire
-// (README.md, "OTC as mcpotc speaks it").
+// (docs/mapping.md, OTC as mcpotc speaks it).
 type Dialect string
 
 // The dialects. DialectAuto is a client setting: learn the dialect from the

@@ -5,6 +5,6 @@
 //
 // The package is a strict writer and a tolerant reader: it answers in the
 // caller's dialect and reads every response shape in
-// the README ("OTC as mcpotc speaks it"). It never logs; errors are
+// docs/mapping.md ("OTC as mcpotc speaks it"). It never logs; errors are
 // returned typed.
 package otc

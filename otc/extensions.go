@@ -10,7 +10,7 @@ import (
 
 // Extensions are the members of a wire object whose names start with "x-":
 // what OTC has no field for, such as the carriers that let two bridges
-// back to back lose nothing (README, "Round trips"). Readers keep them;
+// back to back lose nothing (docs/mapping.md, Round trips). Readers keep them;
 // writers send them after the object's own members.
 type Extensions map[string]json.RawMessage
 
@@ -133,7 +133,7 @@ func (e *ValidationErrorResponse) UnmarshalJSON(data []byte) error {
 // x-mcp-error. A Handler writes a carrier (in an answer, an error body, or
 // a listed input_schema: Tool.SchemaCarriers) only to a caller that names
 // its family; every other caller gets plain OTC. An MCP front in front of an
-// OTC front sends it (README, "Round trips"); an OTC client has no use for
+// OTC front sends it (docs/mapping.md, Round trips); an OTC client has no use for
 // the carriers and need not pay for them.
 const CarriersHeader = "Mcpotc-Carriers"
 

@@ -267,7 +267,7 @@ type CallRecord struct {
 type recordCallerKey struct{}
 
 // Outcomes of a call (CallRecord.Outcome): the label values of the
-// bridge's metrics (README, Observability).
+// bridge's metrics (docs/observability.md, Metrics).
 const (
 	OutcomeOK           = "ok"            // the tool ran and succeeded
 	OutcomeToolError    = "tool_error"    // the tool ran and failed

@@ -51,7 +51,7 @@ type Record struct {
 	// Front is "mcp" (serve-mcp) or "otc" (serve-otc).
 	Front string
 	// Principal is who called, as the front's transport authentication
-	// established it (README, Audit log). Cut to 512 bytes.
+	// established it (docs/observability.md, Audit log). Cut to 512 bytes.
 	Principal string
 	// UserID is the user the call acted for, when there is one. Cut to
 	// 256 bytes.

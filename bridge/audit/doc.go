@@ -1,4 +1,4 @@
-// Package audit writes the audit log of both fronts (--audit-log; README,
+// Package audit writes the audit log of both fronts (--audit-log; docs/observability.md,
 // Audit log): one JSON object a line for each tool call and each
 // authorization event, with who (the principal and the user id), what (the
 // upstream and the tool), how it ended (the outcome, the HTTP status, the

@@ -1,5 +1,5 @@
 // Package metrics holds the Prometheus metrics of both fronts, served on a
-// listener of their own (--metrics-listen; README, Observability).
+// listener of their own (--metrics-listen; docs/observability.md, Metrics).
 //
 // Every label is bounded: upstream names come from the configuration, tool
 // names from the catalog (a name the catalog does not hold is Other), and

@@ -27,7 +27,7 @@ const (
 	Timeout      = otc.OutcomeTimeout      // the call timeout ran out
 	Cancelled    = otc.OutcomeCancelled    // the client cancelled the call or went away
 	Internal     = otc.OutcomeInternal     // anything else: the bridge or the upstream failed
-	RateLimited  = otc.OutcomeRateLimited  // refused by a rate limit (README, Operator controls)
+	RateLimited  = otc.OutcomeRateLimited  // refused by a rate limit (docs/operations.md, Operator controls)
 )
 
 // Fronts: the label front.

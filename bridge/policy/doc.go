@@ -1,5 +1,5 @@
-// Package policy holds the operator's controls over calls (README,
-// "Operator controls"), as data that the fronts of package bridge consult:
+// Package policy holds the operator's controls over calls (docs/operations.md,
+// Operator controls), as data that the fronts of package bridge consult:
 //
 //   - Access: which principals may see and call which tools. A principal
 //     is who calls as a front's transport established it (Principal): a

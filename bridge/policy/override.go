@@ -1,7 +1,7 @@
 package policy
 
-// Override changes how a front shows one tool of an upstream (README,
-// "Tool overrides"), applied when the catalog is built: the tool keeps
+// Override changes how a front shows one tool of an upstream (docs/operations.md,
+// Tool overrides), applied when the catalog is built: the tool keeps
 // its upstream's name for the calls sent to it.
 type Override struct {
 	// Name replaces the name the upstream lists the tool under (the

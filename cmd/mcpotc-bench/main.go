@@ -57,7 +57,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		fmt.Fprint(stderr, usage)
 		fs.PrintDefaults()
 	}
-	fs.IntVar(&c.Calls, "calls", 5000, "measured calls per hop/peer row and concurrency (payload rows make fewer: see README)")
+	fs.IntVar(&c.Calls, "calls", 5000, "measured calls per hop/peer row and concurrency (payload rows make fewer: see docs/performance.md)")
 	fs.IntVar(&c.Warmup, "warmup", 200, "warm-up calls before each row (not measured)")
 	fs.IntVar(&c.AnchorRounds, "anchor-rounds", 5, "interleaved rounds of each front and its anchors for the CPU-per-call targets, --calls ÷ rounds calls each (0: the rows alone)")
 	conc := fs.String("concurrency", "1,4,64", "comma-separated concurrencies of the hop and peer rows")

@@ -98,7 +98,7 @@ func (r *report) find(key string, conc int) *row {
 	return nil
 }
 
-// targets computes the performance targets (README, Performance) from the
+// targets computes the performance targets (docs/performance.md, Performance) from the
 // rows of this run: every figure is a ratio against a baseline measured in
 // the same run, or a bound.
 func (r *report) targets() {

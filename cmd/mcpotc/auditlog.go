@@ -11,7 +11,7 @@ import (
 	"github.com/mcpotc/mcpotc/bridge/metrics"
 )
 
-// auditFlags are the audit log's flags, the same on both fronts (README,
+// auditFlags are the audit log's flags, the same on both fronts (docs/observability.md,
 // Audit log).
 type auditFlags struct {
 	path     string
@@ -22,7 +22,7 @@ type auditFlags struct {
 
 func registerAuditFlags(fs *flag.FlagSet) *auditFlags {
 	a := &auditFlags{}
-	fs.StringVar(&a.path, "audit-log", "", "write an audit log — one JSON line per tool call and per authorization event, never a token, secret or argument value — to this file, or to stderr (see README, Audit log)")
+	fs.StringVar(&a.path, "audit-log", "", "write an audit log — one JSON line per tool call and per authorization event, never a token, secret or argument value — to this file, or to stderr (see docs/observability.md, Audit log)")
 	fs.Int64Var(&a.maxBytes, "audit-log-max-bytes", audit.DefaultMaxBytes, fmt.Sprintf("rotate the --audit-log file before it would grow past this many bytes (at least %d)", audit.MinMaxBytes))
 	fs.IntVar(&a.keep, "audit-log-keep", audit.DefaultKeep, "rotated --audit-log files kept: FILE.1 (the newest) to FILE.N")
 	fs.BoolVar(&a.argNames, "audit-log-arg-names", false, "add the names of each call's arguments (never their values) to its --audit-log line")

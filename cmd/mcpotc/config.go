@@ -48,7 +48,7 @@ func (e *configError) Error() string {
 
 // problems collects every problem of a configuration — the config file and
 // the flags that name environment variables — so that one run reports them
-// all (README, Config errors). The zero value is ready to use.
+// all (docs/mcp-front.md, Config file). The zero value is ready to use.
 type problems struct {
 	list    []*configError
 	missing []string // unset environment variables, in the order met
@@ -348,7 +348,7 @@ func oneOf(file, key, value string, allowed ...string) error {
 }
 
 // networks reads CIDRs ("10.0.0.0/8", "fd00::/8") or single addresses
-// (a /32 or /128) for the OAuth dial guard's allowed networks (README,
+// (a /32 or /128) for the OAuth dial guard's allowed networks (docs/otc-front.md,
 // OAuth-protected MCP servers).
 func networks(list []string) ([]netip.Prefix, error) {
 	var out []netip.Prefix

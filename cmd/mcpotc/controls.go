@@ -18,7 +18,7 @@ import (
 	"github.com/mcpotc/mcpotc/mcp/front"
 )
 
-// The operator controls' keys (README, "Operator controls"), the same in
+// The operator controls' keys (docs/operations.md, Operator controls), the same in
 // both config files: "access" and "rate_limits" at the top, "tools" in an
 // upstream's (serve-mcp) or a server's (serve-otc) entry. Read here into
 // the values of package policy, which a reload rebuilds and swaps whole.

@@ -14,8 +14,8 @@ import (
 	"github.com/mcpotc/mcpotc/otc"
 )
 
-// identityFlags are serve-otc's flags of the trust model (README, Security
-// model): how per-user upstreams learn who their user is, and how the user
+// identityFlags are serve-otc's flags of the trust model (docs/security.md,
+// Security model): how per-user upstreams learn who their user is, and how the user
 // who completes an authorization proves to be that user.
 type identityFlags struct {
 	jwtUserClaim     *string

@@ -170,7 +170,7 @@ func TestCORS(t *testing.T) {
 			withCORS := startCommand(t, ctx, env, append(append(f.args, common...), "--cors-origin", app, "--cors-origin", "http://localhost:5173")...)
 			without := startCommand(t, ctx, env, append(f.args, common...)...)
 			if f.name == "serve-otc" {
-				// GET /tools is 503 until the sample server is listed (README, Start-up).
+				// GET /tools is 503 until the sample server is listed (docs/otc-front.md, Start-up).
 				for _, base := range []string{withCORS, without} {
 					deadline := time.Now().Add(15 * time.Second)
 					for send(t, "GET", base+"/ready", nil, "").status != http.StatusOK {

@@ -17,7 +17,7 @@ import (
 	"github.com/mcpotc/mcpotc/bridge/metrics"
 )
 
-// Reload without restart (README, Reload)
+// Reload without restart (docs/operations.md, Reload without restart)
 //
 // With --config, SIGHUP re-reads the file and, with --watch-config, so
 // does a change of its contents. The new configuration is checked as at
@@ -27,7 +27,7 @@ import (
 // decide is read once, at the start: a reload changes the file's part.
 
 // watchConfigUsage is the help of --watch-config, on both fronts.
-const watchConfigUsage = "re-read --config when its contents change, as SIGHUP does: upstreams added, removed or changed without a restart (see README, Reload)"
+const watchConfigUsage = "re-read --config when its contents change, as SIGHUP does: upstreams added, removed or changed without a restart (see docs/operations.md, Reload without restart)"
 
 // watchInterval is how often --watch-config reads the file; a change is
 // applied once two reads watchSettle apart agree (an editor that writes

@@ -207,7 +207,7 @@ func (m *Main) logFlags(fs *flag.FlagSet) func() (zerolog.Logger, error) {
 }
 
 // logger builds the logger for a command: zerolog to stderr, never stdout,
-// as JSON lines or, for a person at a terminal, as text (README, Logs).
+// as JSON lines or, for a person at a terminal, as text (docs/observability.md, Logs).
 func (m *Main) logger(level, format string) (zerolog.Logger, error) {
 	lvl, err := zerolog.ParseLevel(strings.ToLower(level))
 	if err != nil || level == "" {
@@ -374,7 +374,7 @@ func (m *Main) serveHTTPWith(ctx context.Context, log zerolog.Logger, addr strin
 }
 
 // metricsUsage is the help of --metrics-listen.
-const metricsUsage = "address of a listener of its own that serves Prometheus metrics at GET /metrics (off by default; see README, Observability)"
+const metricsUsage = "address of a listener of its own that serves Prometheus metrics at GET /metrics (off by default; see docs/observability.md, Metrics)"
 
 // serveMetrics serves mt at GET /metrics on addr, apart from the
 // protocol's listener, until ctx ends. It fails at once when addr cannot
@@ -394,7 +394,7 @@ func (m *Main) serveMetrics(ctx context.Context, log zerolog.Logger, addr string
 }
 
 // startTracing sets up the process's traces from the OTEL_* environment
-// (README, Observability): a no-op tracer when it asks for none. The
+// (docs/observability.md, Traces): a no-op tracer when it asks for none. The
 // returned stop flushes the spans still buffered, within shutdownGrace.
 func (m *Main) startTracing(ctx context.Context, log zerolog.Logger, service string) (trace.Tracer, func(), error) {
 	tp, shutdown, err := tracing.Setup(ctx, m.Getenv, service, buildVersion())

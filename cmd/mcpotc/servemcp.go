@@ -58,7 +58,7 @@ type otcServerConfig struct {
 	// the environment.
 	Headers map[string]string `json:"headers"`
 	// AcceptForwardedContext uses the OTC context an mcpotc OTC front
-	// forwards with a call (README, Round trips).
+	// forwards with a call (docs/mapping.md, Round trips).
 	AcceptForwardedContext bool `json:"accept_forwarded_context"`
 	// Tools override how some tools are shown, by their OTC name
 	// (controls.go).
@@ -74,7 +74,7 @@ func (l *stringList) String() string     { return strings.Join(*l, ",") }
 func (l *stringList) Set(s string) error { *l = append(*l, s); return nil }
 
 // stdioHint is printed to stderr when serve-mcp's stdin is a terminal.
-const stdioHint = "mcpotc serve-mcp speaks MCP (JSON-RPC) on stdin/stdout, for an MCP host that starts it (see README, Claude Desktop); " +
+const stdioHint = "mcpotc serve-mcp speaks MCP (JSON-RPC) on stdin/stdout, for an MCP host that starts it (see README, MCP front); " +
 	"to try it by hand, serve it over HTTP: mcpotc serve-mcp --transport http (then http://127.0.0.1:8090/mcp). Ctrl-D stops it."
 
 // serveMCPFlags are serve-mcp's flags as the command line gives them:
@@ -179,19 +179,19 @@ func (m *Main) parseServeMCP(args []string) (*serveMCPFlags, error) {
 	fs.Var(&f.otcURLs, "otc", "URL of an OTC tool server (repeatable); none and no --config: the built-in sample toolkit")
 	fs.Var(&f.headers, "header", "header 'Name: value' sent to the one --otc server, ${VAR} read from the environment (repeatable)")
 	fs.StringVar(&f.otcKeyEnv, "otc-api-key-env", "", "environment variable holding the API key of the one --otc server (sent in OXP-API-Key)")
-	fs.StringVar(&f.configPath, "config", "", "JSON config file with OTC upstreams (see README)")
+	fs.StringVar(&f.configPath, "config", "", "JSON config file with OTC upstreams (see docs/mcp-front.md, Config file)")
 	fs.StringVar(&f.transport, "transport", "stdio", "MCP transport: stdio, http (streamable HTTP at /mcp) or sse (legacy SSE at /sse)")
 	fs.StringVar(&f.listen, "listen", "127.0.0.1:8090", "address for the http and sse transports")
 	fs.StringVar(&f.dialect, "otc-dialect", "auto", "OTC dialect of --otc upstreams: auto, otc-1.0, oxp-1.0 or oxp-flat")
 	durationVar(fs, &f.callTimeout, "call-timeout", bridge.DefaultCallTimeout, "bound on each tool call (JSON-RPC -32001 when exceeded)")
 	durationVar(fs, &f.refresh, "refresh", bridge.DefaultRefresh, "how often upstream catalogs are listed again")
 	fs.StringVar(&f.inputErrors, "input-errors", "jsonrpc", "input validation failures as a JSON-RPC -32602 error (jsonrpc) or an isError result (result)")
-	fs.BoolVar(&f.acceptContext, "accept-otc-context", false, "use the OTC context (tokens, secrets, user id) an mcpotc OTC front forwards with a call, for --otc upstreams (see README, Round trips)")
+	fs.BoolVar(&f.acceptContext, "accept-otc-context", false, "use the OTC context (tokens, secrets, user id) an mcpotc OTC front forwards with a call, for --otc upstreams (see docs/mapping.md, Round trips)")
 	fs.StringVar(&f.bearerEnv, "bearer-token-env", "", "environment variable holding a bearer token that HTTP clients must send (http and sse transports)")
-	fs.Var(&f.oauthIssuers, "oauth-issuer", "an authorization server whose tokens HTTP clients must send: serve-mcp is an OAuth 2.1 protected resource (repeatable; see README)")
+	fs.Var(&f.oauthIssuers, "oauth-issuer", "an authorization server whose tokens HTTP clients must send: serve-mcp is an OAuth 2.1 protected resource (repeatable; see docs/mcp-front.md)")
 	fs.StringVar(&f.oauthResource, "oauth-resource", "", "the resource identifier tokens must be issued for (default: http://LISTEN/mcp)")
 	fs.Var(&f.oauthScopes, "oauth-scope", "a scope every token must grant (repeatable)")
-	fs.Var(&f.oauthForwarders, "oauth-forwarder", "an OAuth caller trusted to forward an OTC caller's context (accept_forwarded_context): its token's ISSUER#SUBJECT, or SUBJECT with one --oauth-issuer (repeatable; see README, Forwarded context)")
+	fs.Var(&f.oauthForwarders, "oauth-forwarder", "an OAuth caller trusted to forward an OTC caller's context (accept_forwarded_context): its token's ISSUER#SUBJECT, or SUBJECT with one --oauth-issuer (repeatable; see docs/mapping.md, Forwarded context)")
 	fs.StringVar(&f.introspectionURL, "oauth-introspection-url", "", "the authorization server's token introspection endpoint (RFC 7662), for opaque tokens (JWTs are checked against the issuers' keys)")
 	fs.StringVar(&f.oauthClientIDEnv, "oauth-client-id-env", "", "environment variable holding the client id serve-mcp authenticates with at the introspection endpoint")
 	fs.StringVar(&f.oauthClientSecretEnv, "oauth-client-secret-env", "", "environment variable holding that client's secret")
@@ -336,7 +336,7 @@ func (f *serveMCPFlags) resourceAuth(httpOpts *front.HTTPOptions) (*front.Resour
 
 // readMCPFrontSetup reads what the flags name — secrets in the
 // environment, the config file — into s, and reports every problem in one
-// error (README, Config errors).
+// error (docs/mcp-front.md, Config file).
 func (m *Main) readMCPFrontSetup(s *mcpFrontSetup, f *serveMCPFlags, log zerolog.Logger) error {
 	var p problems
 	if f.bearerEnv != "" {
@@ -368,7 +368,7 @@ func (m *Main) readMCPFrontSetup(s *mcpFrontSetup, f *serveMCPFlags, log zerolog
 
 // readMCPFrontUpstreams reads what the configuration decides — the OTC servers
 // of the config file and of --otc — into s.upstreams; problems go to p. It
-// runs at the start and at each reload (README, Reload).
+// runs at the start and at each reload (docs/operations.md, Reload without restart).
 func (m *Main) readMCPFrontUpstreams(p *problems, f *serveMCPFlags, s *mcpFrontSetup, log zerolog.Logger) {
 	var cfg mcpFrontConfig
 	if f.configPath != "" {
@@ -495,7 +495,7 @@ func (m *Main) runMCPFront(ctx context.Context, log zerolog.Logger, f *serveMCPF
 }
 
 // reloadMCPFront reads the config file again and has the front serve it
-// (README, Reload): its problems are those of the start.
+// (docs/operations.md, Reload without restart): its problems are those of the start.
 func (m *Main) reloadMCPFront(ctx context.Context, log zerolog.Logger, f *serveMCPFlags, s *mcpFrontSetup, front *bridge.MCPFront) error {
 	next := &mcpFrontSetup{dialect: s.dialect, resource: s.resource, bearer: s.bearer}
 	var p problems
@@ -621,7 +621,7 @@ func forwarder(issuers []string, name string) (front.Identity, error) {
 }
 
 // warnForwarding says at start who may forward an OTC caller's context
-// to the upstreams that accept it (README, Forwarded context), when that
+// to the upstreams that accept it (docs/mapping.md, Forwarded context), when that
 // is no one or anyone who can reach the listener.
 func warnForwarding(log zerolog.Logger, transport, listen string, bearer, oauth bool, forwarders int) {
 	switch {
@@ -660,8 +660,8 @@ func (l *prefixList) Set(s string) error {
 	return nil
 }
 
-// mcpHTTPOptions checks the HTTP flags of serve-mcp (README, serve-mcp
-// flags) and turns them into the front's options.
+// mcpHTTPOptions checks the HTTP flags of serve-mcp (docs/mcp-front.md,
+// MCP front) and turns them into the front's options.
 func mcpHTTPOptions(transport string, idleTTL time.Duration, maxSessions, maxPerClient int, stateless bool, bodyTimeout time.Duration, allowedHosts []string) (*front.HTTPOptions, error) {
 	switch {
 	case idleTTL < 0:
@@ -891,5 +891,5 @@ func startSample(ctx context.Context, log zerolog.Logger) (stop func(), up bridg
 
 // sampleUserID is the context.user_id sent to the built-in sample toolkit:
 // serve-mcp serves one local user, under whom the sample keeps the
-// authorization that user completes (README, The sample toolkit).
+// authorization that user completes (README, The sample OTC toolkit).
 const sampleUserID = "local-user"

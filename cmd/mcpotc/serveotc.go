@@ -37,7 +37,7 @@ type otcFrontConfig struct {
 }
 
 // hostServerKeys are keys MCP hosts write in a server entry that mcpotc has
-// no use for: ignored with a warning (README, Config file). Any other
+// no use for: ignored with a warning (docs/otc-front.md, Config file). Any other
 // unknown key is an error, so that a misspelt key is never silently lost.
 var hostServerKeys = []string{"autoApprove", "alwaysAllow", "disabledTools", "timeout", "description", "envFile", "dev", "gallery"}
 
@@ -141,7 +141,7 @@ type mcpServerConfig struct {
 	// Protocol is the MCP protocol era: auto (default), 2026-07-28 or
 	// 2025-11-25 (upstream.Config.Protocol).
 	Protocol string `json:"protocol"`
-	// OAuth makes the bridge an OAuth client of this url server (README,
+	// OAuth makes the bridge an OAuth client of this url server (docs/otc-front.md,
 	// OAuth-protected MCP servers).
 	OAuth *oauthConfig `json:"oauth"`
 	// Disabled skips the server, as MCP hosts do.
@@ -264,11 +264,11 @@ func (m *Main) parseServeOTC(args []string) (*serveOTCFlags, error) {
 	fs := m.flags("serve-otc", "[--listen 127.0.0.1:8080] [--config FILE] [--mcp URL]... [flags] [-- COMMAND [ARGS...]]")
 	f := &serveOTCFlags{}
 	fs.StringVar(&f.listen, "listen", "127.0.0.1:8080", "address to serve OTC on")
-	fs.StringVar(&f.configPath, "config", "", "JSON config file with an mcpServers object (see README)")
+	fs.StringVar(&f.configPath, "config", "", "JSON config file with an mcpServers object (see docs/otc-front.md, Config file)")
 	fs.Var(&f.mcpURLs, "mcp", "URL of an MCP server over streamable HTTP, or legacy SSE when the path ends in /sse (repeatable)")
 	fs.Var(&f.headers, "header", "header 'Name: value' sent to the one --mcp server, ${VAR} read from the environment (repeatable)")
 	fs.BoolVar(&f.forceSSE, "mcp-sse", false, "use the legacy SSE transport for every --mcp URL")
-	fs.BoolVar(&f.forwardContext, "forward-context", false, "send each call's OTC context (tokens, secrets, user id) to --mcp servers that are mcpotc MCP fronts (see README, Round trips)")
+	fs.BoolVar(&f.forwardContext, "forward-context", false, "send each call's OTC context (tokens, secrets, user id) to --mcp servers that are mcpotc MCP fronts (see docs/mapping.md, Round trips)")
 	fs.StringVar(&f.name, "name", "", "toolkit name of the '-- COMMAND' server (default: its serverInfo.name)")
 	durationVar(fs, &f.callTimeout, "call-timeout", 60*time.Second, "bound on each tool call")
 	fs.Int64Var(&f.maxMessage, "max-message-bytes", upstream.DefaultMaxMessageBytes, "bound on one message from an MCP server (a stdio line, an HTTP body or event); a longer answer fails its call")
@@ -413,7 +413,7 @@ func (s *otcFrontSetup) close() {
 
 // otcFrontSetup reads what the flags name — secrets in the environment,
 // the --state store, the config file — and reports every problem in one
-// error (README, Config errors).
+// error (docs/otc-front.md, Config file).
 func (m *Main) otcFrontSetup(f *serveOTCFlags, log zerolog.Logger) (*otcFrontSetup, error) {
 	s := &otcFrontSetup{server: otc.Options{IdempotencyTTL: f.idemTTL, IdempotencyMaxRunning: f.idemRunning, AllowedHosts: f.allowedHosts, AllowedOrigins: f.corsOrigins,
 		TrustedProxies: f.trustedProxies}}
@@ -442,7 +442,7 @@ func (m *Main) otcFrontSetup(f *serveOTCFlags, log zerolog.Logger) (*otcFrontSet
 // readOTCFrontUpstreams reads what the configuration decides — the MCP servers
 // of the config file, of --mcp and after -- (the built-in sample without
 // any) — into s.ups; problems go to p. It runs at the start and at each
-// reload (README, Reload), s.own read.
+// reload (docs/operations.md, Reload without restart), s.own read.
 func (m *Main) readOTCFrontUpstreams(p *problems, f *serveOTCFlags, s *otcFrontSetup, log zerolog.Logger) otcFrontConfig {
 	cfg := m.readMCPServers(p, f, s, log)
 	if len(p.list) > 0 {
@@ -450,7 +450,7 @@ func (m *Main) readOTCFrontUpstreams(p *problems, f *serveOTCFlags, s *otcFrontS
 	}
 	if len(f.command) > 0 {
 		// Named by --name or, once it answers, by its serverInfo.name:
-		// never by its command line (README, Logs).
+		// never by its command line (docs/observability.md, Logs).
 		s.ups = append(s.ups, bridge.MCPServer{Toolkit: f.name, Config: upstream.Config{Name: f.name, Command: f.command[0], Args: f.command[1:], CallTimeout: f.callTimeout}})
 	}
 	if len(s.ups) == 0 {
@@ -564,7 +564,7 @@ func (m *Main) runOTCFront(ctx context.Context, log zerolog.Logger, f *serveOTCF
 	warnUnverified(log, s.ups)
 	// The upstreams get a context that the signal does not end: they are
 	// closed by otcFront.Close below, once in-flight calls are done (or the
-	// grace ran out), not at the signal (README, OTC front).
+	// grace ran out), not at the signal (docs/otc-front.md, OTC front).
 	otcFront, err := bridge.NewOTCFront(context.WithoutCancel(ctx), s.ups, opts)
 	if err != nil {
 		return err
@@ -588,7 +588,7 @@ func (m *Main) runOTCFront(ctx context.Context, log zerolog.Logger, f *serveOTCF
 }
 
 // reloadOTCFront reads the config file again and has the front serve it
-// (README, Reload): its problems are those of the start; the front refuses
+// (docs/operations.md, Reload without restart): its problems are those of the start; the front refuses
 // what it cannot serve without a restart (the first server with oauth).
 func (m *Main) reloadOTCFront(ctx context.Context, log zerolog.Logger, f *serveOTCFlags, s *otcFrontSetup, front *bridge.OTCFront) error {
 	next := &otcFrontSetup{own: s.own}

@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// The per-server protocol key (README, serve-otc config): bad values and
+// The per-server protocol key (docs/otc-front.md, Config file): bad values and
 // a pin that cannot work are reported at start, with the key's place.
 func TestServeOTCProtocolChecked(t *testing.T) {
 	dir := t.TempDir()

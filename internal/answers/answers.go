@@ -2,7 +2,7 @@
 // key, for both fronts: serve-otc's call_id store (package otc) and
 // serve-mcp's idempotency_key store (package bridge). It is one bounded
 // store with a share per principal: no caller can flush the answers kept
-// for the others (README, Security model).
+// for the others (docs/security.md, Security model).
 //
 // An entry is running from Begin until Finish, then kept until its time
 // to live ends or it is evicted. Running entries are never evicted; their

@@ -2,8 +2,8 @@
 
 package e2e
 
-// The round-trip carriers cost only the chains that read them (README,
-// "Round trips"): server-filesystem reads a ~404 KB file
+// The round-trip carriers cost only the chains that read them (docs/mapping.md,
+// Round trips): server-filesystem reads a ~404 KB file
 //
 //	directly, over stdio                      the MCP result, as bytes
 //	through serve-otc, as a plain OTC client  at most 1.1 × the file's text

@@ -2,8 +2,8 @@
 
 package e2e
 
-// End-to-end tests of MCP tasks through the OTC front (README, "OTC front",
-// tasks): server-everything's simulate-research-query has
+// End-to-end tests of MCP tasks through the OTC front (docs/otc-front.md,
+// MCP tasks): server-everything's simulate-research-query has
 // execution.taskSupport "required"; serve-otc calls it task-augmented and
 // answers the OTC call with its result, or can_retry when the call timeout
 // passes first, after sending tasks/cancel upstream.

@@ -3,7 +3,7 @@
 package e2e
 
 // serve-mcp's authorization flow with 2026-07-28 hosts (issue 28,
-// deliverables 2 and 5; README, What MCP hosts see): the built binary with
+// deliverables 2 and 5; docs/mcp-front.md, What MCP hosts see): the built binary with
 // its built-in sample, whose Gmail_GetEmails challenges with a URL and a
 // check_url, and two real hosts that pin 2026-07-28 and let their SDK's
 // multi round-trip driver retry the call with the user's answer — the

@@ -3,8 +3,8 @@
 package e2e
 
 // serve-otc (the built binary) in front of MCP servers that stop a call to
-// have the user open a URL (issue 28, deliverables 3 and 4; README,
-// serve-otc, "MCP servers that ask the user to open a URL" and "Start-up"):
+// have the user open a URL (issue 28, deliverables 3 and 4; docs/otc-front.md,
+// MCP servers that ask the user to open a URL; docs/otc-front.md, Start-up):
 //
 //	TestE2EModernURLChallenge          a 2026-07-28-only TypeScript SDK 2.4.0 server
 //	                                   (testdata/mrtr_server.mjs: inputRequired.elicitUrl

@@ -3,8 +3,8 @@
 package e2e
 
 // serve-otc (the built binary) in front of real MCP servers of each
-// protocol era, over streamable HTTP and stdio (README, serve-otc,
-// "Protocol era"):
+// protocol era, over streamable HTTP and stdio (docs/otc-front.md,
+// Protocol era):
 //
 //	legacy-only  @modelcontextprotocol/sdk 1.32.2 (initialize only)
 //	modern-only  @modelcontextprotocol/server 2.4.0 with legacy: 'reject'

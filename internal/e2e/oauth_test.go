@@ -229,7 +229,7 @@ func TestOAuthSharedTypeScriptServer(t *testing.T) {
 		}
 	}
 	// An upstream waiting for its operator does not hold the tool list
-	// (README, Start-up): GET /tools answers, without its tools.
+	// (docs/otc-front.md, Start-up): GET /tools answers, without its tools.
 	if r := b.get(t, "/tools", map[string]string{"OXP-Version": "1.0"}, nil); r.Status != http.StatusOK || otcfShow(r.Body) != `{"items":[]}` {
 		t.Errorf("GET /tools while the operator has not authorized: %d %s", r.Status, otcfTrunc(r.Raw))
 	}

@@ -168,7 +168,7 @@ func otcfShow(v any) string {
 // --- matching JSON as data ----------------------------------------------------------
 
 // otcfMatch lists how got (decoded JSON) differs from want (wiretest.Like).
-// The round-trip carriers (README, Round trips) are extension members OTC
+// The round-trip carriers (docs/mapping.md, Round trips) are extension members OTC
 // clients ignore: tolerated; their content is asserted by the otc_front
 // conformance vectors and the chain tests.
 func otcfMatch(path string, want, got any) []string {
@@ -502,8 +502,8 @@ func (b *otcfBridge) waitTools(t *testing.T, want []string) {
 // {"items":T} with the header; a {"$schema":"otc://1.0"} body → the same as
 // the first with that $schema and every input_schema wrapped in
 // {"parameters": …}. T has no x-mcp-tool carrier; with Mcpotc-Carriers:
-// x-mcp the list is T with one in every input_schema (README, "Round
-// trips"), which is returned: the checks of the mapping read the MCP name
+// x-mcp the list is T with one in every input_schema (docs/mapping.md,
+// Round trips), which is returned: the checks of the mapping read the MCP name
 // there.
 func (b *otcfBridge) tools(t *testing.T) []any {
 	t.Helper()
@@ -1105,8 +1105,8 @@ func otcfCheckEverything(t *testing.T, b *otcfBridge, upstream string) {
 			})
 			// The retry with the same arguments takes the server's request
 			// path: an elicitation/create in URL mode during the call, which
-			// the bridge holds, answering the challenge (README, "MCP servers
-			// that ask the user to open a URL")…
+			// the bridge holds, answering the challenge (docs/otc-front.md,
+			// MCP servers that ask the user to open a URL)…
 			b.expect(t, d, urlReq, nil, 400, map[string]any{
 				"message":           "Authorization is required: open the authorization URL, then call the tool again",
 				"developer_message": "<string>",

@@ -2,16 +2,19 @@
 
 package e2e
 
-// TestREADME runs every example of README.md as it is written there (README,
-// Quick start: "Every example in this README is run by a test").
+// TestREADME runs every example of README.md and docs/*.md as it is
+// written there (README, Quick start: "Every example in this README and in
+// docs/ is run by a test").
 //
-// Each fenced block of the README is preceded by a marker line
+// Each fenced block of those pages is preceded by a marker line
 //
 //	<!-- readme-test: NAME -->
 //
-// and NAME is a check below. A block without a marker, a marker without a
-// check, and a check whose block is gone all fail the test, so no example
-// can be added, renamed or removed without this test following.
+// and NAME, unique across the pages, is a check below. A block without a
+// marker, a marker without a check, and a check whose block is gone all
+// fail the test (and TestDocsExamples, docs_test.go, which needs no build
+// tag), so no example can be added, renamed, moved or removed without this
+// test following. Messages name the page and line (docs/operations.md:61).
 //
 // Shell blocks run command by command with bash, in the module root, with
 // the mcpotc under test first on PATH (and Node's, for npx): a command
@@ -49,61 +52,6 @@ import (
 	"time"
 )
 
-// readmeBlock is one fenced block of README.md.
-type readmeBlock struct {
-	name string // from its marker
-	lang string // after the opening fence: sh, json, or none
-	text string
-	line int // of the opening fence, 1-based
-}
-
-const readmeMarker = "<!-- readme-test: "
-
-func readmeBlocks(t *testing.T, root string) []readmeBlock {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(root, "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var blocks []readmeBlock
-	var cur *readmeBlock
-	var body []string
-	pending, pendingLine := "", 0
-	for i, line := range strings.Split(string(b), "\n") {
-		n := i + 1
-		if cur != nil {
-			if strings.HasPrefix(line, "```") {
-				cur.text = strings.Join(body, "\n") + "\n"
-				blocks = append(blocks, *cur)
-				cur, body = nil, nil
-				continue
-			}
-			body = append(body, line)
-			continue
-		}
-		if name, ok := strings.CutPrefix(line, readmeMarker); ok {
-			pending, pendingLine = strings.TrimSuffix(strings.TrimSpace(name), " -->"), n
-			continue
-		}
-		if lang, ok := strings.CutPrefix(line, "```"); ok {
-			if pending == "" || pendingLine != n-1 {
-				t.Errorf("README.md:%d: a block without a %sNAME --> line right above it: every example needs a check in this test", n, readmeMarker)
-			}
-			cur = &readmeBlock{name: pending, lang: strings.TrimSpace(lang), line: n}
-			pending = ""
-			continue
-		}
-		if pending != "" && strings.TrimSpace(line) != "" {
-			t.Errorf("README.md:%d: marker %q is not right above a block", pendingLine, pending)
-			pending = ""
-		}
-	}
-	if cur != nil {
-		t.Fatalf("README.md:%d: block not closed", cur.line)
-	}
-	return blocks
-}
-
 // readmeEnv is what every check needs.
 type readmeEnv struct {
 	root  string   // the module root
@@ -116,7 +64,7 @@ type readmeEnv struct {
 }
 
 func (r *readmeEnv) note(b readmeBlock, format string, args ...any) {
-	r.notes = append(r.notes, fmt.Sprintf("%-22s README.md:%-4d %s", b.name, b.line, fmt.Sprintf(format, args...)))
+	r.notes = append(r.notes, fmt.Sprintf("%-22s %-26s %s", b.name, b.at(), fmt.Sprintf(format, args...)))
 }
 
 // readmeChecks maps each marker to what runs its block.
@@ -147,6 +95,7 @@ var readmeChecks = map[string]func(t *testing.T, r *readmeEnv, b readmeBlock){
 	"bench":                readmeBench,
 	"bench-output":         readmeBenchOutput,
 	"tests":                readmeTests,
+	"design-flow":          readmeDiagram,
 }
 
 func TestREADME(t *testing.T) {
@@ -173,19 +122,19 @@ func TestREADME(t *testing.T) {
 	if only != "" && os.Getenv("CI") != "" {
 		t.Fatal("MCPOTC_README_ONLY is set in CI: every README example must run")
 	}
+	byName := readmeMarkersOnce(t, blocks)
 	seen := map[string]bool{}
 	for _, b := range blocks {
-		if b.name == "" {
-			continue // reported by readmeBlocks
-		}
-		if seen[b.name] {
-			t.Errorf("README.md:%d: marker %q used twice", b.line, b.name)
-			continue
+		if b.name == "" || seen[b.name] {
+			continue // reported by readmeBlocks, readmeMarkersOnce
 		}
 		seen[b.name] = true
+		if byName[b.name].at() != b.at() {
+			continue
+		}
 		check := readmeChecks[b.name]
 		if check == nil {
-			t.Errorf("README.md:%d: marker %q has no check in internal/e2e/readme_test.go", b.line, b.name)
+			t.Errorf("%s: marker %q has no check in internal/e2e/readme_test.go", b.at(), b.name)
 			continue
 		}
 		if only != "" && !slices.Contains(strings.Split(only, ","), b.name) {
@@ -208,21 +157,17 @@ func TestREADME(t *testing.T) {
 	}
 	sort.Strings(unused)
 	if len(unused) > 0 {
-		t.Errorf("checks whose README block is gone (or lost its marker): %v", unused)
+		t.Errorf("checks whose block is gone from README.md and docs/*.md (or lost its marker): %v", unused)
 	}
 	readmeFlagsExist(t, r)
-	t.Logf("README examples (%d blocks):\n%s", len(blocks), strings.Join(r.notes, "\n"))
+	t.Logf("README examples (%d blocks, README.md and docs/*.md):\n%s", len(blocks), strings.Join(r.notes, "\n"))
 }
 
-// readmeFlagsExist fails when the README's prose or tables name a --flag
-// that no mcpotc command (nor the bench) defines: a renamed flag must take
-// the README with it.
+// readmeFlagsExist fails when the prose or tables of README.md or of a
+// page of docs/ name a --flag that no mcpotc command (nor the bench)
+// defines: a renamed flag must take the docs with it.
 func readmeFlagsExist(t *testing.T, r *readmeEnv) {
 	t.Helper()
-	readme, err := os.ReadFile(filepath.Join(r.root, "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	defined := map[string]bool{"help": true, "version": true}
 	flagLine := regexp.MustCompile(`(?m)^  --?([a-z0-9][a-z0-9-]*)`) // mcpotc writes --name, mcpotc-bench -name
 	helps := [][]string{{r.bin, "serve-mcp", "-h"}, {r.bin, "serve-otc", "-h"}, {r.bin, "sample-otc", "-h"}, {r.bin, "sample-mcp", "-h"}, {r.bin, "version", "-h"},
@@ -239,18 +184,25 @@ func readmeFlagsExist(t *testing.T, r *readmeEnv) {
 		t.Fatalf("could not read the flags from -h")
 	}
 	// A redis-server command line names its configuration directives as
-	// --flags (README, Running several replicas): not mcpotc's.
-	text := regexp.MustCompile(`(?m)^redis-server .*$`).ReplaceAllString(string(readme), "")
-	var unknown []string
-	for _, m := range regexp.MustCompile(`(?:^|[\s\x60(\[])--([a-z][a-z0-9-]+)`).FindAllStringSubmatch(text, -1) {
-		if !defined[m[1]] && !slices.Contains(unknown, m[1]) {
-			unknown = append(unknown, m[1])
+	// --flags (docs/operations.md, Running several replicas): not mcpotc's.
+	redisLine := regexp.MustCompile(`(?m)^redis-server .*$`)
+	flagRef := regexp.MustCompile(`(?:^|[\s\x60(\[])--([a-z][a-z0-9-]+)`)
+	for _, page := range docPages(t, r.root) {
+		b, err := os.ReadFile(filepath.Join(r.root, page))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var unknown []string
+		for _, m := range flagRef.FindAllStringSubmatch(redisLine.ReplaceAllString(string(b), ""), -1) {
+			if !defined[m[1]] && !slices.Contains(unknown, m[1]) {
+				unknown = append(unknown, m[1])
+			}
+		}
+		if len(unknown) > 0 {
+			t.Errorf("%s names flags no command defines: --%s", page, strings.Join(unknown, ", --"))
 		}
 	}
-	if len(unknown) > 0 {
-		t.Errorf("README.md names flags no command defines: --%s", strings.Join(unknown, ", --"))
-	}
-	r.notes = append(r.notes, fmt.Sprintf("%-22s every --flag the README names is defined by mcpotc or mcpotc-bench", "(all text)"))
+	r.notes = append(r.notes, fmt.Sprintf("%-22s %-26s every --flag the pages name is defined by mcpotc or mcpotc-bench", "(all text)", "README.md, docs/*.md"))
 }
 
 // readmePortFree fails when port is taken on 127.0.0.1 (by a leftover, or
@@ -278,8 +230,12 @@ type readmeCommand struct {
 	text string   // as written, continuation lines included
 	bg   bool     // it ends in " &"
 	want []string // the "# " lines under it
-	line int      // README line
+	file string   // its page
+	line int      // its line there
 }
+
+// at is the command's file:line, for messages.
+func (c readmeCommand) at() string { return fmt.Sprintf("%s:%d", c.file, c.line) }
 
 func readmeCommands(b readmeBlock) []readmeCommand {
 	var cmds []readmeCommand
@@ -294,7 +250,7 @@ func readmeCommands(b readmeBlock) []readmeCommand {
 		if strings.TrimSpace(line) == "" {
 			continue
 		}
-		c := readmeCommand{text: line, line: b.line + 1 + i}
+		c := readmeCommand{text: line, file: b.file, line: b.line + 1 + i}
 		for strings.HasSuffix(c.text, "\\") && i+1 < len(lines) {
 			i++
 			c.text += "\n" + lines[i]
@@ -325,7 +281,7 @@ type readmeShellOpts struct {
 func readmeShell(t *testing.T, r *readmeEnv, b readmeBlock, o readmeShellOpts) []string {
 	t.Helper()
 	if b.lang != "sh" {
-		t.Fatalf("README.md:%d: block %q is %q, want sh", b.line, b.name, b.lang)
+		t.Fatalf("%s: block %q is %q, want sh", b.at(), b.name, b.lang)
 	}
 	dir := o.dir
 	if dir == "" {
@@ -427,12 +383,12 @@ func readmeExpect(t *testing.T, c readmeCommand, out string, code int) {
 		}
 	}
 	if code != wantCode {
-		t.Errorf("README.md:%d: %s\nexit status %d, want %d; output:\n%s", c.line, c.text, code, wantCode, readmeTail(out))
+		t.Errorf("%s: %s\nexit status %d, want %d; output:\n%s", c.at(), c.text, code, wantCode, readmeTail(out))
 		return
 	}
 	if len(want) == 1 && (strings.HasPrefix(want[0], "{") || strings.HasPrefix(want[0], "[")) {
 		if err := readmeJSONLike(want[0], strings.TrimSpace(out)); err != nil {
-			t.Errorf("README.md:%d: %s\n%v\n got %s\nwant %s", c.line, c.text, err, readmeTail(out), want[0])
+			t.Errorf("%s: %s\n%v\n got %s\nwant %s", c.at(), c.text, err, readmeTail(out), want[0])
 		}
 		return
 	}
@@ -443,7 +399,7 @@ func readmeExpect(t *testing.T, c readmeCommand, out string, code int) {
 			i++
 		}
 		if i == len(got) {
-			t.Errorf("README.md:%d: %s\noutput lacks (in this order) %q; output:\n%s", c.line, c.text, w, readmeTail(out))
+			t.Errorf("%s: %s\noutput lacks (in this order) %q; output:\n%s", c.at(), c.text, w, readmeTail(out))
 			return
 		}
 		i++
@@ -541,14 +497,14 @@ func readmeControls(file, test, how string) func(t *testing.T, r *readmeEnv, b r
 func readmeTraceTree(t *testing.T, r *readmeEnv, b readmeBlock) {
 	lines := strings.Split(strings.TrimSpace(b.text), "\n")
 	if len(lines) != len(traceChain) {
-		t.Fatalf("README.md:%d: %d lines, want the %d spans TestTraceAcrossBothBridges checks", b.line, len(lines), len(traceChain))
+		t.Fatalf("%s: %d lines, want the %d spans TestTraceAcrossBothBridges checks", b.at(), len(lines), len(traceChain))
 	}
 	for i, line := range lines {
 		f := strings.Fields(strings.TrimLeft(line, "└─│ "))
 		s := traceChain[i]
 		got := strings.Join(f, " ")
 		if !strings.HasPrefix(got, s.name+" "+s.service+" "+s.kind) {
-			t.Errorf("README.md:%d: line %d is %q, want the span %s %s %s", b.line, i+1, line, s.name, s.service, s.kind)
+			t.Errorf("%s: line %d is %q, want the span %s %s %s", b.at(), i+1, line, s.name, s.service, s.kind)
 		}
 	}
 	r.note(b, "the spans TestTraceAcrossBothBridges receives, in order")
@@ -562,6 +518,31 @@ func readmePlain(t *testing.T, r *readmeEnv, b readmeBlock) {
 	}
 	readmeShell(t, r, b, readmeShellOpts{unset: unset})
 	r.note(b, "run as written; expected output compared")
+}
+
+// readmeDiagram checks a diagram of the code (docs/design.md): each
+// package it names (mcp/front, otc.Client's otc, bridge, mapping) is a
+// directory of the module, so that a package moved or renamed takes the
+// diagram with it.
+func readmeDiagram(t *testing.T, r *readmeEnv, b readmeBlock) {
+	var pkgs []string
+	for _, m := range regexp.MustCompile(`\b([a-z]+(?:/[a-z]+)*)(?:\.[A-Z][A-Za-z]*)?\b`).FindAllStringSubmatch(b.text, -1) {
+		word := m[1]
+		if !strings.Contains(m[0], "/") && !strings.Contains(m[0], ".") && word != "bridge" && word != "mapping" {
+			continue // a word of the diagram's prose
+		}
+		if slices.Contains(pkgs, word) {
+			continue
+		}
+		pkgs = append(pkgs, word)
+		if fi, err := os.Stat(filepath.Join(r.root, filepath.FromSlash(word))); err != nil || !fi.IsDir() {
+			t.Errorf("%s: the diagram names the package %s, which is not a directory of the module", b.at(), word)
+		}
+	}
+	if len(pkgs) < 5 {
+		t.Errorf("%s: the diagram names %d packages (%v), want each front's chain", b.at(), len(pkgs), pkgs)
+	}
+	r.note(b, "a diagram: each package it names (%s) is in the module", strings.Join(pkgs, ", "))
 }
 
 // The quick start: the MCP front on the sample toolkit, reached by an MCP
@@ -687,7 +668,7 @@ func readmeRelease(t *testing.T, r *readmeEnv, b readmeBlock) {
 func readmeSynopsis(command string) func(t *testing.T, r *readmeEnv, b readmeBlock) {
 	return func(t *testing.T, r *readmeEnv, b readmeBlock) {
 		if !strings.HasPrefix(b.text, "mcpotc "+command+" ") {
-			t.Fatalf("README.md:%d: the synopsis does not start with mcpotc %s", b.line, command)
+			t.Fatalf("%s: the synopsis does not start with mcpotc %s", b.at(), command)
 		}
 		documented := readmeFlagSet(regexp.MustCompile(`\[--([a-z0-9-]+)`).FindAllStringSubmatch(b.text, -1))
 		out, err := exec.Command(r.bin, command, "-h").CombinedOutput()
@@ -696,7 +677,7 @@ func readmeSynopsis(command string) func(t *testing.T, r *readmeEnv, b readmeBlo
 		}
 		defined := readmeFlagSet(regexp.MustCompile(`(?m)^  --?([a-z0-9][a-z0-9-]*)`).FindAllStringSubmatch(string(out), -1))
 		if !slices.Equal(documented, defined) {
-			t.Errorf("README.md:%d: the synopsis names %v\n%s -h defines %v", b.line, documented, command, defined)
+			t.Errorf("%s: the synopsis names %v\n%s -h defines %v", b.at(), documented, command, defined)
 		}
 		r.note(b, "synopsis: its %d flags are exactly those of `mcpotc %s -h`", len(defined), command)
 	}
@@ -726,11 +707,11 @@ func readmeClaudeDesktop(t *testing.T, r *readmeEnv, b readmeBlock) {
 		} `json:"mcpServers"`
 	}
 	if err := json.Unmarshal([]byte(b.text), &host); err != nil {
-		t.Fatalf("README.md:%d: %v", b.line, err)
+		t.Fatalf("%s: %v", b.at(), err)
 	}
 	s, ok := host.MCPServers["otc-tools"]
 	if !ok || s.Command != "/usr/local/bin/mcpotc" {
-		t.Fatalf("README.md:%d: no otc-tools server run by /usr/local/bin/mcpotc: %+v", b.line, host)
+		t.Fatalf("%s: no otc-tools server run by /usr/local/bin/mcpotc: %+v", b.at(), host)
 	}
 	args := slices.Clone(s.Args)
 	for i, a := range args {
@@ -767,10 +748,10 @@ func readmeSameJSON(t *testing.T, r *readmeEnv, b readmeBlock, file string) {
 		t.Fatal(err)
 	}
 	if err := json.Unmarshal([]byte(b.text), &fromREADME); err != nil {
-		t.Fatalf("README.md:%d: %v", b.line, err)
+		t.Fatalf("%s: %v", b.at(), err)
 	}
 	if !reflect.DeepEqual(fromFile, fromREADME) {
-		t.Errorf("README.md:%d: the block is not %s", b.line, file)
+		t.Errorf("%s: the block is not %s", b.at(), file)
 	}
 }
 
@@ -849,7 +830,7 @@ func readmeServeOTCConfig(t *testing.T, r *readmeEnv, b readmeBlock) {
 	r.note(b, "is testdata/config/serve-otc.json (as data); started from .ci/peers with GITHUB_MCP_TOKEN=placeholder: Everything's tools listed (deny honoured), github and notes (nothing there) down in /health")
 }
 
-// The audit log and reload examples (README, Audit log; Reload without
+// The audit log and reload examples (docs/observability.md, Audit log; Reload without
 // restart): run as written, in a directory of their own (they write
 // audit.log, servers.json and serve-otc.log there); serve-otc is ready
 // when /health answers 200.
@@ -920,20 +901,20 @@ func readmeServeOTCOAuth(t *testing.T, r *readmeEnv, b readmeBlock) {
 // bob opening alice's link.
 func readmeServeOTCPerUser(t *testing.T, r *readmeEnv, b readmeBlock) {
 	readmeSameJSON(t, r, b, "testdata/config/serve-otc-per-user.json")
-	readme, err := os.ReadFile(filepath.Join(r.root, "README.md"))
+	page, err := os.ReadFile(filepath.Join(r.root, b.file))
 	if err != nil {
 		t.Fatal(err)
 	}
-	after := strings.Join(strings.Split(string(readme), "\n")[b.line:], "\n")
+	after := strings.Join(strings.Split(string(page), "\n")[b.line:], "\n")
 	m := regexp.MustCompile("Run it with `([^`]+)`").FindStringSubmatch(after)
 	if m == nil {
-		t.Fatalf("README.md:%d: no \"Run it with `…`\" after the per-user example", b.line)
+		t.Fatalf("%s: no \"Run it with `…`\" after the per-user example", b.at())
 	}
 	command := strings.Join(strings.Fields(m[1]), " ")
 	const want = "OTC_API_KEY=… USERS_OIDC_SECRET=… mcpotc serve-otc --config testdata/config/serve-otc-per-user.json --api-key-env OTC_API_KEY " +
 		"--user-oidc-issuer http://127.0.0.1:9998/ --user-oidc-client-id mcpotc --user-oidc-client-secret-env USERS_OIDC_SECRET"
 	if command != want {
-		t.Fatalf("README.md: the per-user command is %q, the test runs %q", command, want)
+		t.Fatalf("%s: the per-user command is %q, the test runs %q", b.at(), command, want)
 	}
 	usersOPAt(t, "127.0.0.1:9998", "http://127.0.0.1:8080")
 	script := filepath.Join(r.peers, "@modelcontextprotocol", "sdk", "dist", "esm", "examples", "server", "simpleStreamableHttp.js")
@@ -1019,7 +1000,7 @@ func readmeBenchOutput(t *testing.T, r *readmeEnv, b readmeBlock) {
 	}
 	shown, printed := shape(b.text), shape(out[0])
 	if d := readmeLineDiff(shown, printed); d != "" {
-		t.Errorf("README.md:%d: the sample output is not what `go run ./cmd/mcpotc-bench` prints (# = a figure):\n%s", b.line, d)
+		t.Errorf("%s: the sample output is not what `go run ./cmd/mcpotc-bench` prints (# = a figure):\n%s", b.at(), d)
 		t.Logf("`go run ./cmd/mcpotc-bench` printed:\n%s", out[0])
 	}
 	r.note(b, "sample output: its %d lines are the lines `go run ./cmd/mcpotc-bench` prints, figures aside", len(shown))
@@ -1039,8 +1020,8 @@ func readmeBenchShape(line string) string {
 	return readmeFigure.ReplaceAllString(l, "#")
 }
 
-// readmeLineDiff lists the lines only one side has ("-": only in the
-// README, "+": only printed), or returns "".
+// readmeLineDiff lists the lines only one side has ("-": only in the page,
+// "+": only printed), or returns "".
 func readmeLineDiff(readme, printed []string) string {
 	count := func(lines []string) map[string]int {
 		m := map[string]int{}
@@ -1067,7 +1048,7 @@ func readmeLineDiff(readme, printed []string) string {
 func readmeTests(t *testing.T, r *readmeEnv, b readmeBlock) {
 	cmds := readmeCommands(b)
 	if len(cmds) != 2 {
-		t.Fatalf("README.md:%d: want go test and .ci/run, got %d commands", b.line, len(cmds))
+		t.Fatalf("%s: want go test and .ci/run, got %d commands", b.at(), len(cmds))
 	}
 	r.note(b, "`go test ./...`: %s", readmeByCI(t, r, "go test -race -count=1 ./..."))
 	r.note(b, "`bash .ci/run`: is CI itself, which runs this test")

@@ -2,9 +2,9 @@
 
 package e2e
 
-// TestScaleOut runs the README's reference deployment ("Running several
-// replicas"): a real redis-server, three serve-otc replicas started with
-// the README's command line and HAProxy with the README's configuration,
+// TestScaleOut runs the reference deployment of docs/operations.md, Running
+// several replicas: a real redis-server, three serve-otc replicas started
+// with its command line and HAProxy with its configuration,
 // on ports of its own, in front of one MCP server (the official Go SDK,
 // in this process) whose tool counts its executions. It prints its figures
 // (calls, executions, errors); .ci/run shows them in the step "scale-out".
@@ -102,7 +102,8 @@ func startRedis(t *testing.T) (url string, p *proc) {
 	return "redis://127.0.0.1:" + strconv.Itoa(port) + "/0", p
 }
 
-// readmeDeployment reads the README's "replicas" and "haproxy-cfg" blocks:
+// readmeDeployment reads the "replicas" and "haproxy-cfg" blocks (of
+// docs/operations.md; readmeBlocks reads every page):
 // the serve-otc and serve-mcp arguments (with $port, the Redis and the
 // upstreams' URLs to be replaced) and the HAProxy configuration.
 func readmeDeployment(t *testing.T, root string) (otcArgs, mcpArgs []string, haproxyCfg string) {
@@ -129,7 +130,7 @@ func readmeDeployment(t *testing.T, root string) (otcArgs, mcpArgs []string, hap
 		}
 	}
 	if otcArgs == nil || mcpArgs == nil || haproxyCfg == "" {
-		t.Fatalf("README.md: the blocks replicas (with an mcpotc serve-otc and an mcpotc serve-mcp line) and haproxy-cfg are gone")
+		t.Fatalf("docs/operations.md: the blocks replicas (with an mcpotc serve-otc and an mcpotc serve-mcp line) and haproxy-cfg are gone")
 	}
 	return otcArgs, mcpArgs, haproxyCfg
 }
@@ -140,7 +141,7 @@ func replaceAll(t *testing.T, what, s string, pairs ...string) string {
 	t.Helper()
 	for i := 0; i < len(pairs); i += 2 {
 		if !strings.Contains(s, pairs[i]) {
-			t.Fatalf("README.md, %s: %q is gone; TestScaleOut replaces it", what, pairs[i])
+			t.Fatalf("docs/operations.md, %s: %q is gone; TestScaleOut replaces it", what, pairs[i])
 		}
 		s = strings.ReplaceAll(s, pairs[i], pairs[i+1])
 	}
@@ -244,7 +245,7 @@ func TestScaleOut(t *testing.T) {
 		}
 		args = append(args, "--call-timeout", "3s")
 		if !strings.Contains(strings.Join(args, " "), redisURL) || !strings.Contains(strings.Join(args, " "), upURL) {
-			t.Fatalf("README.md, replicas: the serve-otc line no longer names redis://127.0.0.1:6379/0 and http://127.0.0.1:3000/mcp: %q", otcArgs)
+			t.Fatalf("docs/operations.md, replicas: the serve-otc line no longer names redis://127.0.0.1:6379/0 and http://127.0.0.1:3000/mcp: %q", otcArgs)
 		}
 		return &scaleReplica{p: startProcess(t, context.Background(), bin, args, nil), base: "http://127.0.0.1:" + port}
 	}
@@ -264,7 +265,7 @@ func TestScaleOut(t *testing.T) {
 			args = append(args, strings.NewReplacer("$port", port, "http://127.0.0.1:8080", "http://"+otcLB).Replace(a))
 		}
 		if j := strings.Join(args, " "); !strings.Contains(j, "http://"+otcLB) || !strings.Contains(j, "--session-key-env MCPOTC_SESSION_KEY") {
-			t.Fatalf("README.md, replicas: the serve-mcp line no longer names http://127.0.0.1:8080 and --session-key-env MCPOTC_SESSION_KEY: %q", mcpArgs)
+			t.Fatalf("docs/operations.md, replicas: the serve-mcp line no longer names http://127.0.0.1:8080 and --session-key-env MCPOTC_SESSION_KEY: %q", mcpArgs)
 		}
 		return &scaleReplica{p: startProcess(t, context.Background(), bin, append(args, "--log-format", "json"), []string{sessionKey}),
 			base: "http://127.0.0.1:" + port}

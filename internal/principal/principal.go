@@ -1,4 +1,4 @@
-// Package principal names who calls, once for both fronts (README,
+// Package principal names who calls, once for both fronts (docs/operations.md,
 // Operator controls, "Principals"): every per-caller bound and record —
 // rate limits, call_id and idempotency_key scopes, held calls, kept
 // resume states, pending authorizations, the audit log's principal and

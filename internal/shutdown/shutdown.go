@@ -1,5 +1,5 @@
 // Package shutdown names how the bridge ends the calls a shutdown's grace
-// cannot wait for (README, Operations: shutdown). At the grace's end the
+// cannot wait for (docs/mcp-front.md, MCP front; docs/otc-front.md, OTC front). At the grace's end the
 // server cancels every request's context with Cause as its cause; each
 // front turns a call ended so into an answer of its own that says the
 // bridge is shutting down, with Retry-After — serve-otc an OTC server error

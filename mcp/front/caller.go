@@ -10,8 +10,8 @@ import (
 	"github.com/mcpotc/mcpotc/internal/principal"
 )
 
-// Who sent a request (README, MCP front: "Principals", "Forwarded
-// context")
+// Who sent a request (docs/mcp-front.md,
+// Principals; docs/mapping.md, Forwarded context)
 //
 // Every request a Server serves carries its caller in its context: who the
 // transport says sent it, what its sessions count against, and whether it
@@ -68,8 +68,8 @@ func callerFrom(ctx context.Context) *caller {
 }
 
 // Forwarder reports whether the current request comes from the chain
-// peer: the caller trusted to pass on another caller's OTC context (see
-// the README, MCP front, "Forwarded context"). False when the request did
+// peer: the caller trusted to pass on another caller's OTC context (see docs/mapping.md,
+// Forwarded context). False when the request did
 // not arrive through a Server transport.
 func Forwarder(ctx context.Context) bool {
 	c := callerFrom(ctx)

@@ -58,7 +58,7 @@ type HTTPOptions struct {
 	AllowedHosts []string
 	// AllowedOrigins are browser origins ("https://app.example.com", or
 	// "*" for any) that the DNS-rebinding protection accepts in Origin:
-	// those a CORS setting admits (see the README, CORS). The CORS headers
+	// those a CORS setting admits (see docs/operations.md, CORS). The CORS headers
 	// themselves are not this handler's.
 	AllowedOrigins []string
 	// Health, when set, answers GET /health (before any bearer token is

@@ -88,8 +88,8 @@ func (id *Identity) legacyPrincipal() string {
 // with several, the issuer with "%" and "#" percent-encoded, then "#",
 // then the value ("https://as-b.example.com#u1"). The issuer part holds no
 // "#", so the first "#" ends it, and a value holding "#" or "%" cannot make
-// two names alike. "" when the token has no such claim. (The README, MCP
-// front, documents this as the user_id_from_token encoding.)
+// two names alike. "" when the token has no such claim. (docs/mcp-front.md,
+// Principals, documents this as the user_id_from_token encoding.)
 func (id *Identity) Name(claim string) string {
 	v := id.Subject
 	if claim == "client_id" {

@@ -5,7 +5,7 @@ import (
 	"sync"
 )
 
-// Token checks in flight, per client (README, Security model)
+// Token checks in flight, per client (docs/security.md, Security model)
 //
 // A token that is not cached yet is checked at the authorization server
 // (JWKS or introspection); those checks share bounds of their own (one key

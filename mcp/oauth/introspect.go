@@ -65,7 +65,7 @@ type TokenInfo struct {
 	Expiry   time.Time // zero: not said
 	// Claims are every member of the token (a JWT's claims, an
 	// introspection answer's members) as JSON decodes them, for access
-	// rules on claims such as groups (README, Operator controls). Nil:
+	// rules on claims such as groups (docs/operations.md, Operator controls). Nil:
 	// none read.
 	Claims map[string]any
 }

@@ -13,7 +13,7 @@ import (
 	mcpgo "github.com/mark3labs/mcp-go/mcp"
 )
 
-// Task-augmented tool calls (MCP 2025-11-25, "Tasks"; README, "OTC front").
+// Task-augmented tool calls (MCP 2025-11-25, "Tasks"; docs/otc-front.md, MCP tasks).
 //
 // A tool whose execution.taskSupport is "required" answers a plain
 // tools/call with -32601: it must be called with params.task. The server

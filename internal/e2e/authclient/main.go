@@ -203,8 +203,8 @@ func scenarioCalls(scenario string, sctx map[string]any) ([]plannedCall, error) 
 	return nil, nil
 }
 
-// otcName is an MCP tool name as serve-otc spells it in an OTC id (README,
-// "How MCP names become OTC ids"; names under 64 characters).
+// otcName is an MCP tool name as serve-otc spells it in an OTC id (docs/mapping.md,
+// How MCP names become OTC ids; names under 64 characters).
 func otcName(name string) string {
 	return strings.Map(func(r rune) rune {
 		if r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {

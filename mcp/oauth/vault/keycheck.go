@@ -31,7 +31,7 @@ type keyCheck struct {
 // (a new store, or one from before this record existed). A record that
 // does not open is ErrWrongKey: every token in the store would read as
 // absent, and every user would have to authorize again, so the caller
-// should refuse to start rather than go on (README, --token-key-env).
+// should refuse to start rather than go on (docs/otc-front.md, OAuth-protected MCP servers).
 func (v *Vault) CheckKey(ctx context.Context) error {
 	sealed, err := v.store.Get(ctx, keyCheckID)
 	switch {
