@@ -23,6 +23,7 @@ import (
 	"github.com/mcpotc/mcpotc/bridge/metrics"
 	"github.com/mcpotc/mcpotc/bridge/policy"
 	"github.com/mcpotc/mcpotc/bridge/tracing"
+	"github.com/mcpotc/mcpotc/bridge/webhooks"
 	"github.com/mcpotc/mcpotc/mapping"
 	"github.com/mcpotc/mcpotc/mcp/front"
 	"github.com/mcpotc/mcpotc/otc"
@@ -154,6 +155,10 @@ type MCPFrontOptions struct {
 	// the user accepted it (mcpfront_auth.go). Zero:
 	// DefaultAuthorizationWait; negative: check_url is asked once.
 	AuthorizationWait time.Duration
+	// Webhooks delivers the signed webhooks of task events to the
+	// operator's endpoints (bridge/webhooks; README, Webhooks): a task's
+	// change of state is Sent to it. Nil: none.
+	Webhooks *webhooks.Sender
 }
 
 // MCPFront serves the tools of OTC upstreams to MCP clients.

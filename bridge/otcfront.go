@@ -23,6 +23,7 @@ import (
 	"github.com/mcpotc/mcpotc/bridge/metrics"
 	"github.com/mcpotc/mcpotc/bridge/policy"
 	"github.com/mcpotc/mcpotc/bridge/tracing"
+	"github.com/mcpotc/mcpotc/bridge/webhooks"
 	"github.com/mcpotc/mcpotc/internal/callid"
 	"github.com/mcpotc/mcpotc/mapping"
 	"github.com/mcpotc/mcpotc/mcp/oauth"
@@ -118,6 +119,9 @@ type OTCFrontOptions struct {
 	// named in /health and the log, and its tools join when it connects.
 	// Zero: DefaultStartupWait; it never exceeds a server's init timeout.
 	StartupWait time.Duration
+	// Webhooks delivers the signed webhooks of task events to the
+	// operator's endpoints (bridge/webhooks; README, Webhooks). Nil: none.
+	Webhooks *webhooks.Sender
 }
 
 // ReadyCheckTimeout bounds each of OTCFrontOptions.Checks in one GET /ready.

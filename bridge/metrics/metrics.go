@@ -51,6 +51,7 @@ type Metrics struct {
 	oauth     *prometheus.CounterVec
 	limited   *prometheus.CounterVec
 	reloads   *prometheus.CounterVec
+	webhooks  *prometheus.CounterVec
 
 	mu       sync.Mutex
 	watchers []watcher
@@ -106,7 +107,10 @@ func New() *Metrics {
 	m.reloads = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "mcpotc_config_reloads_total", Help: "Configuration reloads (SIGHUP, --watch-config), by front and result (applied, refused).",
 	}, []string{"front", "result"})
-	m.reg.MustRegister(m.calls, m.server, m.client, m.refreshes, m.replays, m.oauth, m.limited, m.reloads, upstreamCollector{m},
+	m.webhooks = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "mcpotc_webhook_deliveries_total", Help: "Webhook messages and attempts, by endpoint (scheme, host and port), event and result (delivered, retried, failed, dropped).",
+	}, []string{"endpoint", "event", "result"})
+	m.reg.MustRegister(m.calls, m.server, m.client, m.refreshes, m.replays, m.oauth, m.limited, m.reloads, m.webhooks, upstreamCollector{m},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -178,6 +182,29 @@ const (
 func (m *Metrics) Reloaded(front, result string) {
 	if m != nil {
 		m.reloads.WithLabelValues(front, result).Inc()
+	}
+}
+
+// Results of a webhook message (see mcpotc_webhook_deliveries_total;
+// bridge/webhooks).
+const (
+	// WebhookDelivered: an attempt was answered 2xx (once a message).
+	WebhookDelivered = "delivered"
+	// WebhookRetried: an attempt failed and another is scheduled (once an
+	// attempt).
+	WebhookRetried = "retried"
+	// WebhookFailed: the last attempt failed (attempts or time spent).
+	WebhookFailed = "failed"
+	// WebhookDropped: never delivered, its queue (or the caller's share
+	// of it) full, or the sender closed before it was.
+	WebhookDropped = "dropped"
+)
+
+// Webhook records a webhook message's result at endpoint (its origin:
+// scheme, host and port, never a path or query) for event.
+func (m *Metrics) Webhook(endpoint, event, result string) {
+	if m != nil {
+		m.webhooks.WithLabelValues(endpoint, event, result).Inc()
 	}
 }
 

@@ -63,7 +63,7 @@ func TestMCPFrontConfigErrors(t *testing.T) {
 		http       bool
 		want       string
 	}{
-		{"unknown top key", `{"upstream":[]}`, nil, false, `config.json: upstream: unknown key: did you mean "upstreams"? (known: upstreams, access, rate_limits)`},
+		{"unknown top key", `{"upstream":[]}`, nil, false, `config.json: upstream: unknown key: did you mean "upstreams"? (known: upstreams, access, rate_limits, webhooks)`},
 		{"unknown nested key", `{"upstreams":[{"url":"http://h","api_key":"inline"}]}`, nil, false, `upstreams[0].api_key: unknown key`},
 		{"wrong type", `{"upstreams":[{"url":5}]}`, nil, false, `upstreams[0].url: want a string`},
 		{"not a list", `{"upstreams":{}}`, nil, false, `upstreams: want a list`},

@@ -17,7 +17,7 @@ func TestServeMCPGivenAServeOTCConfig(t *testing.T) {
 		{"VS Code's servers", `{"servers":{"fs":{"type":"stdio","command":"npx"}}}`,
 			"config.json: servers: this is a serve-otc configuration"},
 		{"a misspelt serve-mcp key", `{"upstream":[{"url":"http://127.0.0.1:8081"}]}`,
-			`config.json: upstream: unknown key: did you mean "upstreams"? (known: upstreams, access, rate_limits)`},
+			`config.json: upstream: unknown key: did you mean "upstreams"? (known: upstreams, access, rate_limits, webhooks)`},
 	} {
 		path := writeConfig(t, tc.body)
 		code, stdout, stderr := run(t, "serve-mcp", "--config", path)

@@ -19,6 +19,7 @@ import (
 	"github.com/mcpotc/mcpotc/bridge/audit"
 	"github.com/mcpotc/mcpotc/bridge/metrics"
 	"github.com/mcpotc/mcpotc/bridge/state"
+	"github.com/mcpotc/mcpotc/bridge/webhooks"
 	"github.com/mcpotc/mcpotc/internal/httpguard"
 	"github.com/mcpotc/mcpotc/mcp/front"
 	"github.com/mcpotc/mcpotc/mcp/oauth"
@@ -32,6 +33,8 @@ type mcpFrontConfig struct {
 	// The operator controls (controls.go).
 	Access     *[]accessRuleConfig `json:"access"`
 	RateLimits *rateLimitsConfig   `json:"rate_limits"`
+	// The webhook endpoints of task events (webhooks.go).
+	Webhooks *[]webhookConfig `json:"webhooks"`
 }
 
 // otcServerConfig is one OTC tool server in the config file. Secrets are
@@ -137,8 +140,9 @@ type mcpFrontSetup struct {
 	bearer    string              // --bearer-token-env's token; "" without
 	stateKeys [][]byte            // --request-state-key-env's keys, else --session-key-env's; nil without
 	upstreams []bridge.OTCServer
-	controls  *bridge.Controls // the config file's access and rate_limits; nil without
-	shared    *state.Redis     // --state; nil: this process's memory
+	controls  *bridge.Controls    // the config file's access and rate_limits; nil without
+	webhooks  []webhooks.Endpoint // the config file's webhooks; nil without
+	shared    *state.Redis        // --state; nil: this process's memory
 }
 
 // close closes what the setup opened: the --state client.
@@ -379,6 +383,7 @@ func (m *Main) readMCPFrontUpstreams(p *problems, f *serveMCPFlags, s *mcpFrontS
 		}
 		s.controls = controls(p, f.configPath, cfg.Access, cfg.RateLimits,
 			controlsFront{issuers: f.oauthIssuers, tokens: len(f.oauthIssuers) > 0, tokenFlag: "--oauth-issuer"})
+		s.webhooks = m.webhookEndpoints(p, f.configPath, cfg.Webhooks)
 	}
 	s.upstreams = m.otcServers(p, log, f.configPath, cfg.Upstreams, f.transport != "stdio")
 	for _, u := range f.otcURLs {
@@ -460,6 +465,11 @@ func (m *Main) runMCPFront(ctx context.Context, log zerolog.Logger, f *serveMCPF
 		return err
 	}
 	defer closeAudit(ctx, log, al)
+	wh, stopWebhooks, err := startWebhooks(ctx, log, mt, s.webhooks)
+	if err != nil {
+		return err
+	}
+	defer stopWebhooks()
 	mcpFront, err := bridge.NewMCPFront(ctx, upstreams, &bridge.MCPFrontOptions{
 		CallTimeout:         f.callTimeout,
 		Refresh:             f.refresh,
@@ -478,6 +488,7 @@ func (m *Main) runMCPFront(ctx context.Context, log zerolog.Logger, f *serveMCPF
 		PrivateList: s.resource != nil || s.bearer != "",
 		StateKeys:   s.stateKeys,
 		UsedStates:  usedStates(s.shared),
+		Webhooks:    wh,
 	})
 	if err != nil {
 		return err
@@ -506,6 +517,7 @@ func (m *Main) reloadMCPFront(ctx context.Context, log zerolog.Logger, f *serveM
 	if err := checkOTCUpstreams(log, f, next); err != nil {
 		return err
 	}
+	warnWebhooksChanged(log, s.webhooks, next.webhooks)
 	return front.Reload(ctx, bridge.MCPFrontConfig{Upstreams: next.upstreams, Controls: next.controls})
 }
 

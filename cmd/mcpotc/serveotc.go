@@ -18,6 +18,7 @@ import (
 	"github.com/mcpotc/mcpotc/bridge"
 	"github.com/mcpotc/mcpotc/bridge/metrics"
 	"github.com/mcpotc/mcpotc/bridge/state"
+	"github.com/mcpotc/mcpotc/bridge/webhooks"
 	"github.com/mcpotc/mcpotc/mcp/mcpsample"
 	"github.com/mcpotc/mcpotc/mcp/oauth"
 	"github.com/mcpotc/mcpotc/mcp/oauth/vault"
@@ -34,6 +35,8 @@ type otcFrontConfig struct {
 	// The operator controls (controls.go).
 	Access     *[]accessRuleConfig `json:"access"`
 	RateLimits *rateLimitsConfig   `json:"rate_limits"`
+	// The webhook endpoints of task events (webhooks.go).
+	Webhooks *[]webhookConfig `json:"webhooks"`
 }
 
 // hostServerKeys are keys MCP hosts write in a server entry that mcpotc has
@@ -101,8 +104,11 @@ func loadOTCFrontConfig(path string) (cfg otcFrontConfig, warning string, err er
 	if raw, ok := top["rate_limits"]; ok {
 		decodeStrict(&p, path, "rate_limits", raw, reflect.ValueOf(&cfg.RateLimits).Elem())
 	}
+	if raw, ok := top["webhooks"]; ok {
+		decodeStrict(&p, path, "webhooks", raw, reflect.ValueOf(&cfg.Webhooks).Elem())
+	}
 	for _, key := range sortedKeys(top) {
-		if key != "mcpServers" && key != "servers" && key != "access" && key != "rate_limits" {
+		if key != "mcpServers" && key != "servers" && key != "access" && key != "rate_limits" && key != "webhooks" {
 			ignored = append(ignored, key)
 		}
 	}
@@ -399,9 +405,10 @@ type otcFrontSetup struct {
 	// own are the variables that hold serve-otc's own secrets: kept from
 	// the children's environment.
 	own      []string
-	tokenKey []byte           // --token-key-env's key; nil without it
-	shared   *state.Redis     // --state; nil: this process's memory
-	controls *bridge.Controls // the config file's access and rate_limits; nil without
+	tokenKey []byte              // --token-key-env's key; nil without it
+	shared   *state.Redis        // --state; nil: this process's memory
+	controls *bridge.Controls    // the config file's access and rate_limits; nil without
+	webhooks []webhooks.Endpoint // the config file's webhooks; nil without
 }
 
 // close closes what the setup opened: the --state client.
@@ -426,6 +433,7 @@ func (m *Main) otcFrontSetup(f *serveOTCFlags, log zerolog.Logger) (*otcFrontSet
 	}
 	cfg := m.readOTCFrontUpstreams(&p, f, s, log)
 	s.controls = controls(&p, f.configPath, cfg.Access, cfg.RateLimits, controlsFront{otc: true, tokens: f.jwtSecretEnv != "", tokenFlag: "--jwt-secret-env"})
+	s.webhooks = m.webhookEndpoints(&p, f.configPath, cfg.Webhooks)
 	if err := p.err(); err != nil {
 		s.close()
 		return nil, err
@@ -557,6 +565,11 @@ func (m *Main) runOTCFront(ctx context.Context, log zerolog.Logger, f *serveOTCF
 		return err
 	}
 	defer closeAudit(ctx, log, opts.Audit)
+	var stopWebhooks func()
+	if opts.Webhooks, stopWebhooks, err = startWebhooks(ctx, log, opts.Metrics, s.webhooks); err != nil {
+		return err
+	}
+	defer stopWebhooks()
 	if err := m.otcFrontStores(ctx, f, s, opts); err != nil {
 		return err
 	}
@@ -595,9 +608,11 @@ func (m *Main) reloadOTCFront(ctx context.Context, log zerolog.Logger, f *serveO
 	var p problems
 	cfg := m.readOTCFrontUpstreams(&p, f, next, log)
 	ctl := controls(&p, f.configPath, cfg.Access, cfg.RateLimits, controlsFront{otc: true, tokens: f.jwtSecretEnv != "", tokenFlag: "--jwt-secret-env"})
+	next.webhooks = m.webhookEndpoints(&p, f.configPath, cfg.Webhooks)
 	if err := p.err(); err != nil {
 		return err
 	}
+	warnWebhooksChanged(log, s.webhooks, next.webhooks)
 	for _, u := range next.ups {
 		if bound := u.Config.CallTimeout + detachedCallGrace; bound > s.server.CallTimeout {
 			log.Warn().Str("upstream", u.Config.Name).Dur("call_timeout", u.Config.CallTimeout).
@@ -642,6 +657,14 @@ func (m *Main) otcFrontStores(ctx context.Context, f *serveOTCFlags, s *otcFront
 // through that env entry.
 func childUnsetenv(cfg otcFrontConfig, name string, own []string) []string {
 	out := slices.Clone(own)
+	if cfg.Webhooks != nil {
+		// The webhooks' secrets are serve-otc's own.
+		for _, w := range *cfg.Webhooks {
+			if w.SecretEnv != "" && !slices.Contains(out, w.SecretEnv) {
+				out = append(out, w.SecretEnv)
+			}
+		}
+	}
 	for n, c := range cfg.MCPServers {
 		if c.OAuth != nil {
 			// URL servers only: no child needs them.
