@@ -156,7 +156,7 @@ type MCPFrontOptions struct {
 	// DefaultAuthorizationWait; negative: check_url is asked once.
 	AuthorizationWait time.Duration
 	// Webhooks delivers the signed webhooks of task events to the
-	// operator's endpoints (bridge/webhooks; README, Webhooks): a task's
+	// operator's endpoints (bridge/webhooks; docs/long-running.md, Webhooks): a task's
 	// change of state is Sent to it. Nil: none.
 	Webhooks *webhooks.Sender
 }

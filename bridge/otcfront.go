@@ -120,7 +120,7 @@ type OTCFrontOptions struct {
 	// Zero: DefaultStartupWait; it never exceeds a server's init timeout.
 	StartupWait time.Duration
 	// Webhooks delivers the signed webhooks of task events to the
-	// operator's endpoints (bridge/webhooks; README, Webhooks). Nil: none.
+	// operator's endpoints (bridge/webhooks; docs/long-running.md, Webhooks). Nil: none.
 	Webhooks *webhooks.Sender
 }
 

@@ -1,5 +1,5 @@
 // Package webhooks delivers signed webhooks of task events to the
-// endpoints an operator configured (README, Webhooks): a task completed,
+// endpoints an operator configured (docs/long-running.md, Webhooks): a task completed,
 // failed, needs input, or was cancelled.
 //
 // Signing follows Standard Webhooks 1.0 (the standard-webhooks

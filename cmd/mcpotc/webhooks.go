@@ -13,7 +13,7 @@ import (
 	"github.com/mcpotc/mcpotc/bridge/webhooks"
 )
 
-// The "webhooks" key, the same in both config files (README, Webhooks):
+// The "webhooks" key, the same in both config files (docs/long-running.md, Webhooks):
 // the endpoints that get signed deliveries of task events
 // (bridge/webhooks).
 

@@ -84,18 +84,22 @@ var readmeChecks = map[string]func(t *testing.T, r *readmeEnv, b readmeBlock){
 	"serve-otc-per-user":   readmeServeOTCPerUser,
 	"replicas":             readmeScaleOut,
 	"controls-mcp-config":  readmeControls("testdata/config/serve-mcp-controls.json", "TestControlsMCPFrontOIDC", "its upstream on a free port, the issuer one of two zitadel/oidc OPs"),
-	"controls-otc-config":  readmeControls("testdata/config/serve-otc-controls.json", "TestControlsOTCFrontJWT", "on a free port, with HS256 JWT callers"),
-	"haproxy-cfg":          readmeScaleOut,
-	"serve-mcp-oauth":      readmePlain,
-	"cors":                 readmePlain,
-	"metrics":              readmePlain,
-	"audit-log":            readmeOperator,
-	"reload":               readmeOperator,
-	"trace-tree":           readmeTraceTree,
-	"bench":                readmeBench,
-	"bench-output":         readmeBenchOutput,
-	"tests":                readmeTests,
-	"design-flow":          readmeDiagram,
+	"webhooks-config": func(t *testing.T, r *readmeEnv, b readmeBlock) {
+		readmeSameJSON(t, r, b, "testdata/config/serve-mcp-webhooks.json")
+		r.note(b, "is testdata/config/serve-mcp-webhooks.json (as data), which cmd/mcpotc TestWebhooksConfigExamples loads")
+	},
+	"controls-otc-config": readmeControls("testdata/config/serve-otc-controls.json", "TestControlsOTCFrontJWT", "on a free port, with HS256 JWT callers"),
+	"haproxy-cfg":         readmeScaleOut,
+	"serve-mcp-oauth":     readmePlain,
+	"cors":                readmePlain,
+	"metrics":             readmePlain,
+	"audit-log":           readmeOperator,
+	"reload":              readmeOperator,
+	"trace-tree":          readmeTraceTree,
+	"bench":               readmeBench,
+	"bench-output":        readmeBenchOutput,
+	"tests":               readmeTests,
+	"design-flow":         readmeDiagram,
 }
 
 func TestREADME(t *testing.T) {
