@@ -62,7 +62,7 @@ func TestEncodeBounds(t *testing.T) {
 	if len(b) > MaxLineBytes {
 		t.Fatalf("line of %d bytes, over %d", len(b), MaxLineBytes)
 	}
-	if strings.Count(string(b), "\n") != 1 || strings.ContainsAny(string(b[:len(b)-1]), "\r\x00\u2028\u202e\u0085\U000e0001\x85") {
+	if strings.Count(string(b), "\n") != 1 || strings.ContainsAny(string(b[:len(b)-1]), "\r\x00\u2028\u202e\u0085\U000e0001") {
 		t.Fatalf("control characters in the line: %q", b[:200])
 	}
 	var got line

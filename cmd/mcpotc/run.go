@@ -286,7 +286,7 @@ func (m *Main) serveHTTP(ctx context.Context, log zerolog.Logger, addr string, h
 }
 
 // shutdownFunc shuts srv down within ctx's deadline (the grace); endCalls
-// ends the calls of the requests still running with shutdown.Cause, so
+// ends the calls of the requests still running with shutdown.ErrShutdown, so
 // that each is answered "shutting down" (internal/shutdown).
 type shutdownFunc func(ctx context.Context, srv *http.Server, endCalls func()) error
 
@@ -327,7 +327,7 @@ func draining(log zerolog.Logger, delay time.Duration, drain func(), next shutdo
 
 // serveHTTPWith is serveHTTP with a shutdown of the caller's (the MCP
 // transports close their streams and sessions themselves). Every request's
-// context descends from one that endCalls ends with shutdown.Cause
+// context descends from one that endCalls ends with shutdown.ErrShutdown
 // (shutdown.Base), and so does every call detached from one.
 func (m *Main) serveHTTPWith(ctx context.Context, log zerolog.Logger, addr string, h http.Handler, what string, stop shutdownFunc) error {
 	ln, err := net.Listen("tcp", addr)

@@ -51,7 +51,7 @@ func TestE2EChainCallIDScopedPerCaller(t *testing.T) {
 			t.Fatalf("%s's call: %d %s", who, r.Status, otcfTrunc(r.Raw))
 		}
 	}
-	seen := map[string]int{}
+	var seen map[string]int
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		lines, _ := otcfLogLines(sample.Stderr())

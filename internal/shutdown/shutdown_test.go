@@ -8,7 +8,7 @@ import (
 
 // A detached call outlives its caller but not the shutdown: after the
 // request's context ended (the client left), ending the Base ends the
-// detached context with Cause.
+// detached context with ErrShutdown.
 func TestDetachEndsOnlyWithTheShutdown(t *testing.T) {
 	base, end := Base()
 	req, leave := context.WithCancel(base)
@@ -23,8 +23,8 @@ func TestDetachEndsOnlyWithTheShutdown(t *testing.T) {
 	}
 	end()
 	<-d.Done()
-	if !Is(d) || !errors.Is(context.Cause(d), Cause) {
-		t.Errorf("after the shutdown: detached %v (cause %v), want Cause", d.Err(), context.Cause(d))
+	if !Is(d) || !errors.Is(context.Cause(d), ErrShutdown) {
+		t.Errorf("after the shutdown: detached %v (cause %v), want ErrShutdown", d.Err(), context.Cause(d))
 	}
 
 	// Without a Base: detached from the end of ctx only.

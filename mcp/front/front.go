@@ -419,7 +419,7 @@ var errClientCancelled = fmt.Errorf("mcp front: the client cancelled the request
 // errFrontShutdown is the cause of a call ended by a shutdown: the
 // grace of HTTPHandler.Shutdown or Options.StdioGrace ran out. The call is
 // answered with CodeShuttingDown (internal/shutdown).
-var errFrontShutdown = fmt.Errorf("mcp front: %w: %w", shutdown.Cause, context.Canceled)
+var errFrontShutdown = fmt.Errorf("mcp front: %w: %w", shutdown.ErrShutdown, context.Canceled)
 
 // CodeShuttingDown answers a call that a shutdown ended before it finished
 // (implementation-defined, -32000…-32099; not a code an SDK reserves, see
