@@ -14,8 +14,8 @@ import (
 
 	mcpgo "github.com/mark3labs/mcp-go/mcp"
 
-	"github.com/mcpotc/mcpotc/internal/shutdown"
 	"github.com/mcpotc/mcpotc/internal/jsonscan"
+	"github.com/mcpotc/mcpotc/internal/shutdown"
 )
 
 // CodeRequestTimeout reports a call that got no answer in time. It is
