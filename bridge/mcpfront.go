@@ -154,6 +154,9 @@ type MCPFrontOptions struct {
 	// the user accepted it (mcpfront_auth.go). Zero:
 	// DefaultAuthorizationWait; negative: check_url is asked once.
 	AuthorizationWait time.Duration
+	// Tasks configure MCP tasks (mcptasks.go; README, Long-running
+	// calls). Zero: the defaults.
+	Tasks TaskOptions
 }
 
 // MCPFront serves the tools of OTC upstreams to MCP clients.
@@ -227,6 +230,8 @@ type frontTool struct {
 	// ownIdemKey: the tool's input schema declares IdempotencyKeyArg, an
 	// argument of its own then, passed on as it is.
 	ownIdemKey bool
+	// task is when its calls become MCP tasks (mcptasks.go).
+	task front.TaskPolicy
 }
 
 // NewMCPFront lists every upstream once and fails when two of them expose
@@ -277,6 +282,7 @@ func NewMCPFront(ctx context.Context, upstreams []OTCServer, opts *MCPFrontOptio
 	private := f.opts.PrivateList || slices.ContainsFunc(upstreams, func(u OTCServer) bool { return u.UserIDFromToken })
 	f.front = front.New("mcpotc", f.opts.Version, &front.Options{Logger: slogLogger(f.log), OnCallRefused: f.frontRefused, Visibility: f.ctl.load().mcpVisibility,
 		Starting: f.starting, ListTTL: f.opts.Refresh, PrivateList: private, StateKeys: f.opts.StateKeys, UsedStates: f.opts.UsedStates})
+	f.setTasks()
 	f.opts.Metrics.Watch(metrics.FrontMCP, f.upstreamMetrics)
 	if err := f.refresh(ctx, true); err != nil {
 		return nil, err
@@ -633,6 +639,7 @@ func latestTools(u *otcServerEntry, defs []otc.ToolDefinition) (map[string]*fron
 		if overridden {
 			ft.Tool.Name = name // a tool restored from an OTC front is named by its carrier otherwise
 			ft.Tool.Title = cmp.Or(o.Title, ft.Tool.Title)
+			ft.setTaskPolicy(o.Task)
 		}
 		for _, v := range versions {
 			ft.versions[exactID(v)] = v
