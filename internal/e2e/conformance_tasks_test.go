@@ -3,14 +3,18 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mcpotc/mcpotc/otc"
 	"github.com/mcpotc/mcpotc/otc/otcsample"
@@ -40,14 +44,18 @@ const tasksSkipped = "tasks-status-notifications"
 // that ask the user a form question (confirm_delete, multi_input,
 // test_tool_with_task) have no OTC counterpart yet — an OTC tool asks for
 // nothing but an authorization (issue 38, item 2).
-var tasksExpected = map[string][]string{}
+var tasksExpected = map[string][]string{
+	"tasks-mrtr-input":            {"sep-2663-tasks-get-status-input-required", "tasks-mrtr-partial-fulfillment", "tasks-mrtr-tasks-update-resumes"},
+	"tasks-dispatch-and-envelope": {"tasks-result-type-complete-on-non-task-responses"}, // its last step calls confirm_delete
+	"tasks-mrtr-composition":      {"sep-2663-mrtr-synchronous-before-task-creation"},
+}
 
 func TestConformanceTasks(t *testing.T) {
 	otcSrv, err := otc.NewHandler(otcsample.TaskFixtures(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	upstream := httptest.NewServer(otcSrv)
+	upstream := httptest.NewServer(protocolErrors(otcSrv))
 	defer upstream.Close()
 	config := filepath.Join(t.TempDir(), "serve-mcp.json")
 	if err := os.WriteFile(config, []byte(fmt.Sprintf(`{"upstreams": [{"name": "tasks", "url": %q, "tools": {
@@ -88,4 +96,25 @@ func TestConformanceTasks(t *testing.T) {
 		}
 		t.Logf("  %-32s  %s", r.scenario, res)
 	}
+}
+
+// protocolErrors is h, except that a call of protocol_error_job is
+// answered, after a second, as a gateway in front of a crashed OTC server
+// would: 502 with no OTC answer. serve-mcp answers such a call with a
+// JSON-RPC error, so its task fails (an OTC tool's own error is a tool
+// error: a completed task with isError).
+func protocolErrors(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		if bytes.Contains(body, []byte(`"Tasks.protocol_error_job@`)) {
+			select {
+			case <-time.After(time.Second):
+			case <-r.Context().Done():
+			}
+			http.Error(w, "bad gateway: the tool server crashed", http.StatusBadGateway)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
