@@ -125,8 +125,13 @@ func TestTaskAfterThresholdGetCancel(t *testing.T) {
 	id2 := taskIDOf(t, f.HandleMessage(ctx, request(6, "tools/call", `{"name":"hang","arguments":{},`+taskMetaExt+`}`)))
 	sameJSON(t, f.HandleMessage(ctx, request(7, "tasks/cancel", `{"taskId":"`+id2+`",`+taskMetaExt+`}`)),
 		`{"jsonrpc":"2.0","id":7,"result":{"resultType":"complete",`+taskServer+`}}`)
-	if cause := <-sawCancel; cause != errTaskCancelled {
-		t.Errorf("the handler's context ended with %v, want the task's cancel", cause)
+	select {
+	case cause := <-sawCancel:
+		if cause != errTaskCancelled {
+			t.Errorf("the handler's context ended with %v, want the task's cancel", cause)
+		}
+	case <-time.After(wait):
+		t.Fatal("tasks/cancel did not end the handler's context")
 	}
 	if r := endOf(t, ended); r.Status != TaskCancelled {
 		t.Errorf("the task ended %s, want cancelled", r.Status)
