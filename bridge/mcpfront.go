@@ -159,6 +159,8 @@ type MCPFrontOptions struct {
 	// operator's endpoints (bridge/webhooks; docs/long-running.md, Webhooks): a task's
 	// change of state is Sent to it. Nil: none.
 	Webhooks *webhooks.Sender
+	// Tasks configure MCP tasks (mcptasks.go; docs/long-running.md). Zero: the defaults.
+	Tasks TaskOptions
 }
 
 // MCPFront serves the tools of OTC upstreams to MCP clients.
@@ -232,6 +234,8 @@ type frontTool struct {
 	// ownIdemKey: the tool's input schema declares IdempotencyKeyArg, an
 	// argument of its own then, passed on as it is.
 	ownIdemKey bool
+	// task is when its calls become MCP tasks (mcptasks.go).
+	task front.TaskPolicy
 }
 
 // NewMCPFront lists every upstream once and fails when two of them expose
@@ -282,6 +286,7 @@ func NewMCPFront(ctx context.Context, upstreams []OTCServer, opts *MCPFrontOptio
 	private := f.opts.PrivateList || slices.ContainsFunc(upstreams, func(u OTCServer) bool { return u.UserIDFromToken })
 	f.front = front.New("mcpotc", f.opts.Version, &front.Options{Logger: slogLogger(f.log), OnCallRefused: f.frontRefused, Visibility: f.ctl.load().mcpVisibility,
 		Starting: f.starting, ListTTL: f.opts.Refresh, PrivateList: private, StateKeys: f.opts.StateKeys, UsedStates: f.opts.UsedStates})
+	f.setTasks()
 	f.opts.Metrics.Watch(metrics.FrontMCP, f.upstreamMetrics)
 	if err := f.refresh(ctx, true); err != nil {
 		return nil, err
@@ -638,6 +643,7 @@ func latestTools(u *otcServerEntry, defs []otc.ToolDefinition) (map[string]*fron
 		if overridden {
 			ft.Tool.Name = name // a tool restored from an OTC front is named by its carrier otherwise
 			ft.Tool.Title = cmp.Or(o.Title, ft.Tool.Title)
+			ft.setTaskPolicy(o.Task)
 		}
 		for _, v := range versions {
 			ft.versions[exactID(v)] = v

@@ -13,6 +13,11 @@ type Override struct {
 	// Hidden takes the tool out of the catalog: it is neither listed nor
 	// called, for any caller.
 	Hidden bool
+	// Task is when a call of the tool becomes an MCP task (serve-mcp;
+	// docs/long-running.md, MCP tasks): "never", "always", "required" (only
+	// as a task), or a duration ("2s": after that long without an
+	// answer). Empty: the front's default (--task-after).
+	Task string
 }
 
 // Overrides are an upstream's overrides, by the name the upstream lists

@@ -79,6 +79,9 @@ type toolOverrideConfig struct {
 	Title       string `json:"title"`
 	Description string `json:"description"`
 	Hidden      bool   `json:"hidden"`
+	// Task is when the tool's calls become MCP tasks (serve-mcp):
+	// "never", "always", "required" or a duration.
+	Task string `json:"task"`
 }
 
 // mcpToolName is the shape of an MCP tool name (MCP 2025-11-25, Tools:
@@ -202,8 +205,11 @@ func overrides(p *problems, file, key string, tools map[string]toolOverrideConfi
 		case o.Hidden && (o.Name != "" || o.Title != "" || o.Description != ""):
 			p.add(file, k, "hidden takes the tool out of the catalog: name, title and description do not apply")
 			continue
-		case !o.Hidden && o.Name == "" && o.Title == "" && o.Description == "":
-			p.add(file, k, "changes nothing: give name, title, description or hidden")
+		case !o.Hidden && o.Name == "" && o.Title == "" && o.Description == "" && o.Task == "":
+			p.add(file, k, "changes nothing: give name, title, description, task or hidden")
+			continue
+		case o.Task != "" && !validTaskPolicy(o.Task):
+			p.add(file, k+".task", fmt.Sprintf("%q is not a task policy: give never, always, required or a duration such as 2s", o.Task))
 			continue
 		case o.Name != "" && !mcpToolName.MatchString(prefix+o.Name):
 			p.add(file, k+".name", fmt.Sprintf("%q is not a tool name (1 to 128 letters, digits, _, - and ., the prefix included)", o.Name))
@@ -216,7 +222,7 @@ func overrides(p *problems, file, key string, tools map[string]toolOverrideConfi
 			}
 			renamed[o.Name] = name
 		}
-		out[name] = policy.Override{Name: o.Name, Title: o.Title, Description: o.Description, Hidden: o.Hidden}
+		out[name] = policy.Override{Name: o.Name, Title: o.Title, Description: o.Description, Hidden: o.Hidden, Task: o.Task}
 	}
 	return out
 }
@@ -254,4 +260,19 @@ func (m *Main) openState(p *problems, url, passwordEnv string, log zerolog.Logge
 		return nil
 	}
 	return r
+}
+
+// validTaskPolicy reports whether s is a tool override's task.
+func validTaskPolicy(s string) bool {
+	_, ok := bridge.ParseTaskPolicy(s)
+	return ok
+}
+
+// taskOptions are serve-mcp's MCP task options from its flags: after 0
+// makes only tools whose override says so tasks.
+func taskOptions(after, ttl time.Duration) bridge.TaskOptions {
+	if after == 0 {
+		after = -1
+	}
+	return bridge.TaskOptions{After: after, TTL: ttl}
 }

@@ -143,3 +143,30 @@ func TestServeMCPStateFlags(t *testing.T) {
 		}
 	}
 }
+
+// The tasks example of docs/long-running.md (testdata/config/serve-mcp-tasks.json,
+// checked there by the README test) is a valid serve-mcp configuration, each
+// tool's "task" read as the docs say.
+func TestMCPFrontTasksConfigExample(t *testing.T) {
+	var cfg mcpFrontConfig
+	if err := loadMCPFrontConfig("../../testdata/config/serve-mcp-tasks.json", &cfg); err != nil {
+		t.Fatal(err)
+	}
+	var p problems
+	got := overrides(&p, "serve-mcp-tasks.json", "upstreams[0].tools", cfg.Upstreams[0].Tools, "")
+	if err := p.err(); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"greet": "never", "slow_compute": "always", "failing_job": "required", "report": "30s"}
+	if len(got) != len(want) {
+		t.Fatalf("overrides: %+v, want %v", got, want)
+	}
+	for name, task := range want {
+		if got[name].Task != task {
+			t.Errorf("%s: task %q, want %q", name, got[name].Task, task)
+		}
+	}
+	if validTaskPolicy("soon") {
+		t.Error(`"soon" is taken for a task policy`)
+	}
+}

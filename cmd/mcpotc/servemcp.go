@@ -119,6 +119,8 @@ type serveMCPFlags struct {
 	allowedHosts         allowedHostList
 	corsOrigins          corsOriginList
 	startupWait          time.Duration
+	taskAfter            time.Duration
+	taskTTL              time.Duration
 	drainDelay           time.Duration
 	metricsListen        string
 	stateURL             string
@@ -213,6 +215,8 @@ func (m *Main) parseServeMCP(args []string) (*serveMCPFlags, error) {
 	durationVar(fs, &f.bodyTimeout, "body-timeout", front.DefaultBodyTimeout, "bound on receiving a request body; a slower one gets 408 (http and sse transports)")
 	fs.Var(&f.allowedHosts, "allowed-host", allowedHostUsage)
 	fs.Var(&f.corsOrigins, "cors-origin", corsOriginUsage)
+	durationVar(fs, &f.taskAfter, "task-after", front.DefaultTaskAfter, "how long a tools/call may go unanswered before a host that declares MCP tasks is given a task handle (0: never, unless a tool's \"task\" override says so)")
+	durationVar(fs, &f.taskTTL, "task-ttl", front.DefaultTaskTTL, "how long an MCP task and its result are kept (ttlMs)")
 	durationVar(fs, &f.startupWait, "startup-wait", bridge.DefaultStartupWait, "at start, how long a call of a tool not served yet is answered \"starting, retry\" (-32007) rather than \"not found\" while an OTC server was never listed")
 	durationVar(fs, &f.drainDelay, "drain-delay", 0, "at SIGTERM, how long GET /ready answers 503 before the server stops taking requests (http and sse transports)")
 	fs.StringVar(&f.metricsListen, "metrics-listen", "", metricsUsage)
@@ -275,6 +279,9 @@ func (f *serveMCPFlags) checkValues() error {
 	}
 	if f.startupWait <= 0 {
 		return fmt.Errorf("%w: --startup-wait must be positive", errUsage)
+	}
+	if f.taskAfter < 0 || f.taskTTL <= 0 {
+		return fmt.Errorf("%w: --task-after must not be negative and --task-ttl must be positive", errUsage)
 	}
 	for _, err := range []error{
 		needs(f.set, f.transport != "stdio", "--transport http or sse (stdio serves on stdin/stdout)",
@@ -483,6 +490,7 @@ func (m *Main) runMCPFront(ctx context.Context, log zerolog.Logger, f *serveMCPF
 		Audit:               al,
 		AuditArgNames:       f.audit.argNames,
 		StartupWait:         f.startupWait,
+		Tasks:               taskOptions(f.taskAfter, f.taskTTL),
 		// A caller-identified front's list must not be shared across
 		// authorization contexts (cacheScope "private").
 		PrivateList: s.resource != nil || s.bearer != "",

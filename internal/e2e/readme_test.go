@@ -88,6 +88,10 @@ var readmeChecks = map[string]func(t *testing.T, r *readmeEnv, b readmeBlock){
 		readmeSameJSON(t, r, b, "testdata/config/serve-mcp-webhooks.json")
 		r.note(b, "is testdata/config/serve-mcp-webhooks.json (as data), which cmd/mcpotc TestWebhooksConfigExamples loads")
 	},
+	"tasks-config": func(t *testing.T, r *readmeEnv, b readmeBlock) {
+		readmeSameJSON(t, r, b, "testdata/config/serve-mcp-tasks.json")
+		r.note(b, "is testdata/config/serve-mcp-tasks.json (as data), which cmd/mcpotc TestMCPFrontTasksConfigExample loads")
+	},
 	"controls-otc-config": readmeControls("testdata/config/serve-otc-controls.json", "TestControlsOTCFrontJWT", "on a free port, with HS256 JWT callers"),
 	"haproxy-cfg":         readmeScaleOut,
 	"serve-mcp-oauth":     readmePlain,

@@ -163,6 +163,7 @@ type Server struct {
 	listMeta      json.RawMessage // tools/list's ttlMs and cacheScope (2026-07-28)
 	sealer        *inputSealer    // requestStates (inputstate.go)
 	usedStates    UsedStateStore  // the requestStates used (usedstates.go)
+	tasks         *tasks          // nil: tasks are off (SetTasks, tasks.go)
 
 	setMu   sync.Mutex // serializes SetCatalog
 	cat     atomic.Pointer[catalog]
@@ -478,6 +479,8 @@ func (f *Server) serve(ctx context.Context, m *message, x *exchange) []byte {
 		return f.call(ctx, m, x)
 	case mcpgo.MethodSubscriptionsListen:
 		return f.listen(ctx, m, x)
+	case "tasks/get", "tasks/update", "tasks/cancel", "tasks/result", "tasks/list":
+		return f.taskMethod(ctx, m, x)
 	case mcpgo.MethodSetLogLevel:
 		return f.answer(m, nil, &RPCError{Code: mcpgo.METHOD_NOT_FOUND, Message: "logging not supported"})
 	case mcpgo.MethodResourcesList, mcpgo.MethodResourcesTemplatesList, mcpgo.MethodResourcesRead,
@@ -544,11 +547,15 @@ func (f *Server) initialize(m *message, x *exchange) (any, *RPCError) {
 		x.p.version, x.p.caps = version, &p.Capabilities
 		x.p.mu.Unlock()
 	}
-	return mcpgo.InitializeResult{
+	res := mcpgo.InitializeResult{
 		ProtocolVersion: version,
 		Capabilities:    serverCapabilities,
 		ServerInfo:      mcpgo.Implementation{Name: f.name, Version: f.version},
-	}, nil
+	}
+	if f.tasks != nil {
+		return f.withLegacyTasks(res), nil
+	}
+	return res, nil
 }
 
 // serverCapabilities are the front's: tools, whose list changes.
@@ -607,12 +614,10 @@ func (f *Server) call(ctx context.Context, m *message, x *exchange) []byte {
 		}
 		return f.refuse(ctx, m, req, kind, unknownTool(req.Params.Name, suggest(ctx, cat, req.Params.Name)))
 	}
-	if t.Tool.Execution != nil && t.Tool.Execution.TaskSupport == mcpgo.TaskSupportRequired {
-		// The front declares no tasks capability (MCP 2025-11-25, Tasks):
-		// a tool that can only run as a task cannot run here. A task
-		// augmentation of any other tool (params.task) is ignored.
-		return f.refuse(ctx, m, req, RefusedTask, &RPCError{Code: mcpgo.METHOD_NOT_FOUND,
-			Message: fmt.Sprintf("tool '%s' requires task augmentation (taskSupport %q), which this server does not support", req.Params.Name, mcpgo.TaskSupportRequired)})
+	if failure := f.taskGate(m, x, t); failure != nil {
+		// A tool that runs only as a task, for a client that cannot take
+		// one (tasks.go); without tasks (SetTasks), params.task is ignored.
+		return f.refuse(ctx, m, req, RefusedTask, failure)
 	}
 	if x.modern != nil {
 		// A retry answering an input_required result (inputstate.go).
@@ -634,7 +639,10 @@ func (f *Server) call(ctx context.Context, m *message, x *exchange) []byte {
 		x.calls.begin(key, cancel)
 		defer x.calls.end(key)
 	}
-	res, err := runHandler(ctx, t.Handler, req)
+	res, err, taskFrame := f.runCall(ctx, m, x, t, req) // as a task, perhaps (tasks.go)
+	if taskFrame != nil {
+		return taskFrame
+	}
 	if x.stream && errors.Is(context.Cause(ctx), errClientCancelled) {
 		return nil
 	}

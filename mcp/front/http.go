@@ -680,6 +680,9 @@ func (h *HTTPHandler) modernPost(r *http.Request, m *message, headerVersion stri
 		if err := mcpgo.ValidateStandardHeaders(r.Header.Get, metaVersion, mcpgo.MCPMethod(m.method), m.params); err != nil {
 			return nil, protocolError(err)
 		}
+		if failure := taskNameHeader(m.method, m.params, lookupHeader(r.Header)); failure != nil {
+			return nil, failure
+		}
 		if m.method == string(mcpgo.MethodToolsCall) {
 			// A tool the caller may not see is not one the front serves.
 			name := toolName(m.params)

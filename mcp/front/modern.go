@@ -71,7 +71,7 @@ func (f *Server) discover(x *exchange) json.RawMessage {
 		Capabilities      mcpgo.ServerCapabilities `json:"capabilities"`
 		TTLMs             int64                    `json:"ttlMs"`
 		CacheScope        string                   `json:"cacheScope"`
-	}{supportedVersions, serverCapabilities, 0, "private"})
+	}{supportedVersions, f.discoverCapabilities(), 0, "private"})
 	return f.modernResult(json.RawMessage(b), "", nil)
 }
 
