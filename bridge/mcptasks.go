@@ -1,10 +1,13 @@
 package bridge
 
 import (
+	"context"
+	"encoding/json"
 	"time"
 
 	mcpgo "github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/mcpotc/mcpotc/bridge/webhooks"
 	"github.com/mcpotc/mcpotc/mcp/front"
 )
 
@@ -51,7 +54,36 @@ func (f *MCPFront) setTasks() {
 	}
 	f.front.SetTasks(&front.TaskOptions{Store: o.Store, After: after, TTL: o.TTL, PollInterval: o.PollInterval,
 		MaxTasks: o.MaxTasks, MaxTasksPerPrincipal: o.MaxTasksPerPrincipal, MaxTaskBytes: o.MaxBytes, MaxTaskBytesPerPrincipal: o.MaxBytesPerPrincipal,
-		Policy: f.taskPolicy})
+		Policy: f.taskPolicy, OnTaskStatus: f.taskStatus})
+}
+
+// taskStatus sends the webhook of a task's new status (docs/long-running.md,
+// Webhooks): input_required, and its end. The event names the task, its
+// tool, its times and whether its result is a tool error; the principal
+// only bounds its share of the queue, never sent.
+func (f *MCPFront) taskStatus(t *front.TaskRecord) {
+	if f.opts.Webhooks == nil {
+		return
+	}
+	ev := webhooks.Event{TaskID: t.ID, Tool: t.Tool, CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt, Share: t.Principal}
+	switch t.Status {
+	case front.TaskCompleted:
+		ev.Type = webhooks.TaskCompleted
+		var r struct {
+			IsError bool `json:"isError"`
+		}
+		_ = json.Unmarshal(t.Result, &r)
+		ev.IsError = r.IsError
+	case front.TaskFailed:
+		ev.Type = webhooks.TaskFailed
+	case front.TaskInputRequired:
+		ev.Type = webhooks.TaskInputRequired
+	case front.TaskCancelled:
+		ev.Type = webhooks.TaskCancelled
+	default:
+		return
+	}
+	f.opts.Webhooks.Send(context.Background(), ev)
 }
 
 // taskPolicy is the tool name's: its override's, else After's.
