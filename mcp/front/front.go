@@ -639,7 +639,7 @@ func (f *Server) call(ctx context.Context, m *message, x *exchange) []byte {
 		x.calls.begin(key, cancel)
 		defer x.calls.end(key)
 	}
-	res, err, taskFrame := f.runCall(ctx, m, x, t, req) // as a task, perhaps (tasks.go)
+	res, taskFrame, err := f.runCall(ctx, m, x, t, req) // as a task, perhaps (tasks.go)
 	if taskFrame != nil {
 		return taskFrame
 	}

@@ -249,23 +249,23 @@ func (f *Server) taskGate(m *message, x *exchange, t *Tool) *RPCError {
 // can take a task and the tool's policy says so, as a task: then the
 // frame (CreateTaskResult, or a refusal) is returned, and res and err are
 // unused.
-func (f *Server) runCall(ctx context.Context, m *message, x *exchange, t *Tool, req mcpgo.CallToolRequest) (*mcpgo.CallToolResult, error, []byte) {
+func (f *Server) runCall(ctx context.Context, m *message, x *exchange, t *Tool, req mcpgo.CallToolRequest) (*mcpgo.CallToolResult, []byte, error) {
 	ts := f.tasks
 	if ts == nil {
 		res, err := runHandler(ctx, t.Handler, req)
-		return res, err, nil
+		return res, nil, err
 	}
 	legacy := x.modern == nil && legacyTaskParam(m.params) != nil
 	if !legacy && !taskCapable(x) {
 		res, err := runHandler(ctx, t.Handler, req)
-		return res, err, nil
+		return res, nil, err
 	}
 	wait := time.Duration(0)
 	if !legacy {
 		switch p := ts.policy(t.Tool.Name); p.Mode {
 		case TaskNever:
 			res, err := runHandler(ctx, t.Handler, req)
-			return res, err, nil
+			return res, nil, err
 		case TaskAfter:
 			wait = p.After
 		}
@@ -289,7 +289,7 @@ func (f *Server) runCall(ctx context.Context, m *message, x *exchange, t *Tool, 
 			timer.Stop()
 			stop()
 			hcancel(nil)
-			return a.res, a.err, nil
+			return a.res, nil, a.err
 		case <-timer.C:
 		}
 	}
@@ -301,7 +301,7 @@ func (f *Server) runCall(ctx context.Context, m *message, x *exchange, t *Tool, 
 	rec, failure := ts.create(ctx, t.Tool.Name, legacy, m.params)
 	if failure != nil {
 		hcancel(failure)
-		return nil, nil, f.answer(m, nil, failure)
+		return nil, f.answer(m, nil, failure), nil
 	}
 	run := &taskRun{cancel: hcancel, ctx: hctx, tool: t, req: req}
 	ts.track(rec, run)
@@ -309,7 +309,7 @@ func (f *Server) runCall(ctx context.Context, m *message, x *exchange, t *Tool, 
 		a := <-done
 		f.taskEnded(rec.Principal, rec.ID, run, a.res, a.err)
 	}()
-	return nil, nil, f.answer(m, f.createTaskResult(rec), nil)
+	return nil, f.answer(m, f.createTaskResult(rec), nil), nil
 }
 
 // create stores a new working task of the caller of ctx.
