@@ -92,18 +92,19 @@ var readmeChecks = map[string]func(t *testing.T, r *readmeEnv, b readmeBlock){
 		readmeSameJSON(t, r, b, "testdata/config/serve-mcp-tasks.json")
 		r.note(b, "is testdata/config/serve-mcp-tasks.json (as data), which cmd/mcpotc TestMCPFrontTasksConfigExample loads")
 	},
-	"controls-otc-config": readmeControls("testdata/config/serve-otc-controls.json", "TestControlsOTCFrontJWT", "on a free port, with HS256 JWT callers"),
-	"haproxy-cfg":         readmeScaleOut,
-	"serve-mcp-oauth":     readmePlain,
-	"cors":                readmePlain,
-	"metrics":             readmePlain,
-	"audit-log":           readmeOperator,
-	"reload":              readmeOperator,
-	"trace-tree":          readmeTraceTree,
-	"bench":               readmeBench,
-	"bench-output":        readmeBenchOutput,
-	"tests":               readmeTests,
-	"design-flow":         readmeDiagram,
+	"conformance-next-table": readmeConformanceTable,
+	"controls-otc-config":    readmeControls("testdata/config/serve-otc-controls.json", "TestControlsOTCFrontJWT", "on a free port, with HS256 JWT callers"),
+	"haproxy-cfg":            readmeScaleOut,
+	"serve-mcp-oauth":        readmePlain,
+	"cors":                   readmePlain,
+	"metrics":                readmePlain,
+	"audit-log":              readmeOperator,
+	"reload":                 readmeOperator,
+	"trace-tree":             readmeTraceTree,
+	"bench":                  readmeBench,
+	"bench-output":           readmeBenchOutput,
+	"tests":                  readmeTests,
+	"design-flow":            readmeDiagram,
 }
 
 func TestREADME(t *testing.T) {
@@ -1060,4 +1061,42 @@ func readmeTests(t *testing.T, r *readmeEnv, b readmeBlock) {
 	}
 	r.note(b, "`go test ./...`: %s", readmeByCI(t, r, "go test -race -count=1 ./..."))
 	r.note(b, "`bash .ci/run`: is CI itself, which runs this test")
+}
+
+// readmeConformanceTable: the 2026-07-28 conformance table in docs/tests.md
+// is the one TestConformanceNext prints: each "listed FAIL" row is a
+// scenario of testdata/conformance-next/expected-failures.txt failing
+// exactly the checks listed there, each PASS row a scenario the file does
+// not list, and every listed scenario has its row.
+func readmeConformanceTable(t *testing.T, r *readmeEnv, b readmeBlock) {
+	expected := readNextExpected(t)
+	seen := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(b.text), "\n")[1:] {
+		f := strings.Fields(line)
+		if len(f) < 3 {
+			t.Errorf("%s: a row of fewer than three fields: %q", b.at(), line)
+			continue
+		}
+		key := f[0] + " " + f[1]
+		seen[key] = true
+		want, listed := expected[key]
+		switch {
+		case f[2] == "listed":
+			got := strings.Split(f[len(f)-1], ",")
+			slices.Sort(got)
+			if !listed || !slices.Equal(got, want.checks) {
+				t.Errorf("%s: %s is listed FAIL %v; %s lists %v", b.at(), key, got, nextExpectedFile, want.checks)
+			}
+		case f[2] == "PASS" && listed:
+			t.Errorf("%s: %s passes but %s lists it", b.at(), key, nextExpectedFile)
+		case f[2] != "PASS":
+			t.Errorf("%s: %s: %q is neither PASS nor listed FAIL", b.at(), key, f[2])
+		}
+	}
+	for key := range expected {
+		if !seen[key] {
+			t.Errorf("%s: no row for %s, which %s lists", b.at(), key, nextExpectedFile)
+		}
+	}
+	r.note(b, "each row held to %s (%d listed)", nextExpectedFile, len(expected))
 }
