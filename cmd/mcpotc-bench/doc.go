@@ -16,7 +16,7 @@
 // its anchors (an httputil.ReverseProxy hop and a framework-free JSON-RPC
 // hop) is measured apart from the rows, in --anchor-rounds interleaved
 // rounds whose order turns, so that the machine's drift falls on all
-// three alike (anchors.go). The OTC front's anchors (--only otc-anchors,
+// three alike (anchors.go). The OTC front's anchors (--only otc-anchors, left out of a run without --only,
 // otcanchors.go) are measured the same way: serve-otc --mcp against an
 // httputil.ReverseProxy carrying the same MCP calls to the same MCP echo
 // server over streamable HTTP, and serve-otc -- sample-mcp against a
