@@ -15,6 +15,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -126,6 +127,34 @@ func (r nextResult) String() string {
 
 // runNextScenario runs one scenario at nextSpec's wire and reads the
 // checks.json it wrote.
+// nextWorkers is how many scenarios run at once: each is a runner process
+// of its own (its own ports, its own serve-otc on the client side), and
+// most of a scenario's time is Node starting and the peers waiting on
+// each other, so two at a time halve the step on 2 cores.
+const nextWorkers = 2
+
+// runNextScenarios runs each scenario as runNextScenario does, nextWorkers
+// at a time, and returns their results in the scenarios' order.
+func runNextScenarios(t *testing.T, scenarios []string, side string, args ...string) []nextResult {
+	t.Helper()
+	results := make([]nextResult, len(scenarios))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range nextWorkers {
+		wg.Go(func() {
+			for i := range next {
+				results[i] = runNextScenario(t, side, scenarios[i], args...)
+			}
+		})
+	}
+	for i := range scenarios {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return results
+}
+
 func runNextScenario(t *testing.T, side, scenario string, args ...string) nextResult {
 	t.Helper()
 	return runNextScenarioAt(t, nextSpec, side, scenario, args...)
@@ -268,8 +297,8 @@ func TestConformanceNext(t *testing.T) {
 	}
 
 	t.Setenv("MCPOTC_BIN", bin)
-	for _, s := range clientScenarios {
-		check("client", s, runNextScenario(t, "client", s, "--command", client))
+	for i, r := range runNextScenarios(t, clientScenarios, "client", "--command", client) {
+		check("client", clientScenarios[i], r)
 	}
 
 	// sse-retry (SEP-1699) is a 2025-11-25 scenario, gone from 2026-07-28
@@ -296,8 +325,8 @@ func TestConformanceNext(t *testing.T) {
 		defer cancel()
 		front := startBridge(t, ctx, "http", []string{"--config", config}, nil)
 		chainWaitMCPTools(t, ctx, front.url, len(conformanceFixtureTools))
-		for _, s := range serverScenarios {
-			check("server", s, runNextScenario(t, "server", s, "--url", front.url))
+		for i, r := range runNextScenarios(t, serverScenarios, "server", "--url", front.url) {
+			check("server", serverScenarios[i], r)
 		}
 	}
 
