@@ -818,7 +818,10 @@ func readmeServeOTCConfig(t *testing.T, r *readmeEnv, b readmeBlock) {
 	deadline := time.Now().Add(2 * time.Minute)
 	var tools string
 	for {
-		p.waitHTTP(t, "http://127.0.0.1:8080/health", time.Until(deadline))
+		// /health stays 503 while github (no such host here) and notes
+		// (nothing listens) are down: what is waited for is everything's
+		// tools in GET /tools.
+		p.waitListening(t, "http://127.0.0.1:8080/health", time.Until(deadline))
 		_, _, tools = httpDo(t, http.MethodGet, "http://127.0.0.1:8080/tools", "", nil)
 		if strings.Contains(tools, `"Everything.get_sum@`) || time.Now().After(deadline) {
 			break
