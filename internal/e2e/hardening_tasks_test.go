@@ -300,9 +300,9 @@ func tasksE2ERawCall(t *testing.T, p *proc, id int, params map[string]any) map[s
 // TestE2EHardeningTasksChainExecution: server-everything → serve-otc →
 // serve-mcp lists simulate-research-query with the execution object the
 // server lists (compared as data, the whole tool too); the chain refuses a
-// plain call -32601, as "required" says, and ignores params.task (it
-// declares no tasks capability), so a task-augmented call is refused
-// alike rather than run on mcp-go's task store.
+// plain call -32601, as "required" says; a task-augmented call (2025-11-25
+// params.task) is a task of serve-mcp's (docs/long-running.md, MCP tasks),
+// whose tasks/result is the research the server made once.
 func TestE2EHardeningTasksChainExecution(t *testing.T) {
 	t.Parallel()
 	node, everything := nodeBin(t), peerBin(t, "mcp-server-everything")
@@ -325,15 +325,39 @@ func TestE2EHardeningTasksChainExecution(t *testing.T) {
 		t.Errorf("the chain lists simulate-research-query otherwise than server-everything:\n  %s", strings.Join(diffs, "\n  "))
 	}
 
-	for i, params := range []map[string]any{
-		{"name": "simulate-research-query", "arguments": map[string]any{"topic": "bridges"}},
-		{"name": "simulate-research-query", "arguments": map[string]any{"topic": "bridges"}, "task": map[string]any{"ttl": 60000}},
-	} {
-		frame := tasksE2ERawCall(t, mcpb, 100+i, params)
-		errObj, _ := frame["error"].(map[string]any)
-		if errObj == nil || fmt.Sprint(errObj["code"]) != "-32601" || !strings.Contains(fmt.Sprint(errObj["message"]), "requires task augmentation") {
-			t.Errorf("tools/call %s through the chain: %s, want -32601 requires task augmentation", otcfShow(params), otcfShow(frame))
+	plain := map[string]any{"name": "simulate-research-query", "arguments": map[string]any{"topic": "bridges"}}
+	frame := tasksE2ERawCall(t, mcpb, 100, plain)
+	errObj, _ := frame["error"].(map[string]any)
+	if errObj == nil || fmt.Sprint(errObj["code"]) != "-32601" || !strings.Contains(fmt.Sprint(errObj["message"]), "requires task augmentation") {
+		t.Errorf("tools/call %s through the chain: %s, want -32601 requires task augmentation", otcfShow(plain), otcfShow(frame))
+	}
+	augmented := map[string]any{"name": "simulate-research-query", "arguments": map[string]any{"topic": "bridges"}, "task": map[string]any{"ttl": 60000}}
+	frame = tasksE2ERawCall(t, mcpb, 101, augmented)
+	res, _ := frame["result"].(map[string]any)
+	task, _ := res["task"].(map[string]any)
+	id, _ := task["taskId"].(string)
+	if id == "" || task["status"] != "working" {
+		t.Fatalf("tools/call %s through the chain: %s, want a working task", otcfShow(augmented), otcfShow(frame))
+	}
+	// tasks/result waits for the task's end: the research's own answer.
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 102, "method": "tasks/result", "params": map[string]any{"taskId": id}})
+	if err := mcpb.WriteLine(string(b)); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(otcfCallTimeout); ; {
+		line, err := mcpb.ReadLine(time.Until(deadline))
+		if err != nil {
+			t.Fatalf("no answer to tasks/result: %v", err)
 		}
+		var m map[string]any
+		if json.Unmarshal([]byte(line), &m) != nil || m["method"] != nil || fmt.Sprint(m["id"]) != "102" {
+			continue
+		}
+		r, _ := m["result"].(map[string]any)
+		if content, _ := r["content"].([]any); len(content) == 0 || r["isError"] == true {
+			t.Errorf("tasks/result of the chain's task: %s, want the research's content", otcfShow(m))
+		}
+		break
 	}
 	otcb.stop(t)
 }
