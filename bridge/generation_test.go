@@ -34,6 +34,38 @@ func withReloadHook(t *testing.T, hook func()) {
 	t.Cleanup(func() { reloadHook = prev })
 }
 
+// reloadRace runs check from inside the reload (reloadHook), from two
+// goroutines throughout, and after each of 20 reloads that alternate
+// between configuration B (toB) and A.
+func reloadRace(t *testing.T, check func(where string), reload func(toB bool) error) {
+	t.Helper()
+	withReloadHook(t, func() { check("during a reload") })
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				check("concurrently")
+			}
+		})
+	}
+	defer func() {
+		close(stop)
+		wg.Wait()
+	}()
+	for i := range 20 {
+		if err := reload(i%2 == 0); err != nil {
+			t.Fatal(err)
+		}
+		check("after a reload")
+	}
+}
+
 func TestOTCFrontReloadPublishesCatalogWithControls(t *testing.T) {
 	ctx := context.Background()
 	anyone := func(tools ...string) *Controls {
@@ -84,33 +116,12 @@ func TestOTCFrontReloadPublishesCatalogWithControls(t *testing.T) {
 			mu.Unlock()
 		}
 	}
-	withReloadHook(t, func() { check("during a reload") })
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for range 2 {
-		wg.Go(func() {
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				check("concurrently")
-			}
-		})
-	}
-	for i := range 20 {
-		cfg := cfgB
-		if i%2 == 1 {
-			cfg = cfgA
+	reloadRace(t, check, func(toB bool) error {
+		if toB {
+			return f.Reload(ctx, cfgB)
 		}
-		if err := f.Reload(ctx, cfg); err != nil {
-			t.Fatal(err)
-		}
-		check("after a reload")
-	}
-	close(stop)
-	wg.Wait()
+		return f.Reload(ctx, cfgA)
+	})
 	if len(leaks) > 0 {
 		t.Fatalf("%d lists or calls showed a tool neither configuration lets them see; first: %s", len(leaks), leaks[0])
 	}
@@ -162,33 +173,12 @@ func TestMCPFrontReloadPublishesCatalogWithControls(t *testing.T) {
 			mu.Unlock()
 		}
 	}
-	withReloadHook(t, func() { check("during a reload") })
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for range 2 {
-		wg.Go(func() {
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				check("concurrently")
-			}
-		})
-	}
-	for i := range 20 {
-		cfg := cfgB
-		if i%2 == 1 {
-			cfg = cfgA
+	reloadRace(t, check, func(toB bool) error {
+		if toB {
+			return f.Reload(ctx, cfgB)
 		}
-		if err := f.Reload(ctx, cfg); err != nil {
-			t.Fatal(err)
-		}
-		check("after a reload")
-	}
-	close(stop)
-	wg.Wait()
+		return f.Reload(ctx, cfgA)
+	})
 	if len(leaks) > 0 {
 		t.Fatalf("%d lists or calls showed a tool neither configuration lets them see; first: %s", len(leaks), leaks[0])
 	}
